@@ -1,0 +1,319 @@
+/* matvec_bench.c: single-core roofline of the matrix-vector product.
+ *
+ * (a) measures this core's memory read bandwidth (streaming sums over a buffer far larger than
+ *     the caches, one stream and four interleaved streams, best of several runs) and a
+ *     STREAM-style copy;
+ * (b) times kernels_matvec, own kernel and OpenBLAS (one thread), on TinyLlama-shaped matrices,
+ *     rotating through enough distinct matrices (a 262 MB pool) that nothing stays in cache,
+ *     and reports GB/s of weights read and the fraction of the measured read bandwidth
+ *     (median of the repeats);
+ * (c) prints OpenBLAS's core name.
+ * A readable table goes to stdout, then one JSON line.
+ *
+ * usage: matvec_bench [-r repeats] [-m read_buffer_MiB] [-n] (-n: no transparent huge pages)
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "kernels.h"
+#include "util.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+void openblas_set_num_threads(int num_threads);
+int openblas_get_num_threads(void);
+
+static volatile float sink;
+static int use_hugepages = 1;
+
+/* Page-aligned anonymous memory, huge pages requested, every page touched. */
+static float *big_alloc(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(p != MAP_FAILED, "mmap of %zu bytes failed", bytes);
+#ifdef MADV_HUGEPAGE
+    if (use_hugepages)
+        madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    memset(p, 0, bytes);
+    return p;
+}
+
+static void big_free(float *p, size_t bytes) { munmap(p, bytes); }
+
+/* Sum of a[0..n) with 64 independent lanes (n a multiple of 64). */
+static float bench_read1(const float *a, size_t n)
+{
+#if defined(__AVX512F__)
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    for (size_t i = 0; i < n; i += 64) {
+        s0 = _mm512_add_ps(s0, _mm512_load_ps(a + i));
+        s1 = _mm512_add_ps(s1, _mm512_load_ps(a + i + 16));
+        s2 = _mm512_add_ps(s2, _mm512_load_ps(a + i + 32));
+        s3 = _mm512_add_ps(s3, _mm512_load_ps(a + i + 48));
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+#else
+    float acc[64] = {0};
+    for (size_t i = 0; i < n; i += 64)
+        for (int l = 0; l < 64; l++)
+            acc[l] += a[i + l];
+    float s = 0;
+    for (int l = 0; l < 64; l++)
+        s += acc[l];
+    return s;
+#endif
+}
+
+/* Same bytes read as four interleaved streams over the four quarters (like 4 matrix rows). */
+static float bench_read4(const float *a, size_t n)
+{
+    const size_t q = n / 4;
+    const float *b = a + q, *c = a + 2 * q, *d = a + 3 * q;
+#if defined(__AVX512F__)
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    for (size_t i = 0; i < q; i += 32) {
+        s0 = _mm512_add_ps(s0, _mm512_add_ps(_mm512_load_ps(a + i), _mm512_load_ps(a + i + 16)));
+        s1 = _mm512_add_ps(s1, _mm512_add_ps(_mm512_load_ps(b + i), _mm512_load_ps(b + i + 16)));
+        s2 = _mm512_add_ps(s2, _mm512_add_ps(_mm512_load_ps(c + i), _mm512_load_ps(c + i + 16)));
+        s3 = _mm512_add_ps(s3, _mm512_add_ps(_mm512_load_ps(d + i), _mm512_load_ps(d + i + 16)));
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+#else
+    float acc[4][16] = {{0}};
+    for (size_t i = 0; i < q; i += 16)
+        for (int l = 0; l < 16; l++) {
+            acc[0][l] += a[i + l];
+            acc[1][l] += b[i + l];
+            acc[2][l] += c[i + l];
+            acc[3][l] += d[i + l];
+        }
+    float s = 0;
+    for (int r = 0; r < 4; r++)
+        for (int l = 0; l < 16; l++)
+            s += acc[r][l];
+    return s;
+#endif
+}
+
+static void bench_copy(float *restrict dst, const float *restrict src, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = src[i];
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+typedef struct {
+    const char *name;
+    int d, n; /* rows, columns */
+} Shape;
+
+typedef struct {
+    char label[48];
+    int d, n, mats;
+    double mb;
+    double own_gbs, blas_gbs; /* medians */
+    double own_rel, blas_rel; /* medians of the ratio to a read of the same bytes just before */
+} Result;
+
+/* Seconds of one pass of impl over the mats x nshapes matrices laid out from pool. */
+static double run_pass(MatvecImpl impl, const float *pool, const Shape *shapes, int nshapes,
+                       int mats, const float *x, float *y)
+{
+    kernels_set_matvec(impl);
+    const float *w = pool;
+    double t0 = time_now();
+    for (int m = 0; m < mats; m++) {
+        for (int s = 0; s < nshapes; s++) {
+            kernels_matvec(y, w, x, shapes[s].n, shapes[s].d);
+            w += (size_t)shapes[s].d * (size_t)shapes[s].n;
+        }
+    }
+    double t = time_now() - t0;
+    kernels_set_matvec(MATVEC_AUTO);
+    sink += y[0];
+    return t;
+}
+
+/* Times reps passes of own and BLAS, each next to a plain read of the same bytes, so that the
+ * ratio is immune to the bandwidth drifting over time (shared hosts).  Medians. */
+static void bench_shapes(Result *r, const float *pool, const Shape *shapes, int nshapes,
+                         const float *x, float *y, int reps, double *own, double *blas,
+                         double *own_rel, double *blas_rel)
+{
+    size_t nfl = 0;
+    for (int s = 0; s < nshapes; s++)
+        nfl += (size_t)shapes[s].d * (size_t)shapes[s].n;
+    nfl *= (size_t)r->mats;
+    const double bytes = (double)nfl * sizeof(float);
+    const size_t nread = nfl & ~(size_t)127;
+    for (int k = -1; k < reps; k++) { /* k = -1: warm-up */
+        double t0 = time_now();
+        sink += bench_read4(pool, nread);
+        double tr = time_now() - t0;
+        double to = run_pass(MATVEC_OWN, pool, shapes, nshapes, r->mats, x, y);
+        double tb = run_pass(MATVEC_BLAS, pool, shapes, nshapes, r->mats, x, y);
+        if (k < 0)
+            continue;
+        double gr = (double)nread * sizeof(float) / tr / 1e9;
+        own[k] = bytes / to / 1e9;
+        blas[k] = bytes / tb / 1e9;
+        own_rel[k] = own[k] / gr;
+        blas_rel[k] = blas[k] / gr;
+    }
+    r->mb = bytes / 1e6;
+    r->own_gbs = median(own, reps);
+    r->blas_gbs = median(blas, reps);
+    r->own_rel = median(own_rel, reps);
+    r->blas_rel = median(blas_rel, reps);
+}
+
+int main(int argc, char **argv)
+{
+    int reps = 21;
+    size_t read_mib = 1024;
+    int opt;
+    while ((opt = getopt(argc, argv, "r:m:n")) != -1) {
+        switch (opt) {
+        case 'r': reps = atoi(optarg); break;
+        case 'm': read_mib = (size_t)atol(optarg); break;
+        case 'n': use_hugepages = 0; break;
+        default:
+            fprintf(stderr, "usage: %s [-r repeats] [-m read_buffer_MiB] [-n]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (reps < 1)
+        reps = 1;
+    if (read_mib < 64)
+        read_mib = 64;
+    openblas_set_num_threads(1);
+
+    /* (a) memory bandwidth */
+    const size_t rbytes = read_mib << 20, rn = rbytes / sizeof(float);
+    float *buf = big_alloc(rbytes);
+    for (size_t i = 0; i < rn; i++)
+        buf[i] = (float)(i & 1023);
+    const int bw_runs = 7;
+    double best1 = 0, best4 = 0, bestc = 0;
+    for (int r = 0; r < bw_runs; r++) {
+        double t0 = time_now();
+        sink += bench_read1(buf, rn);
+        double t1 = time_now();
+        sink += bench_read4(buf, rn);
+        double t2 = time_now();
+        best1 = fmax(best1, (double)rbytes / (t1 - t0) / 1e9);
+        best4 = fmax(best4, (double)rbytes / (t2 - t1) / 1e9);
+    }
+    const size_t cn = rn / 2;
+    for (int r = 0; r < bw_runs; r++) {
+        double t0 = time_now();
+        bench_copy(buf + cn, buf, cn);
+        double t = time_now() - t0;
+        sink += buf[cn + (size_t)r];
+        bestc = fmax(bestc, 2.0 * (double)cn * sizeof(float) / t / 1e9);
+    }
+    big_free(buf, rbytes);
+    const double roof = fmax(best1, best4);
+
+    /* (b) matvec */
+    static const Shape shapes[] = {{"wq/wo", 2048, 2048},  {"wk/wv", 256, 2048},
+                                   {"w1/w3", 5632, 2048},  {"w2", 2048, 5632},
+                                   {"classifier", 32000, 2048}};
+    static const Shape layer[] = {{"wq", 2048, 2048}, {"wk", 256, 2048},  {"wv", 256, 2048},
+                                  {"wo", 2048, 2048}, {"w1", 5632, 2048}, {"w3", 5632, 2048},
+                                  {"w2", 2048, 5632}};
+    const int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
+    const int nlayer = (int)(sizeof layer / sizeof layer[0]);
+    const size_t pool_n = (size_t)32000 * 2048;
+    float *pool = big_alloc(pool_n * sizeof(float));
+    uint64_t rng = 42;
+    for (size_t i = 0; i < pool_n; i++)
+        pool[i] = rng_float(&rng) - 0.5f;
+    float *x = xmalloc(5632 * sizeof *x);
+    float *y = xmalloc(32000 * sizeof *y);
+    for (int i = 0; i < 5632; i++)
+        x[i] = rng_float(&rng) - 0.5f;
+    double *sm = xmalloc(4 * (size_t)reps * sizeof *sm);
+
+    Result res[8];
+    int nres = 0;
+    for (int s = 0; s < nshapes; s++) {
+        Result *r = &res[nres++];
+        size_t per = (size_t)shapes[s].d * (size_t)shapes[s].n;
+        r->d = shapes[s].d;
+        r->n = shapes[s].n;
+        r->mats = (int)(pool_n / per);
+        snprintf(r->label, sizeof r->label, "%dx%d %s", r->d, r->n, shapes[s].name);
+        bench_shapes(r, pool, &shapes[s], 1, x, y, reps, sm, sm + reps, sm + 2 * reps,
+                     sm + 3 * reps);
+    }
+    {
+        Result *r = &res[nres++];
+        r->d = 0;
+        r->n = 0;
+        r->mats = 1;
+        snprintf(r->label, sizeof r->label, "TinyLlama layer (7 matvecs)");
+        bench_shapes(r, pool, layer, nlayer, x, y, reps, sm, sm + reps, sm + 2 * reps,
+                     sm + 3 * reps);
+    }
+
+    /* (c) report */
+    const char *core = kernels_blas_corename();
+    printf("HeadSplit matvec benchmark: one core, fp32, GB = 1e9 bytes, median of %d repeats\n",
+           reps);
+    printf("OpenBLAS core: %s (threads %d)   huge pages: %s\n", core, openblas_get_num_threads(),
+           use_hugepages ? "requested" : "off");
+    printf("memory read, 1 stream : %7.2f GB/s  (best of %d over %zu MiB)\n", best1, bw_runs,
+           read_mib);
+    printf("memory read, 4 streams: %7.2f GB/s\n", best4);
+    printf("memory copy (STREAM)  : %7.2f GB/s  (read + write bytes)\n", bestc);
+    printf("roofline (best read)  : %7.2f GB/s\n\n", roof);
+    printf("frac: median GB/s over the roofline; paired: median over repeats of GB/s over a\n"
+           "plain 4-stream read of the same bytes timed just before (immune to drift)\n\n");
+    printf("%-28s %4s %7s | %8s %6s %6s | %8s %6s %6s | %8s\n", "matrix (rows x cols)", "mats",
+           "MB/pass", "own GB/s", "frac", "paired", "blasGB/s", "frac", "paired", "own/blas");
+    for (int i = 0; i < nres; i++) {
+        const Result *r = &res[i];
+        printf("%-28s %4d %7.1f | %8.2f %6.3f %6.3f | %8.2f %6.3f %6.3f | %8.2f\n", r->label,
+               r->mats, r->mb, r->own_gbs, r->own_gbs / roof, r->own_rel, r->blas_gbs,
+               r->blas_gbs / roof, r->blas_rel, r->own_gbs / r->blas_gbs);
+    }
+    printf("\n{\"bench\":\"matvec\",\"reps\":%d,\"openblas_core\":\"%s\",\"hugepages\":%s,"
+           "\"read1_gbs\":%.3f,\"read4_gbs\":%.3f,\"copy_gbs\":%.3f,\"roofline_gbs\":%.3f,"
+           "\"results\":[",
+           reps, core, use_hugepages ? "true" : "false", best1, best4, bestc, roof);
+    for (int i = 0; i < nres; i++) {
+        const Result *r = &res[i];
+        printf("%s{\"matrix\":\"%s\",\"rows\":%d,\"cols\":%d,\"mats\":%d,\"mb\":%.1f,"
+               "\"own_gbs\":%.3f,\"own_frac\":%.4f,\"own_paired\":%.4f,"
+               "\"blas_gbs\":%.3f,\"blas_frac\":%.4f,\"blas_paired\":%.4f}",
+               i ? "," : "", r->label, r->d, r->n, r->mats, r->mb, r->own_gbs,
+               r->own_gbs / roof, r->own_rel, r->blas_gbs, r->blas_gbs / roof, r->blas_rel);
+    }
+    printf("]}\n");
+
+    free(sm);
+    free(x);
+    free(y);
+    big_free(pool, pool_n * sizeof(float));
+    return 0;
+}

@@ -1,0 +1,56 @@
+/* config.h: the model configuration (read-only after load) and its HDF5 form.
+ * The file layout is documented in docs/model-format.md. */
+#ifndef HEADSPLIT_CONFIG_H
+#define HEADSPLIT_CONFIG_H
+
+#include <hdf5.h>
+#include <stddef.h>
+
+/* Format version written into every model file; files of another version are refused. */
+#define HEADSPLIT_FORMAT_VERSION 1
+
+typedef enum { ARCH_LLAMA = 0, ARCH_GPT2 = 1 } Arch;
+/* RoPE pair layout: adjacent pairs (2i, 2i+1) as Meta/llama2.c, or halves (i, i+hd/2) as HF. */
+typedef enum { ROPE_NONE = 0, ROPE_INTERLEAVED = 1, ROPE_HALF = 2 } RopeStyle;
+
+typedef struct {
+    Arch arch;
+    int dim;            /* residual width */
+    int n_layers;
+    int n_heads;        /* query heads */
+    int n_kv_heads;     /* key/value heads = attention units (KV groups) */
+    int head_dim;
+    int ffn_dim;        /* FFN inner width */
+    int vocab_size;
+    int context_length; /* positions the model supports */
+    float norm_eps;
+    float rope_theta;
+    RopeStyle rope_style;
+    int tied_embeddings; /* LM head is the token embedding */
+    int bos_id, eos_id;  /* -1 when absent */
+} ModelConfig;
+
+/* Query heads per KV group. */
+static inline int config_q_per_kv(const ModelConfig *c) { return c->n_heads / c->n_kv_heads; }
+
+/* Checks every dimension against the others (positive, divisible, sizes that fit size_t
+ * and HDF5).  Returns 0, or -1 with err naming the offending field. */
+int config_validate(const ModelConfig *c, char *err, size_t errlen);
+
+/* Reads /config attributes from an open model file; validates. fname is for messages. */
+int config_read(ModelConfig *c, hid_t file, const char *fname, char *err, size_t errlen);
+/* Writes /config attributes (format version included). */
+int config_write(const ModelConfig *c, hid_t file, char *err, size_t errlen);
+
+const char *config_arch_name(Arch a);
+const char *config_rope_name(RopeStyle r);
+
+/* Parameter counts (floats) of one layer's pieces, for memory accounting and placement. */
+size_t config_attn_unit_floats(const ModelConfig *c, int n_q_heads); /* wq part + wk + wv (+ biases) */
+size_t config_proj_floats(const ModelConfig *c);                      /* wo (+ bo) */
+size_t config_ffn_floats(const ModelConfig *c, int ffn_cols);        /* gate/up/down slice (+ biases, norms) */
+size_t config_layer_floats(const ModelConfig *c);
+/* Bytes of KV cache for one KV group of one layer holding n positions. */
+size_t config_kv_bytes(const ModelConfig *c, int n_positions);
+
+#endif

@@ -1,0 +1,55 @@
+/* convert.h: headsplit-convert, the model converter.  Reads llama2.c legacy checkpoints and
+ * Hugging Face directories (LlamaForCausalLM, GPT2LMHeadModel; safetensors F32/F16/BF16,
+ * sharded or not), or generates deterministic synthetic models, and writes the HeadSplit model
+ * file of docs/model-format.md.  Conversion streams: at most one source tensor and one 16 MiB
+ * block are in memory.  Every function returns 0, or -1 with a one-line message
+ * "<file>: <field>: <what>" in err; a failed conversion leaves no output file behind. */
+#ifndef HEADSPLIT_CONVERT_H
+#define HEADSPLIT_CONVERT_H
+
+#include "config.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* What a conversion wrote (for the summary line). */
+typedef struct {
+    ModelConfig config;
+    int n_tensors;
+    uint64_t tensor_bytes;
+} ConvertStats;
+
+/* llama2.c legacy checkpoint (7-int header; negative vocab = separate classifier) plus its
+ * tokenizer.bin.  stats may be NULL. */
+int convert_from_llama2c(const char *checkpoint, const char *tokenizer, const char *out,
+                         ConvertStats *stats, char *err, size_t errlen);
+
+/* Hugging Face model directory: config.json, model.safetensors or
+ * model.safetensors.index.json, and tokenizer.json (or vocab.json + merges.txt for GPT-2). */
+int convert_from_hf(const char *dir, const char *out, ConvertStats *stats, char *err,
+                    size_t errlen);
+
+/* Reads and checks DIR/config.json only (no weights): fills c.  For tests and tools. */
+int convert_read_hf_config(const char *dir, ModelConfig *c, char *err, size_t errlen);
+
+/* Resolves a synthetic model name (tinyllama-1.1b, gpt2-small, stories260k) or a spec
+ * "llama:dim=64,ffn=172,layers=2,heads=8,kv_heads=4,vocab=512,ctx=512" into c; layers > 0
+ * overrides the layer count. */
+int convert_synthetic_config(const char *spec, int layers, ModelConfig *c, char *err,
+                             size_t errlen);
+
+/* Deterministic random weights of the shapes of spec, seeded by seed, written block by block.
+ * tokenizer (may be NULL) names a real tokenizer of the same vocabulary size; without it a
+ * synthetic tokenizer is stored. */
+int convert_make_synthetic(const char *spec, uint64_t seed, int layers, const char *tokenizer,
+                           const char *out, ConvertStats *stats, char *err, size_t errlen);
+
+/* The command line of headsplit-convert (argv[0] is skipped).  Prints help or the summary line
+ * to out.  Returns 0, or -1 with err set (main prints it and exits 1). */
+int convert_run_cli(int argc, char **argv, FILE *out, char *err, size_t errlen);
+
+/* The --help text. */
+const char *convert_usage_text(void);
+
+#endif

@@ -1,0 +1,37 @@
+/* dist.h: the distributed engine.  Rank 0 (controller) drives the token loop through a
+ * LayerBackend whose forward sends the embedding into the pipeline of workers and receives the
+ * last layer's output; ranks 1..N run dist_worker_loop.  Communication per layer follows the
+ * plan: MPI_Ibcast of the layer input to its head and projection ranks, MPI_Igatherv of head
+ * outputs to the projection rank, a point-to-point Z when the FFN sits elsewhere. */
+#ifndef HEADSPLIT_DIST_H
+#define HEADSPLIT_DIST_H
+
+#include "comm.h"
+#include "generate.h"
+#include "plan.h"
+
+#include <jansson.h>
+
+typedef struct DistEngine DistEngine;
+
+/* Creates the per-layer communicators (collective over MPI_COMM_WORLD) and loads this rank's
+ * slices from file (workers) — the controller loads nothing here.  Errors are agreed on by all
+ * ranks: returns -1 on every rank if any failed (rank 0 has printed the message). */
+int dist_setup(DistEngine **out, Comm *cm, const ModelConfig *c, const Plan *plan,
+               hid_t file, const char *fname, int kv_cap);
+void dist_free(DistEngine *e);
+
+/* Controller: the backend for generate_run, and the stop message that ends every worker. */
+LayerBackend dist_backend(DistEngine *e);
+void dist_controller_stop(DistEngine *e);
+
+/* Worker: runs layers until the controller's stop message passes through. */
+void dist_worker_loop(DistEngine *e);
+
+/* Network hops on the critical path of one token under the plan. */
+int dist_hops_per_token(const Plan *plan);
+
+/* Collective: per-rank and per-layer statistics, assembled at rank 0 (NULL elsewhere). */
+json_t *dist_collect_metrics(DistEngine *e, int n_tokens);
+
+#endif

@@ -1,0 +1,62 @@
+/* generate.h: the controller's token loop, independent of where the layers run.  The layers
+ * are reached through a small backend interface: in-process (local.c) or over MPI (dist/). */
+#ifndef HEADSPLIT_GENERATE_H
+#define HEADSPLIT_GENERATE_H
+
+#include "config.h"
+#include "model.h"
+#include "tokenizer.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct {
+    void *ctx;
+    /* Runs every decoder layer on x[dim] (in place) for the token at position pos. */
+    void (*forward)(void *ctx, float *x, int pos, int token);
+} LayerBackend;
+
+typedef struct {
+    const char *prompt;
+    int steps;          /* positions in all, prompt included (capped at the context) */
+    float temperature;  /* 0: greedy, lowest id on ties */
+    float top_p;
+    uint64_t seed;
+    FILE *stream;       /* text is printed here as it is produced (NULL: quiet) */
+    FILE *logits_out;   /* raw float32 logits of every position (NULL: none) */
+    FILE *transcript;   /* prompt + every token id, flushed per token (NULL: none) */
+    const int *forced;  /* resume: tokens to force after the prompt (NULL: none) */
+    int n_forced;
+} GenOptions;
+
+typedef struct {
+    int *tokens;        /* [n_tokens]: prompt ids, then each chosen token */
+    int n_tokens;
+    int n_prompt;
+    int n_forward;      /* forward passes done */
+    char *text;         /* decoded text of tokens[1..] (prompt echoed), NUL-terminated */
+    double *token_ms;   /* [n_forward] wall time of each position */
+    const char *stopped_by; /* "steps", "bos", "eos" or "context" */
+} GenResult;
+
+/* Encodes the prompt and runs the loop: forced prompt tokens, then sampling; stops after
+ * steps positions or at BOS/EOS.  Returns 0, or -1 with err (prompt too long, empty model). */
+int generate_run(const ModelConfig *c, const Tokenizer *tok, const HeadW *head,
+                 LayerBackend *backend, const GenOptions *opt, GenResult *res, char *err,
+                 size_t errlen);
+void generate_result_free(GenResult *res);
+
+/* Median of the per-token times after the first (warm-up) position. */
+double generate_ms_per_token(const GenResult *res);
+
+/* In-process backend: every layer of the model on this process. */
+typedef struct LocalModel LocalModel;
+int local_model_load(LocalModel **out, const ModelConfig *c, hid_t file, const char *fname,
+                     int kv_cap, char *err, size_t errlen);
+void local_model_free(LocalModel *m);
+LayerBackend local_model_backend(LocalModel *m);
+/* Last FFN ratios ||FFN(Z)||/||Z|| per layer of the most recent forward (for the profiler). */
+const float *local_model_ratios(const LocalModel *m);
+size_t local_model_weight_bytes(const LocalModel *m);
+
+#endif

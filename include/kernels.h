@@ -1,0 +1,67 @@
+/* kernels.h: numerical kernels of one transformer layer.  No allocation, I/O or MPI inside.
+ * Convention: output first, const inputs next, sizes last.  Every kernel has a plain-loop twin
+ * (suffix _ref) that the unit tests compare against. */
+#ifndef HEADSPLIT_KERNELS_H
+#define HEADSPLIT_KERNELS_H
+
+#include <stddef.h>
+
+typedef enum { MATVEC_AUTO = 0, MATVEC_OWN = 1, MATVEC_BLAS = 2 } MatvecImpl;
+/* Chooses the matrix-vector implementation for kernels_matvec (default: AUTO = own kernel). */
+void kernels_set_matvec(MatvecImpl impl);
+MatvecImpl kernels_get_matvec(void);
+/* OpenBLAS's chosen core (openblas_get_corename), for the metrics. */
+const char *kernels_blas_corename(void);
+
+/* y[d] = W[d][n] x[n].  Every y[i] is summed in an order that depends only on n, never on d
+ * or on which rows a rank holds, so row slices of W give bit-identical rows of y. */
+void kernels_matvec(float *y, const float *w, const float *x, int n, int d);
+void kernels_matvec_ref(float *y, const float *w, const float *x, int n, int d);
+/* Same, for a matrix whose rows are ld floats apart (a column block of a wider matrix). */
+void kernels_matvec_ld(float *y, const float *w, const float *x, int n, int d, size_t ld);
+/* The own kernel whatever kernels_set_matvec chose (row stride ld >= n). */
+void kernels_matvec_own(float *y, const float *w, const float *x, int n, int d, size_t ld);
+/* Plain-C statement of the own kernel's summation order (the path on CPUs without AVX2);
+ * bit-identical to kernels_matvec_own on every instruction set. */
+void kernels_matvec_portable(float *y, const float *w, const float *x, int n, int d,
+                             size_t ld);
+
+/* out = x / sqrt(mean(x^2) + eps) * w */
+void kernels_rmsnorm(float *out, const float *x, const float *w, float eps, int n);
+void kernels_rmsnorm_ref(float *out, const float *x, const float *w, float eps, int n);
+/* out = (x - mean) / sqrt(var + eps) * w + b, biased variance */
+void kernels_layernorm(float *out, const float *x, const float *w, const float *b, float eps, int n);
+void kernels_layernorm_ref(float *out, const float *x, const float *w, const float *b, float eps,
+                           int n);
+
+/* Rotates n_heads heads of head_dim floats in place at position pos.
+ * interleaved: pairs (2i, 2i+1), freq = theta^(-2i/hd); half: pairs (i, i+hd/2), same freqs. */
+void kernels_rope(float *x, int n_heads, int head_dim, int pos, float theta, int interleaved);
+void kernels_rope_ref(float *x, int n_heads, int head_dim, int pos, float theta, int interleaved);
+
+/* In-place max-subtracted softmax of n values. */
+void kernels_softmax(float *x, int n);
+void kernels_softmax_ref(float *x, int n);
+
+/* gate[i] = silu(gate[i]) * up[i] */
+void kernels_swiglu(float *gate, const float *up, int n);
+void kernels_swiglu_ref(float *gate, const float *up, int n);
+/* x[i] = 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))) */
+void kernels_gelu(float *x, int n);
+void kernels_gelu_ref(float *x, int n);
+
+/* y[i] += x[i] */
+void kernels_add(float *y, const float *x, int n);
+
+/* Attention of n_q query heads sharing one KV group over positions 0..n_pos-1.
+ * q: [n_q][hd]; k_cache, v_cache: [n_pos][hd] (row stride hd); out: [n_q][hd];
+ * scratch: at least n_pos floats.  Scores are scaled by 1/sqrt(hd). */
+void kernels_attention(float *out, const float *q, const float *k_cache, const float *v_cache,
+                       float *scratch, int n_q, int head_dim, int n_pos);
+void kernels_attention_ref(float *out, const float *q, const float *k_cache,
+                           const float *v_cache, float *scratch, int n_q, int head_dim, int n_pos);
+
+/* Index of the largest value; lowest index on exact ties. */
+int kernels_argmax(const float *x, int n);
+
+#endif

@@ -1,0 +1,104 @@
+/* model.h: the weights one rank holds (read-only after load), its KV cache, and the pieces of
+ * the forward pass.  The single-process engine and the distributed workers call the same
+ * functions, so their results are bit-identical.  No MPI here. */
+#ifndef HEADSPLIT_MODEL_H
+#define HEADSPLIT_MODEL_H
+
+#include "config.h"
+
+#include <hdf5.h>
+#include <stddef.h>
+
+/* One attention part: a KV group (unit) of one layer with query heads [q0, q1) of it. */
+typedef struct {
+    int layer, unit, q0, q1;
+    float *norm_w, *norm_b; /* [dim] (norm_b: gpt2 only, else NULL) */
+    float *wq;              /* [(q1-q0)*hd][dim] */
+    float *wk, *wv;         /* [hd][dim] */
+    float *bq;              /* [(q1-q0)*hd] gpt2 */
+    float *bk, *bv;         /* [hd] gpt2 */
+    float *k_cache, *v_cache; /* [kv_cap][hd] */
+    int kv_cap;               /* positions the cache holds */
+} AttnPartW;
+
+/* Output projection of one layer: z = x + wo . heads (+ bo). */
+typedef struct {
+    int layer;
+    float *wo; /* [dim][n_heads*hd] */
+    float *bo; /* [dim] gpt2 */
+} ProjW;
+
+/* FFN of one layer (columns [f0, f1) of the inner width). */
+typedef struct {
+    int layer, f0, f1;
+    float *norm_w, *norm_b; /* [dim] */
+    float *w_gate;          /* [f][dim] llama */
+    float *w_up;            /* [f][dim] */
+    float *b_up;            /* [f] gpt2 */
+    float *w_down;          /* [dim][f] */
+    float *b_down;          /* [dim] gpt2 */
+} FfnW;
+
+/* Controller-only tensors. */
+typedef struct {
+    float *embed;      /* [vocab][dim] */
+    float *pos_embed;  /* [context][dim] gpt2 */
+    float *final_norm; /* [dim] */
+    float *final_norm_b; /* [dim] gpt2 */
+    float *lm_head;    /* [vocab][dim]; == embed when tied */
+} HeadW;
+
+/* Scratch for one rank's forward pieces, allocated once (no allocation in the token loop). */
+typedef struct {
+    float *xn;     /* [dim] normalised input */
+    float *q;      /* [n_heads*hd] */
+    float *k, *v;  /* [hd] */
+    float *att;    /* [kv_cap] scores */
+    float *hb, *hb2; /* [ffn] */
+    float *tmp;    /* [dim] */
+} Scratch;
+
+/* Loaders read exactly their slices with hyperslabs; return 0 or -1 with err. */
+int model_load_attn_part(AttnPartW *w, const ModelConfig *c, hid_t file, const char *fname,
+                         int layer, int unit, int q0, int q1, int kv_cap, char *err,
+                         size_t errlen);
+int model_load_proj(ProjW *w, const ModelConfig *c, hid_t file, const char *fname, int layer,
+                    char *err, size_t errlen);
+int model_load_ffn(FfnW *w, const ModelConfig *c, hid_t file, const char *fname, int layer,
+                   int f0, int f1, char *err, size_t errlen);
+int model_load_head(HeadW *w, const ModelConfig *c, hid_t file, const char *fname, char *err,
+                    size_t errlen);
+void model_free_attn_part(AttnPartW *w);
+void model_free_proj(ProjW *w);
+void model_free_ffn(FfnW *w);
+void model_free_head(HeadW *w);
+
+/* Bytes of weights held (for the metrics and budgets). */
+size_t model_attn_part_bytes(const ModelConfig *c, const AttnPartW *w);
+size_t model_ffn_bytes(const ModelConfig *c, const FfnW *w);
+
+void model_scratch_init(Scratch *s, const ModelConfig *c, int kv_cap);
+void model_scratch_free(Scratch *s);
+
+/* Attention part at position pos on layer input x[dim]: appends this unit's K/V at pos and
+ * writes the part's head outputs out[(q1-q0)*hd]. */
+void model_attn_part_forward(const ModelConfig *c, AttnPartW *w, Scratch *s, const float *x,
+                             int pos, float *out);
+/* z[dim] = x + wo . heads[n_heads*hd] (+ bo). */
+void model_proj_forward(const ModelConfig *c, const ProjW *w, Scratch *s, const float *x,
+                        const float *heads, float *z);
+/* delta[dim] = FFN(norm(z)) for this slice (partial sum when sliced; biases b_down added only
+ * by the slice with f0 == 0). */
+void model_ffn_delta(const ModelConfig *c, const FfnW *w, Scratch *s, const float *z,
+                     float *delta);
+/* x_out = z + FFN(z) for a whole FFN; returns ||FFN(z)|| / ||z|| (speculation's ratio). */
+float model_ffn_forward(const ModelConfig *c, const FfnW *w, Scratch *s, const float *z,
+                        float *x_out);
+
+/* Controller: x[dim] = embedding of token at pos. */
+void model_embed(const ModelConfig *c, const HeadW *w, int token, int pos, float *x);
+/* Controller: logits[vocab] from the last layer's output x (final norm, LM head). */
+void model_logits(const ModelConfig *c, const HeadW *w, Scratch *s, const float *x,
+                  float *logits);
+
+#endif

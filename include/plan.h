@@ -1,0 +1,85 @@
+/* plan.h: a placement is plain data: for every layer, which rank holds each attention part
+ * (a KV group with some or all of its query heads), the output projection and the FFN.
+ * Built by pure functions (no MPI); the same plan drives weight slices, communicators, the
+ * printed table and the metrics. Ranks 1..n_workers are workers; rank 0 is the controller. */
+#ifndef HEADSPLIT_PLAN_H
+#define HEADSPLIT_PLAN_H
+
+#include "config.h"
+
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef enum { PARTITION_LAYER = 0, PARTITION_HEAD = 1 } Partition;
+typedef enum {
+    PLACEMENT_GREEDY = 0,
+    PLACEMENT_ROUNDROBIN = 1,
+    PLACEMENT_RANDOM = 2,
+    PLACEMENT_LAYER = 3,
+} PlacementKind;
+
+typedef struct {
+    int rank; /* worker that computes it */
+    int unit; /* KV group 0..n_kv_heads-1 */
+    int q0, q1; /* query heads [q0, q1) within the group (0..Q) */
+} AttnPart;
+
+typedef struct {
+    int n_parts;
+    AttnPart *parts; /* [n_parts], sorted by (unit, q0); covers every query head once */
+    int proj_rank;
+    int ffn_rank;
+} LayerPlan;
+
+typedef struct {
+    int n_layers;
+    int n_workers;
+    Partition partition;
+    PlacementKind placement;
+    LayerPlan *layers; /* [n_layers] */
+    double build_ms;   /* time the placement function took */
+} Plan;
+
+/* Per-device description used by placement (memory budget in bytes, relative speed). */
+typedef struct {
+    size_t mem_budget; /* 0: unlimited */
+    double speed;      /* relative compute speed, 1.0 = reference */
+} Device;
+
+typedef struct {
+    Partition partition;
+    PlacementKind placement;
+    uint64_t seed;       /* for PLACEMENT_RANDOM */
+    int n_workers;
+    const Device *devices; /* [n_workers] or NULL (identical, unlimited) */
+    int kv_positions;      /* KV-cache positions to account for */
+} PlanRequest;
+
+/* Builds a plan; returns 0 or -1 with err (e.g. a part that fits no device's budget). */
+int plan_build(Plan *plan, const ModelConfig *c, const PlanRequest *req, char *err,
+               size_t errlen);
+/* A plan with every role on one rank (single process: rank 0). */
+void plan_build_local(Plan *plan, const ModelConfig *c, int rank);
+void plan_free(Plan *plan);
+
+/* Bytes of weights (and KV cache for kv_positions) that rank holds under the plan. */
+size_t plan_rank_weight_bytes(const Plan *plan, const ModelConfig *c, int rank);
+size_t plan_rank_kv_bytes(const Plan *plan, const ModelConfig *c, int rank, int kv_positions);
+/* 1 if rank has any role in the layer. */
+int plan_rank_in_layer(const Plan *plan, int layer, int rank);
+
+/* Checks that the plan is well formed for the config (every head once, ranks in range). */
+int plan_validate(const Plan *plan, const ModelConfig *c, char *err, size_t errlen);
+
+/* Human-readable table (--show-placement). */
+void plan_print(const Plan *plan, const ModelConfig *c, FILE *out);
+/* JSON form for the metrics. */
+json_t *plan_to_json(const Plan *plan, const ModelConfig *c);
+
+const char *plan_partition_name(Partition p);
+const char *plan_placement_name(PlacementKind k);
+int plan_parse_partition(const char *s, Partition *out);
+int plan_parse_placement(const char *s, PlacementKind *out);
+
+#endif

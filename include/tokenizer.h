@@ -1,0 +1,54 @@
+/* tokenizer.h: SentencePiece-style BPE (llama2.c and Hugging Face Llama) and GPT-2 byte-level
+ * BPE.  Encoders follow the conventions of ../shared/models/ READMEs exactly. */
+#ifndef HEADSPLIT_TOKENIZER_H
+#define HEADSPLIT_TOKENIZER_H
+
+#include <hdf5.h>
+#include <stddef.h>
+
+typedef enum {
+    TOKENIZER_SPM = 0,        /* merge the highest-scoring adjacent pair (llama2.c run.c) */
+    TOKENIZER_SPM_MERGES = 1, /* merge the lowest-rank pair from a merges list (HF Llama) */
+    TOKENIZER_GPT2 = 2,       /* byte-level BPE with GPT-2 pre-tokenization regex */
+} TokenizerKind;
+
+typedef struct Tokenizer Tokenizer;
+
+/* Loaders return 0, or -1 with err naming the file and what is wrong. */
+/* llama2.c tokenizer.bin; vocab_size comes from the model. */
+int tokenizer_load_llama2c(Tokenizer **out, const char *path, int vocab_size,
+                           char *err, size_t errlen);
+/* Hugging Face tokenizer.json (Llama BPE with byte fallback, or GPT-2 byte-level BPE). */
+int tokenizer_load_hf_json(Tokenizer **out, const char *path, char *err, size_t errlen);
+/* GPT-2 vocab.json + merges.txt. */
+int tokenizer_load_gpt2_files(Tokenizer **out, const char *vocab_json, const char *merges_txt,
+                              char *err, size_t errlen);
+/* A tokenizer for synthetic models: <unk> <s> </s>, 256 byte pieces, then filler pieces that
+ * never match text, up to vocab_size (>= 259). */
+Tokenizer *tokenizer_build_synthetic(int vocab_size);
+
+/* HDF5 group /tokenizer of a model file (docs/model-format.md). */
+int tokenizer_h5_write(const Tokenizer *t, hid_t file, char *err, size_t errlen);
+int tokenizer_h5_read(Tokenizer **out, hid_t file, const char *fname, char *err, size_t errlen);
+
+void tokenizer_free(Tokenizer *t);
+
+TokenizerKind tokenizer_kind(const Tokenizer *t);
+int tokenizer_vocab_size(const Tokenizer *t);
+int tokenizer_bos(const Tokenizer *t); /* -1 if none */
+int tokenizer_eos(const Tokenizer *t); /* -1 if none */
+
+/* Encodes len bytes of text.  BOS is prepended when the tokenizer's add_bos is set (spm kinds),
+ * as the engine feeds it.  *ids is malloc'ed (caller frees).  Invalid UTF-8 is encoded with
+ * byte fallback (spm) or as bytes (gpt2); never crashes.  Returns 0 or -1 with err. */
+int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, int **ids, size_t *n_ids,
+                     char *err, size_t errlen);
+
+/* Raw bytes of one token as it continues a sequence whose previous token is prev (-1 at the
+ * start): strips the dummy-prefix space after BOS, maps <0xNN> to its byte, BOS/EOS to "".
+ * Returns the byte count written into out (capacity cap, truncated if smaller). */
+size_t tokenizer_decode_token(const Tokenizer *t, int prev, int id, char *out, size_t cap);
+/* Decodes a whole sequence to a malloc'ed NUL-terminated string (BOS/EOS skipped). */
+char *tokenizer_decode(const Tokenizer *t, const int *ids, size_t n_ids);
+
+#endif

@@ -1,0 +1,64 @@
+/* util.h: the one fatal path, checked allocation and size arithmetic, timers, RNG.
+ * Everything here is MPI-free; main() registers MPI_Abort as the fatal hook. */
+#ifndef HEADSPLIT_UTIL_H
+#define HEADSPLIT_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Called by FATAL after the message is printed; must not return.  The default
+ * hook calls exit(1).  main() installs one that calls MPI_Abort. */
+typedef void (*FatalHook)(int code);
+void util_set_fatal_hook(FatalHook hook);
+/* Rank printed in front of every fatal message and log line (-1: none). */
+void util_set_rank(int rank);
+int util_rank(void);
+
+/* Prints "[rank r] file:line: message" to stderr and calls the hook. */
+void util_fatal(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4), noreturn));
+#define FATAL(...) util_fatal(__FILE__, __LINE__, __VA_ARGS__)
+#define CHECK(cond, ...) do { if (!(cond)) FATAL(__VA_ARGS__); } while (0)
+
+/* Log levels: 0 errors only, 1 info (default), 2 debug. */
+void util_set_log_level(int level);
+int util_log_level(void);
+void util_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define LOG_INFO(...) util_log(1, __VA_ARGS__)
+#define LOG_DEBUG(...) util_log(2, __VA_ARGS__)
+
+/* Allocation that never returns NULL (fatal on failure).  64-byte aligned. */
+void *xmalloc(size_t n);
+void *xcalloc(size_t count, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+
+/* Overflow-checked size arithmetic: return 0 on success, -1 on overflow. */
+int size_mul(size_t *out, size_t a, size_t b);
+int size_add(size_t *out, size_t a, size_t b);
+
+/* Formats into err (capacity errlen) and returns -1: for "return fail(...)". */
+int util_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Monotonic wall-clock seconds and this process's CPU seconds. */
+double time_now(void);
+double time_cpu(void);
+/* Peak resident set size of this process in bytes (from /proc/self/status). */
+size_t util_peak_rss(void);
+
+/* SplitMix64-seeded xoshiro-style generator; state passed explicitly. */
+uint64_t rng_next(uint64_t *state);
+/* Uniform float in [0, 1). */
+float rng_float(uint64_t *state);
+/* Standard normal (Box-Muller). */
+float rng_normal(uint64_t *state);
+
+/* Reads a whole file into a NUL-terminated buffer; NULL with err set on failure. */
+char *util_read_file(const char *path, size_t *len, char *err, size_t errlen);
+
+/* Parses a size such as "4G", "512M", "1.5GB", "1000000" into bytes; -1 on error. */
+int util_parse_bytes(const char *s, size_t *out);
+
+#endif

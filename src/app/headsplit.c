@@ -1,0 +1,421 @@
+/* headsplit: generate text with a model spread over MPI ranks.
+ *   mpirun -np 1 headsplit --model M.h5 --prompt TEXT --steps N          (single process)
+ *   mpirun -np 5 headsplit --model M.h5 --partition head --placement greedy ...
+ * Rank 0 is the controller (embeddings, final norm, LM head, sampling, token loop); ranks
+ * 1..N are workers holding attention parts, projections and FFNs of the plan. */
+#include "comm.h"
+#include "config.h"
+#include "dist.h"
+#include "generate.h"
+#include "h5io.h"
+#include "kernels.h"
+#include "plan.h"
+#include "tokenizer.h"
+#include "util.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef HEADSPLIT_GIT_REV
+#define HEADSPLIT_GIT_REV "unknown"
+#endif
+
+typedef struct {
+    const char *model;
+    const char *prompt;
+    int steps;
+    float temperature, top_p;
+    uint64_t seed;
+    const char *metrics;
+    const char *logits_out;
+    const char *transcript;
+    Partition partition;
+    PlacementKind placement;
+    int partition_set, placement_set;
+    int show_placement;
+    WaitMode wait_mode;
+    size_t mem_budget;
+    MatvecImpl matvec;
+    int quiet;
+} Options;
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+        "usage: mpirun -np N headsplit --model M.h5 [options]\n"
+        "  --model FILE          model in HeadSplit HDF5 format (headsplit-convert)\n"
+        "  --prompt TEXT         prompt (default empty)\n"
+        "  --steps N             positions to run, prompt included (default 256)\n"
+        "  --temperature T       0 = greedy, lowest id on ties (default 0)\n"
+        "  --top-p P             nucleus sampling mass (default 1 = off)\n"
+        "  --seed N              sampling and random-placement seed (default 42)\n"
+        "  --partition layer|head         how the model is split over workers (default head)\n"
+        "  --placement greedy|roundrobin|random|layer   (default greedy)\n"
+        "  --show-placement      print the placement table\n"
+        "  --wait sleep|spin     how ranks wait for messages (default sleep)\n"
+        "  --mem-budget SIZE     memory budget per worker, e.g. 1.5G (default none)\n"
+        "  --matvec own|blas     matrix-vector kernel (default own)\n"
+        "  --metrics FILE        write one JSON object of results and measurements\n"
+        "  --logits-out FILE     write raw float32 logits of every position\n"
+        "  --transcript FILE     write prompt and token ids as they are produced\n"
+        "  --quiet               do not stream the text\n"
+        "  --help\n");
+}
+
+/* Parses argv; returns 0, 1 for --help, or -1 with err naming the option. */
+static int parse_args(Options *o, int argc, char **argv, char *err, size_t errlen)
+{
+    enum { O_MODEL = 256, O_PROMPT, O_STEPS, O_TEMP, O_TOPP, O_SEED, O_METRICS, O_PART, O_PLACE,
+           O_SHOW, O_WAIT, O_BUDGET, O_MATVEC, O_LOGITS, O_QUIET, O_HELP, O_TRANSCRIPT };
+    static const struct option longopts[] = {
+        {"model", required_argument, 0, O_MODEL}, {"prompt", required_argument, 0, O_PROMPT},
+        {"steps", required_argument, 0, O_STEPS}, {"temperature", required_argument, 0, O_TEMP},
+        {"top-p", required_argument, 0, O_TOPP}, {"seed", required_argument, 0, O_SEED},
+        {"metrics", required_argument, 0, O_METRICS},
+        {"partition", required_argument, 0, O_PART},
+        {"placement", required_argument, 0, O_PLACE},
+        {"show-placement", no_argument, 0, O_SHOW}, {"wait", required_argument, 0, O_WAIT},
+        {"mem-budget", required_argument, 0, O_BUDGET},
+        {"matvec", required_argument, 0, O_MATVEC},
+        {"logits-out", required_argument, 0, O_LOGITS},
+        {"transcript", required_argument, 0, O_TRANSCRIPT},
+        {"quiet", no_argument, 0, O_QUIET}, {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
+    memset(o, 0, sizeof *o);
+    o->prompt = "";
+    o->steps = 256;
+    o->top_p = 1.0f;
+    o->seed = 42;
+    o->partition = PARTITION_HEAD;
+    o->placement = PLACEMENT_GREEDY;
+    opterr = 0;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        char *end = NULL;
+        errno = 0;
+        switch (ch) {
+        case O_MODEL: o->model = optarg; break;
+        case O_PROMPT: o->prompt = optarg; break;
+        case O_STEPS: {
+            long v = strtol(optarg, &end, 10);
+            if (*end || errno || v < 1 || v > 1 << 22)
+                return util_err(err, errlen, "--steps: '%s' is not a count of 1..4194304", optarg);
+            o->steps = (int)v;
+            break;
+        }
+        case O_TEMP:
+            o->temperature = strtof(optarg, &end);
+            if (*end || errno || !(o->temperature >= 0 && o->temperature <= 100))
+                return util_err(err, errlen, "--temperature: '%s' is not in 0..100", optarg);
+            break;
+        case O_TOPP:
+            o->top_p = strtof(optarg, &end);
+            if (*end || errno || !(o->top_p > 0 && o->top_p <= 1))
+                return util_err(err, errlen, "--top-p: '%s' is not in (0, 1]", optarg);
+            break;
+        case O_SEED:
+            o->seed = strtoull(optarg, &end, 10);
+            if (*end || errno || optarg[0] == '-')
+                return util_err(err, errlen, "--seed: '%s' is not a non-negative integer", optarg);
+            break;
+        case O_METRICS: o->metrics = optarg; break;
+        case O_LOGITS: o->logits_out = optarg; break;
+        case O_TRANSCRIPT: o->transcript = optarg; break;
+        case O_PART:
+            if (plan_parse_partition(optarg, &o->partition) < 0)
+                return util_err(err, errlen, "--partition: '%s' is not layer or head", optarg);
+            o->partition_set = 1;
+            break;
+        case O_PLACE:
+            if (plan_parse_placement(optarg, &o->placement) < 0)
+                return util_err(err, errlen, "--placement: '%s' is not greedy, roundrobin, "
+                                "random or layer", optarg);
+            o->placement_set = 1;
+            break;
+        case O_SHOW: o->show_placement = 1; break;
+        case O_WAIT:
+            if (strcmp(optarg, "sleep") == 0)
+                o->wait_mode = WAIT_SLEEP;
+            else if (strcmp(optarg, "spin") == 0)
+                o->wait_mode = WAIT_SPIN;
+            else
+                return util_err(err, errlen, "--wait: '%s' is not sleep or spin", optarg);
+            break;
+        case O_BUDGET:
+            if (util_parse_bytes(optarg, &o->mem_budget) < 0 || o->mem_budget == 0)
+                return util_err(err, errlen, "--mem-budget: '%s' is not a size such as 1.5G",
+                                optarg);
+            break;
+        case O_MATVEC:
+            if (strcmp(optarg, "own") == 0)
+                o->matvec = MATVEC_OWN;
+            else if (strcmp(optarg, "blas") == 0)
+                o->matvec = MATVEC_BLAS;
+            else
+                return util_err(err, errlen, "--matvec: '%s' is not own or blas", optarg);
+            break;
+        case O_QUIET: o->quiet = 1; break;
+        case O_HELP: return 1;
+        default:
+            return util_err(err, errlen, "unknown or incomplete option '%s' (see --help)",
+                            argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return util_err(err, errlen, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (!o->model)
+        return util_err(err, errlen, "--model is required (see --help)");
+    if (o->placement == PLACEMENT_LAYER)
+        o->partition = PARTITION_LAYER;
+    return 0;
+}
+
+static json_t *options_json(const Options *o, int n_ranks)
+{
+    return json_pack("{s:s,s:s,s:i,s:f,s:f,s:I,s:s,s:s,s:s,s:I,s:s,s:i,s:s}",
+                     "model", o->model, "prompt", o->prompt, "steps", o->steps,
+                     "temperature", (double)o->temperature, "top_p", (double)o->top_p,
+                     "seed", (json_int_t)o->seed,
+                     "partition", plan_partition_name(o->partition),
+                     "placement", plan_placement_name(o->placement),
+                     "wait", o->wait_mode == WAIT_SPIN ? "spin" : "sleep",
+                     "mem_budget", (json_int_t)o->mem_budget,
+                     "matvec", o->matvec == MATVEC_BLAS ? "blas" : "own",
+                     "ranks", n_ranks, "git_revision", HEADSPLIT_GIT_REV);
+}
+
+static json_t *model_json(const ModelConfig *c)
+{
+    return json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:f,s:f,s:s,s:b}",
+                     "architecture", config_arch_name(c->arch), "dim", c->dim,
+                     "n_layers", c->n_layers, "n_heads", c->n_heads, "n_kv_heads", c->n_kv_heads,
+                     "head_dim", c->head_dim, "ffn_dim", c->ffn_dim, "vocab_size", c->vocab_size,
+                     "context_length", c->context_length, "norm_eps", (double)c->norm_eps,
+                     "rope_theta", (double)c->rope_theta, "rope_style",
+                     config_rope_name(c->rope_style), "tied_embeddings", c->tied_embeddings);
+}
+
+/* FNV-1a over the token ids: 1, 2 and 4 workers must print the same checksum. */
+static uint64_t tokens_checksum(const int *t, int n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < n; i++) {
+        uint32_t v = (uint32_t)t[i];
+        for (int b = 0; b < 4; b++) {
+            h ^= (v >> (8 * b)) & 0xff;
+            h *= 1099511628211ull;
+        }
+    }
+    return h;
+}
+
+static int write_metrics(const char *path, json_t *m)
+{
+    if (json_dump_file(m, path, JSON_INDENT(1) | JSON_ENSURE_ASCII) != 0) {
+        fprintf(stderr, "headsplit: error: --metrics: cannot write %s\n", path);
+        return -1;
+    }
+    return 0;
+}
+
+static FILE *open_out(const char *path, const char *opt, char *err, size_t errlen)
+{
+    if (!path)
+        return NULL;
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        util_err(err, errlen, "%s: cannot write %s: %s", opt, path, strerror(errno));
+    return f;
+}
+
+int main(int argc, char **argv)
+{
+    Comm cm;
+    comm_init(&cm, &argc, &argv);
+    Options o;
+    char err[1024] = "";
+    int prc = parse_args(&o, argc, argv, err, sizeof err);
+    if (prc != 0) {
+        /* Every rank parsed the same argv; rank 0 speaks for all. */
+        if (cm.rank == 0) {
+            if (prc > 0)
+                usage(stdout);
+            else
+                fprintf(stderr, "headsplit: error: %s\n", err);
+        }
+        MPI_Finalize();
+        return prc > 0 ? 0 : 2;
+    }
+    cm.wait_mode = o.wait_mode;
+    kernels_set_matvec(o.matvec);
+    const int distributed = cm.size > 1;
+    if (!distributed && (o.partition_set || o.placement_set)) {
+        if (cm.rank == 0)
+            fprintf(stderr, "headsplit: error: --partition/--placement need at least 2 ranks "
+                    "(a controller and a worker); run with mpirun -np 2 or more\n");
+        MPI_Finalize();
+        return 2;
+    }
+
+    double t_start = time_now();
+    ModelConfig cfg;
+    hid_t file = h5io_open_read(o.model, err, sizeof err);
+    if (file >= 0 && config_read(&cfg, file, o.model, err, sizeof err) < 0) {
+        H5Fclose(file);
+        file = -1;
+    }
+    if (distributed ? comm_agree_errors(&cm, MPI_COMM_WORLD, file < 0 ? err : NULL) : file < 0) {
+        if (!distributed)
+            fprintf(stderr, "headsplit: error: %s\n", err);
+        MPI_Finalize();
+        return 1;
+    }
+    int kv_cap = o.steps < cfg.context_length ? o.steps : cfg.context_length;
+
+    /* Controller state: tokenizer, embeddings, LM head. */
+    Tokenizer *tok = NULL;
+    HeadW head;
+    memset(&head, 0, sizeof head);
+    err[0] = '\0';
+    if (cm.rank == 0) {
+        if (tokenizer_h5_read(&tok, file, o.model, err, sizeof err) == 0 &&
+            tokenizer_vocab_size(tok) != cfg.vocab_size)
+            util_err(err, sizeof err, "%s: tokenizer has %d pieces, config vocab_size is %d",
+                     o.model, tokenizer_vocab_size(tok), cfg.vocab_size);
+        if (!err[0])
+            model_load_head(&head, &cfg, file, o.model, err, sizeof err);
+    }
+
+    Plan plan;
+    memset(&plan, 0, sizeof plan);
+    LocalModel *local = NULL;
+    DistEngine *dist = NULL;
+    Device *devices = NULL;
+    if (!distributed) {
+        if (!err[0])
+            local_model_load(&local, &cfg, file, o.model, kv_cap, err, sizeof err);
+        if (err[0]) {
+            fprintf(stderr, "headsplit: error: %s\n", err);
+            MPI_Finalize();
+            return 1;
+        }
+        plan_build_local(&plan, &cfg, 0);
+    } else {
+        if (comm_agree_errors(&cm, MPI_COMM_WORLD, err)) {
+            MPI_Finalize();
+            return 1;
+        }
+        /* The plan is a pure function of config and request: every rank builds the same. */
+        devices = xcalloc((size_t)cm.size, sizeof(Device));
+        for (int r = 0; r < cm.size - 1; r++)
+            devices[r] = (Device){o.mem_budget, 1.0};
+        PlanRequest req = {o.partition, o.placement, o.seed, cm.size - 1, devices, kv_cap};
+        char perr[512] = "";
+        int bad = plan_build(&plan, &cfg, &req, perr, sizeof perr) < 0;
+        if (bad) {
+            if (cm.rank == 0)
+                fprintf(stderr, "headsplit: error: %s (--mem-budget %s)\n", perr,
+                        o.mem_budget ? "set" : "unset");
+            MPI_Finalize();
+            return 1;
+        }
+        if (o.show_placement && cm.rank == 0)
+            plan_print(&plan, &cfg, stderr);
+        if (dist_setup(&dist, &cm, &cfg, &plan, file, o.model, kv_cap) < 0) {
+            MPI_Finalize();
+            return 1;
+        }
+    }
+    if (o.show_placement && !distributed)
+        plan_print(&plan, &cfg, stderr);
+    H5Fclose(file);
+    double load_s = time_now() - t_start;
+
+    int rc = 0;
+    GenResult res;
+    memset(&res, 0, sizeof res);
+    double t_gen = time_now();
+    if (cm.rank == 0) {
+        LayerBackend be = distributed ? dist_backend(dist) : local_model_backend(local);
+        FILE *lf = open_out(o.logits_out, "--logits-out", err, sizeof err);
+        FILE *tf = err[0] ? NULL : open_out(o.transcript, "--transcript", err, sizeof err);
+        GenOptions g = {o.prompt, o.steps, o.temperature, o.top_p, o.seed,
+                        o.quiet ? NULL : stdout, lf, tf, NULL, 0};
+        if (err[0] || generate_run(&cfg, tok, &head, &be, &g, &res, err, sizeof err) < 0) {
+            fprintf(stderr, "headsplit: error: %s\n", err);
+            rc = 1;
+        }
+        if (lf)
+            fclose(lf);
+        if (tf)
+            fclose(tf);
+        if (distributed)
+            dist_controller_stop(dist);
+    } else {
+        dist_worker_loop(dist);
+    }
+    double gen_s = time_now() - t_gen;
+
+    json_t *dm = distributed ? dist_collect_metrics(dist, res.n_forward) : NULL;
+    if (cm.rank == 0 && rc == 0) {
+        double ms = generate_ms_per_token(&res);
+        uint64_t sum = tokens_checksum(res.tokens, res.n_tokens);
+        LOG_INFO("headsplit: %d positions, %.2f ms/token (median), checksum %016llx, %s",
+                 res.n_forward, ms, (unsigned long long)sum,
+                 distributed ? "distributed" : "single process");
+        if (o.metrics) {
+            json_t *m = json_object(), *toks = json_array(), *tms = json_array();
+            for (int i = 0; i < res.n_tokens; i++)
+                json_array_append_new(toks, json_integer(res.tokens[i]));
+            for (int i = 0; i < res.n_forward; i++)
+                json_array_append_new(tms, json_real(res.token_ms[i]));
+            json_object_set_new(m, "tokens", toks);
+            json_object_set_new(m, "text", json_string(res.text));
+            json_object_set_new(m, "n_prompt_tokens", json_integer(res.n_prompt));
+            json_object_set_new(m, "n_forward", json_integer(res.n_forward));
+            json_object_set_new(m, "stopped_by", json_string(res.stopped_by));
+            json_object_set_new(m, "ms_per_token", json_real(ms));
+            json_object_set_new(m, "token_ms", tms);
+            json_object_set_new(m, "generate_s", json_real(gen_s));
+            json_object_set_new(m, "load_s", json_real(load_s));
+            char hex[32];
+            snprintf(hex, sizeof hex, "%016llx", (unsigned long long)sum);
+            json_object_set_new(m, "tokens_checksum", json_string(hex));
+            json_object_set_new(m, "config", options_json(&o, cm.size));
+            json_object_set_new(m, "model", model_json(&cfg));
+            json_object_set_new(m, "openblas_corename", json_string(kernels_blas_corename()));
+            json_object_set_new(m, "plan", plan_to_json(&plan, &cfg));
+            json_object_set_new(m, "placement_ms", json_real(plan.build_ms));
+            if (dm) {
+                json_object_update(m, dm);
+            } else {
+                json_object_set_new(m, "ranks", json_pack("[{s:i,s:s,s:I,s:I,s:f,s:f}]", "rank",
+                                    0, "role", "single", "weight_bytes",
+                                    (json_int_t)local_model_weight_bytes(local),
+                                    "peak_rss_bytes", (json_int_t)util_peak_rss(), "cpu_s",
+                                    time_cpu(), "wall_s", time_now() - t_start));
+                json_object_set_new(m, "hops_per_token", json_integer(0));
+                json_object_set_new(m, "bytes_per_token", json_real(0));
+            }
+            if (write_metrics(o.metrics, m) < 0)
+                rc = 1;
+            json_decref(m);
+        }
+    }
+    json_decref(dm);
+    generate_result_free(&res);
+    local_model_free(local);
+    dist_free(dist);
+    plan_free(&plan);
+    free(devices);
+    model_free_head(&head);
+    tokenizer_free(tok);
+    if (distributed) {
+        MPI_Request req;
+        MPI_CHECK(MPI_Ibcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD, &req));
+        comm_wait(&cm, &req);
+    }
+    comm_finalize(&cm);
+    return rc;
+}

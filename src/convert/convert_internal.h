@@ -1,0 +1,55 @@
+/* convert_internal.h: the streaming model-file writer shared by the converters (writer.c).
+ * A tensor is produced block by block by a fill callback, so that no converter ever holds more
+ * than one source tensor plus one block (WRITER_BLOCK_FLOATS) in memory. */
+#ifndef HEADSPLIT_CONVERT_INTERNAL_H
+#define HEADSPLIT_CONVERT_INTERNAL_H
+
+#include "config.h"
+#include "tokenizer.h"
+
+#include <hdf5.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Largest block handed to a fill callback: 4 Mi floats = 16 MiB. */
+#define WRITER_BLOCK_FLOATS ((uint64_t)4 << 20)
+
+/* Produces elements [elem0, elem0+n) of the output tensor in row-major order. */
+typedef int (*WriterFillFn)(void *ctx, uint64_t elem0, uint64_t n, float *out, char *err,
+                            size_t errlen);
+
+typedef struct {
+    hid_t file;
+    char *out_path;  /* final name */
+    char *tmp_path;  /* written here, renamed on success */
+    float *buf;      /* one block */
+    uint64_t bytes;  /* tensor bytes written so far */
+    int n_tensors;
+} ModelWriter;
+
+/* Validates c, creates OUT.partial and writes /config with the source attribute. */
+int writer_open_file(ModelWriter *w, const char *out, const ModelConfig *c, const char *source,
+                     char *err, size_t errlen);
+/* Creates dataset path of the given shape (rank 1..3) and fills it block by block. */
+int writer_stream_tensor(ModelWriter *w, const char *path, int rank, const uint64_t *dims,
+                         WriterFillFn fill, void *ctx, char *err, size_t errlen);
+/* Writes a small tensor held in memory. */
+int writer_put_tensor(ModelWriter *w, const char *path, int rank, const uint64_t *dims,
+                      const float *data, char *err, size_t errlen);
+/* Writes /tokenizer. */
+int writer_put_tokenizer(ModelWriter *w, const Tokenizer *t, char *err, size_t errlen);
+/* Closes the file and renames it to its final name; 0 or -1 (the partial file is removed). */
+int writer_finish_file(ModelWriter *w, char *err, size_t errlen);
+/* Closes and removes the partial file (safe on a writer that never opened). */
+void writer_abort_file(ModelWriter *w);
+
+/* Formats a layer dataset path "/layers/<l>/<name>" into buf. */
+const char *writer_layer_path(char *buf, size_t cap, int layer, const char *name);
+
+/* Loads the tokenizer named by path for a model of vocab_size: a llama2.c tokenizer.bin, a
+ * Hugging Face tokenizer.json, or a directory holding tokenizer.json or vocab.json +
+ * merges.txt.  A vocabulary of another size is an error naming the file. */
+int convert_load_tokenizer(Tokenizer **out, const char *path, int vocab_size, char *err,
+                           size_t errlen);
+
+#endif

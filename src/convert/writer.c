@@ -1,0 +1,252 @@
+/* writer.c: streaming model-file writer for the converters (docs/model-format.md): /config with
+ * a source attribute, contiguous float32 tensors filled block by block, /tokenizer.  The file is
+ * written as OUT.partial and renamed only when complete; failures remove it. */
+#include "convert_internal.h"
+
+#include "h5io.h"
+#include "util.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char *concat2(const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b);
+    char *s = xmalloc(na + nb + 1);
+    memcpy(s, a, na);
+    memcpy(s + na, b, nb + 1);
+    return s;
+}
+
+int writer_open_file(ModelWriter *w, const char *out, const ModelConfig *c, const char *source,
+                     char *err, size_t errlen)
+{
+    memset(w, 0, sizeof *w);
+    w->file = -1;
+    char verr[256];
+    if (config_validate(c, verr, sizeof verr) < 0)
+        return util_err(err, errlen, "%s: config: %s", out, verr);
+    struct stat sb;
+    if (stat(out, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return util_err(err, errlen, "%s: --out: is a directory", out);
+    w->out_path = xstrdup(out);
+    w->tmp_path = concat2(out, ".partial");
+    w->file = h5io_create(w->tmp_path, err, errlen);
+    if (w->file < 0) {
+        util_err(err, errlen, "%s: --out: cannot create the output file (does the directory "
+                 "exist and is it writable?)", w->tmp_path);
+        goto fail;
+    }
+    if (config_write(c, w->file, verr, sizeof verr) < 0) {
+        util_err(err, errlen, "%s: config: %s", out, verr);
+        goto fail;
+    }
+    hid_t g = H5Gopen2(w->file, "/config", H5P_DEFAULT);
+    int rc = g >= 0 ? h5io_attr_write_string(g, "source", source) : -1;
+    if (g >= 0)
+        H5Gclose(g);
+    if (rc < 0) {
+        util_err(err, errlen, "%s: source: cannot write the attribute", out);
+        goto fail;
+    }
+    w->buf = xmalloc(WRITER_BLOCK_FLOATS * sizeof(float));
+    return 0;
+fail:
+    writer_abort_file(w);
+    return -1;
+}
+
+/* Writes n floats of w->buf into the box start/count of dataset d. */
+static int write_box(hid_t d, const hsize_t *start, const hsize_t *count, uint64_t n,
+                     const float *buf)
+{
+    hsize_t hn = n;
+    hid_t fs = H5Dget_space(d);
+    hid_t ms = H5Screate_simple(1, &hn, NULL);
+    int rc = (fs >= 0 && ms >= 0 &&
+              H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) >= 0 &&
+              H5Dwrite(d, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, buf) >= 0) ? 0 : -1;
+    if (ms >= 0)
+        H5Sclose(ms);
+    if (fs >= 0)
+        H5Sclose(fs);
+    return rc;
+}
+
+int writer_stream_tensor(ModelWriter *w, const char *path, int rank, const uint64_t *dims,
+                         WriterFillFn fill, void *ctx, char *err, size_t errlen)
+{
+    if (rank < 1 || rank > 3)
+        return util_err(err, errlen, "%s: %s: rank %d not supported", w->out_path, path, rank);
+    char herr[256];
+    hid_t d = h5io_create_tensor(w->file, path, rank, dims, herr, sizeof herr);
+    if (d < 0)
+        return util_err(err, errlen, "%s: %s: %s", w->out_path, path, herr);
+    /* Split axis s: the first whose trailing block (inner[s] floats per index) fits a block;
+     * iterate every index of the axes before it and cut axis s into runs of nb. */
+    uint64_t inner[3], total = 1;
+    inner[rank - 1] = 1;
+    for (int i = rank - 2; i >= 0; i--)
+        inner[i] = inner[i + 1] * dims[i + 1];
+    for (int i = 0; i < rank; i++)
+        total *= dims[i];
+    int s = 0;
+    while (s < rank - 1 && inner[s] > WRITER_BLOCK_FLOATS)
+        s++;
+    uint64_t nb = WRITER_BLOCK_FLOATS / inner[s], n_outer = 1;
+    if (nb == 0)
+        nb = 1;
+    for (int i = 0; i < s; i++)
+        n_outer *= dims[i];
+    int rc = 0;
+    for (uint64_t o = 0; o < n_outer && total > 0 && rc == 0; o++) {
+        hsize_t start[3] = {0, 0, 0}, count[3];
+        uint64_t rem = o;
+        for (int i = s - 1; i >= 0; i--) {
+            start[i] = rem % dims[i];
+            rem /= dims[i];
+        }
+        for (int i = 0; i < rank; i++)
+            count[i] = i < s ? 1 : dims[i];
+        for (uint64_t b0 = 0; b0 < dims[s] && rc == 0; b0 += nb) {
+            uint64_t cnt = dims[s] - b0 < nb ? dims[s] - b0 : nb, n = cnt * inner[s];
+            start[s] = b0;
+            count[s] = cnt;
+            rc = fill(ctx, o * dims[s] * inner[s] + b0 * inner[s], n, w->buf, err, errlen);
+            if (rc == 0 && write_box(d, start, count, n, w->buf) < 0)
+                rc = util_err(err, errlen, "%s: %s: write failed (disk full?)", w->out_path,
+                              path);
+        }
+    }
+    H5Dclose(d);
+    if (rc == 0) {
+        w->bytes += total * sizeof(float);
+        w->n_tensors++;
+    }
+    return rc;
+}
+
+typedef struct {
+    const float *data;
+} MemSource;
+
+static int fill_from_memory(void *ctx, uint64_t elem0, uint64_t n, float *out, char *err,
+                            size_t errlen)
+{
+    (void)err;
+    (void)errlen;
+    memcpy(out, ((MemSource *)ctx)->data + elem0, (size_t)n * sizeof(float));
+    return 0;
+}
+
+int writer_put_tensor(ModelWriter *w, const char *path, int rank, const uint64_t *dims,
+                      const float *data, char *err, size_t errlen)
+{
+    MemSource m = {data};
+    return writer_stream_tensor(w, path, rank, dims, fill_from_memory, &m, err, errlen);
+}
+
+int writer_put_tokenizer(ModelWriter *w, const Tokenizer *t, char *err, size_t errlen)
+{
+    char terr[512];
+    if (tokenizer_h5_write(t, w->file, terr, sizeof terr) < 0)
+        return util_err(err, errlen, "%s: tokenizer: %s", w->out_path, terr);
+    return 0;
+}
+
+int writer_finish_file(ModelWriter *w, char *err, size_t errlen)
+{
+    int rc = 0;
+    if (H5Fclose(w->file) < 0)
+        rc = util_err(err, errlen, "%s: close failed (disk full?)", w->tmp_path);
+    w->file = -1;
+    if (rc == 0 && rename(w->tmp_path, w->out_path) != 0)
+        rc = util_err(err, errlen, "%s: rename to %s failed: %s", w->tmp_path, w->out_path,
+                      strerror(errno));
+    if (rc < 0) {
+        writer_abort_file(w);
+        return -1;
+    }
+    free(w->buf);
+    free(w->tmp_path);
+    free(w->out_path);
+    w->buf = NULL;
+    w->tmp_path = w->out_path = NULL;
+    return 0;
+}
+
+void writer_abort_file(ModelWriter *w)
+{
+    if (w->file >= 0)
+        H5Fclose(w->file);
+    w->file = -1;
+    if (w->tmp_path)
+        unlink(w->tmp_path);
+    free(w->buf);
+    free(w->tmp_path);
+    free(w->out_path);
+    w->buf = NULL;
+    w->tmp_path = w->out_path = NULL;
+}
+
+const char *writer_layer_path(char *buf, size_t cap, int layer, const char *name)
+{
+    snprintf(buf, cap, "/layers/%d/%s", layer, name);
+    return buf;
+}
+
+static int is_dir(const char *p)
+{
+    struct stat sb;
+    return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+static int ends_with(const char *s, const char *suf)
+{
+    size_t n = strlen(s), m = strlen(suf);
+    return n >= m && strcmp(s + n - m, suf) == 0;
+}
+
+int convert_load_tokenizer(Tokenizer **out, const char *path, int vocab_size, char *err,
+                           size_t errlen)
+{
+    *out = NULL;
+    char *a = NULL, *b = NULL;
+    const char *named = path;
+    int rc;
+    if (access(path, R_OK) != 0)
+        return util_err(err, errlen, "%s: tokenizer: %s", path, strerror(errno));
+    if (is_dir(path)) {
+        a = concat2(path, "/tokenizer.json");
+        if (access(a, R_OK) == 0) {
+            named = a;
+            rc = tokenizer_load_hf_json(out, a, err, errlen);
+        } else {
+            free(a);
+            a = concat2(path, "/vocab.json");
+            b = concat2(path, "/merges.txt");
+            named = a;
+            if (access(a, R_OK) != 0 || access(b, R_OK) != 0)
+                rc = util_err(err, errlen, "%s: tokenizer: no tokenizer.json, or vocab.json "
+                              "and merges.txt, in this directory", path);
+            else
+                rc = tokenizer_load_gpt2_files(out, a, b, err, errlen);
+        }
+    } else if (ends_with(path, ".json")) {
+        rc = tokenizer_load_hf_json(out, path, err, errlen);
+    } else {
+        rc = tokenizer_load_llama2c(out, path, vocab_size, err, errlen);
+    }
+    if (rc == 0 && tokenizer_vocab_size(*out) != vocab_size) {
+        rc = util_err(err, errlen, "%s: vocab_size: the tokenizer has %d pieces, the model has "
+                      "%d", named, tokenizer_vocab_size(*out), vocab_size);
+        tokenizer_free(*out);
+        *out = NULL;
+    }
+    free(a);
+    free(b);
+    return rc;
+}

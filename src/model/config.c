@@ -1,0 +1,186 @@
+/* config.c: model configuration: validation, HDF5 read/write, parameter accounting. */
+#include "config.h"
+
+#include "h5io.h"
+#include "util.h"
+
+#include <math.h>
+#include <string.h>
+
+const char *config_arch_name(Arch a) { return a == ARCH_GPT2 ? "gpt2" : "llama"; }
+
+const char *config_rope_name(RopeStyle r)
+{
+    return r == ROPE_INTERLEAVED ? "interleaved" : r == ROPE_HALF ? "half" : "none";
+}
+
+/* Product of up to three factors; -1 when it overflows size_t or exceeds HDF5's 2^62. */
+static int prod3(size_t *out, size_t a, size_t b, size_t c)
+{
+    size_t ab;
+    if (size_mul(&ab, a, b) < 0 || size_mul(out, ab, c) < 0 || *out > ((size_t)1 << 60))
+        return -1;
+    return 0;
+}
+
+int config_validate(const ModelConfig *c, char *err, size_t errlen)
+{
+    struct { const char *name; int v; int max; } dims[] = {
+        {"dim", c->dim, 1 << 20},           {"n_layers", c->n_layers, 4096},
+        {"n_heads", c->n_heads, 4096},      {"n_kv_heads", c->n_kv_heads, 4096},
+        {"head_dim", c->head_dim, 1 << 16}, {"ffn_dim", c->ffn_dim, 1 << 22},
+        {"vocab_size", c->vocab_size, 1 << 24}, {"context_length", c->context_length, 1 << 22},
+    };
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        if (dims[i].v <= 0 || dims[i].v > dims[i].max)
+            return util_err(err, errlen, "config field %s = %d is out of range (1..%d)",
+                            dims[i].name, dims[i].v, dims[i].max);
+    if (c->n_heads % c->n_kv_heads != 0)
+        return util_err(err, errlen, "config field n_kv_heads = %d does not divide n_heads = %d",
+                        c->n_kv_heads, c->n_heads);
+    if (c->arch == ARCH_LLAMA && c->rope_style == ROPE_NONE)
+        return util_err(err, errlen, "config field rope_style is none for a llama model");
+    if (c->rope_style != ROPE_NONE && c->head_dim % 2 != 0)
+        return util_err(err, errlen, "config field head_dim = %d must be even for RoPE",
+                        c->head_dim);
+    if (!(c->norm_eps > 0 && c->norm_eps < 1))
+        return util_err(err, errlen, "config field norm_eps = %g is out of range (0, 1)",
+                        (double)c->norm_eps);
+    if (c->rope_style != ROPE_NONE && !(c->rope_theta > 1 && isfinite(c->rope_theta)))
+        return util_err(err, errlen, "config field rope_theta = %g is out of range",
+                        (double)c->rope_theta);
+    if (c->bos_id < -1 || c->bos_id >= c->vocab_size)
+        return util_err(err, errlen, "config field bos_id = %d is outside the vocabulary",
+                        c->bos_id);
+    if (c->eos_id < -1 || c->eos_id >= c->vocab_size)
+        return util_err(err, errlen, "config field eos_id = %d is outside the vocabulary",
+                        c->eos_id);
+    size_t n;
+    if (prod3(&n, (size_t)c->n_heads, (size_t)c->head_dim, (size_t)c->dim) < 0 ||
+        prod3(&n, (size_t)c->vocab_size, (size_t)c->dim, 4) < 0 ||
+        prod3(&n, (size_t)c->ffn_dim, (size_t)c->dim, 4) < 0 ||
+        prod3(&n, (size_t)c->context_length, (size_t)c->head_dim, (size_t)c->n_kv_heads) < 0 ||
+        prod3(&n, config_layer_floats(c), (size_t)c->n_layers, 4) < 0)
+        return util_err(err, errlen, "config dimensions overflow the addressable size "
+                        "(dim %d, heads %d, head_dim %d, ffn %d, vocab %d, layers %d)",
+                        c->dim, c->n_heads, c->head_dim, c->ffn_dim, c->vocab_size,
+                        c->n_layers);
+    return 0;
+}
+
+int config_read(ModelConfig *c, hid_t file, const char *fname, char *err, size_t errlen)
+{
+    memset(c, 0, sizeof *c);
+    int version;
+    if (!h5io_exists(file, "/config"))
+        return util_err(err, errlen, "%s: no /config group: not a HeadSplit model file", fname);
+    if (h5io_attr_read_int(file, "/config", "format_version", &version, fname, err, errlen) < 0)
+        return -1;
+    if (version != HEADSPLIT_FORMAT_VERSION)
+        return util_err(err, errlen,
+                        "%s: field format_version is %d, this program reads version %d "
+                        "(re-convert the model with this headsplit-convert)",
+                        fname, version, HEADSPLIT_FORMAT_VERSION);
+    char arch[32], rope[32];
+    double eps, theta;
+    struct { const char *name; int *dst; } ints[] = {
+        {"dim", &c->dim},           {"n_layers", &c->n_layers},
+        {"n_heads", &c->n_heads},   {"n_kv_heads", &c->n_kv_heads},
+        {"head_dim", &c->head_dim}, {"ffn_dim", &c->ffn_dim},
+        {"vocab_size", &c->vocab_size}, {"context_length", &c->context_length},
+        {"tied_embeddings", &c->tied_embeddings}, {"bos_id", &c->bos_id},
+        {"eos_id", &c->eos_id},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (h5io_attr_read_int(file, "/config", ints[i].name, ints[i].dst, fname, err, errlen) < 0)
+            return -1;
+    if (h5io_attr_read_string(file, "/config", "architecture", arch, sizeof arch, fname, err,
+                              errlen) < 0 ||
+        h5io_attr_read_string(file, "/config", "rope_style", rope, sizeof rope, fname, err,
+                              errlen) < 0 ||
+        h5io_attr_read_double(file, "/config", "norm_eps", &eps, fname, err, errlen) < 0 ||
+        h5io_attr_read_double(file, "/config", "rope_theta", &theta, fname, err, errlen) < 0)
+        return -1;
+    if (strcmp(arch, "llama") == 0)
+        c->arch = ARCH_LLAMA;
+    else if (strcmp(arch, "gpt2") == 0)
+        c->arch = ARCH_GPT2;
+    else
+        return util_err(err, errlen, "%s: field architecture = '%s' (expected llama or gpt2)",
+                        fname, arch);
+    if (strcmp(rope, "interleaved") == 0)
+        c->rope_style = ROPE_INTERLEAVED;
+    else if (strcmp(rope, "half") == 0)
+        c->rope_style = ROPE_HALF;
+    else if (strcmp(rope, "none") == 0)
+        c->rope_style = ROPE_NONE;
+    else
+        return util_err(err, errlen, "%s: field rope_style = '%s' (expected interleaved, half "
+                        "or none)", fname, rope);
+    c->norm_eps = (float)eps;
+    c->rope_theta = (float)theta;
+    char verr[256];
+    if (config_validate(c, verr, sizeof verr) < 0)
+        return util_err(err, errlen, "%s: %s", fname, verr);
+    return 0;
+}
+
+int config_write(const ModelConfig *c, hid_t file, char *err, size_t errlen)
+{
+    hid_t g = H5Gcreate2(file, "/config", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (g < 0)
+        return util_err(err, errlen, "cannot create /config group");
+    int rc = 0;
+    rc |= h5io_attr_write_int(g, "format_version", HEADSPLIT_FORMAT_VERSION);
+    rc |= h5io_attr_write_string(g, "architecture", config_arch_name(c->arch));
+    rc |= h5io_attr_write_int(g, "dim", c->dim);
+    rc |= h5io_attr_write_int(g, "n_layers", c->n_layers);
+    rc |= h5io_attr_write_int(g, "n_heads", c->n_heads);
+    rc |= h5io_attr_write_int(g, "n_kv_heads", c->n_kv_heads);
+    rc |= h5io_attr_write_int(g, "head_dim", c->head_dim);
+    rc |= h5io_attr_write_int(g, "ffn_dim", c->ffn_dim);
+    rc |= h5io_attr_write_int(g, "vocab_size", c->vocab_size);
+    rc |= h5io_attr_write_int(g, "context_length", c->context_length);
+    rc |= h5io_attr_write_double(g, "norm_eps", (double)c->norm_eps);
+    rc |= h5io_attr_write_double(g, "rope_theta", (double)c->rope_theta);
+    rc |= h5io_attr_write_string(g, "rope_style", config_rope_name(c->rope_style));
+    rc |= h5io_attr_write_int(g, "tied_embeddings", c->tied_embeddings);
+    rc |= h5io_attr_write_int(g, "bos_id", c->bos_id);
+    rc |= h5io_attr_write_int(g, "eos_id", c->eos_id);
+    H5Gclose(g);
+    return rc ? util_err(err, errlen, "cannot write /config attributes") : 0;
+}
+
+size_t config_attn_unit_floats(const ModelConfig *c, int n_q_heads)
+{
+    size_t hd = (size_t)c->head_dim, dim = (size_t)c->dim;
+    size_t n = (size_t)n_q_heads * hd * dim + 2 * hd * dim + dim;
+    if (c->arch == ARCH_GPT2)
+        n += (size_t)n_q_heads * hd + 2 * hd + dim;
+    return n;
+}
+
+size_t config_proj_floats(const ModelConfig *c)
+{
+    size_t n = (size_t)c->dim * (size_t)c->n_heads * (size_t)c->head_dim;
+    return c->arch == ARCH_GPT2 ? n + (size_t)c->dim : n;
+}
+
+size_t config_ffn_floats(const ModelConfig *c, int ffn_cols)
+{
+    size_t dim = (size_t)c->dim, f = (size_t)ffn_cols;
+    if (c->arch == ARCH_GPT2)
+        return 2 * f * dim + f + 3 * dim;
+    return 3 * f * dim + dim;
+}
+
+size_t config_layer_floats(const ModelConfig *c)
+{
+    return config_attn_unit_floats(c, config_q_per_kv(c)) * (size_t)c->n_kv_heads +
+           config_proj_floats(c) + config_ffn_floats(c, c->ffn_dim);
+}
+
+size_t config_kv_bytes(const ModelConfig *c, int n_positions)
+{
+    return 2 * (size_t)n_positions * (size_t)c->head_dim * sizeof(float);
+}

@@ -1,0 +1,92 @@
+/* tokenizer_internal.h: the Tokenizer struct and helpers shared by tokenizer*.c only. */
+#ifndef HEADSPLIT_TOKENIZER_INTERNAL_H
+#define HEADSPLIT_TOKENIZER_INTERNAL_H
+
+#include "tokenizer.h"
+
+#include <stdint.h>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+/* Upper bounds for untrusted inputs. */
+#define TOKENIZER_MAX_VOCAB (1 << 24)
+#define TOKENIZER_MAX_MERGES (1 << 24)
+#define TOKENIZER_MAX_PIECE_LEN 65536
+#define TOKENIZER_MAX_TOTAL_BYTES ((size_t)1 << 31)
+
+/* llama2.c run.c starts its best score at -1e10 and merges only strictly better pairs. */
+#define TOKENIZER_SPM_MIN_SCORE (-1e10f)
+
+struct Tokenizer {
+    TokenizerKind kind;
+    int vocab_size;
+    int bos, eos, unk; /* -1 when absent */
+    int add_bos, add_dummy_prefix, byte_fallback;
+    unsigned char *piece_bytes; /* all pieces concatenated, raw bytes */
+    uint64_t *offsets;          /* [vocab_size + 1] */
+    float *scores;              /* [vocab_size] */
+    int n_merges;
+    int32_t *merges;            /* [n_merges][2] piece ids, rank = index */
+    int max_piece_len;
+    int byte_id[256];           /* spm: id of <0xNN>; gpt2: id of the one-byte piece; -1 */
+    int16_t *byte_of;           /* [vocab_size] spm: byte of a <0xNN> piece, else -1 */
+    /* piece bytes -> lowest id with those bytes (open addressing, -1 empty) */
+    int32_t *piece_slots;
+    size_t piece_cap;
+    /* (left, right) -> rank, result (open addressing, key UINT64_MAX empty) */
+    uint64_t *pair_keys;
+    int32_t *pair_rank;
+    int32_t *pair_result;
+    size_t pair_cap;
+    pcre2_code *re; /* gpt2 pre-tokenizer */
+};
+
+/* One BPE symbol of a doubly linked list over a word. */
+typedef struct {
+    int id, prev, next;
+} BpeSym;
+
+/* A candidate merge in the BPE priority queue. */
+typedef struct {
+    double prio; /* larger merges first */
+    int left, right, left_id, right_id, result;
+} BpeEntry;
+
+/* Scratch space for BPE runs, reused across words of one encode call. */
+typedef struct {
+    BpeEntry *heap;
+    size_t n, cap;
+    int *pending;
+    size_t n_pending, cap_pending;
+    unsigned char *buf; /* 2 * max_piece_len, for spm concatenation lookups */
+} BpeWork;
+
+/* A zeroed tokenizer of the given kind and size with pieces, offsets and scores allocated
+ * (piece_bytes of total bytes), all ids -1. */
+Tokenizer *tokenizer_alloc(TokenizerKind kind, int vocab_size, size_t total_bytes);
+/* Builds piece lookup, byte ids and max_piece_len from pieces; checks offsets. */
+int tokenizer_index_pieces(Tokenizer *t, const char *fname, char *err, size_t errlen);
+/* Builds the pair table from t->merges (results looked up by concatenation) and, for gpt2,
+ * compiles the pre-tokenizer; derives unk for spm kinds.  Call after index_pieces. */
+int tokenizer_index_merges(Tokenizer *t, const char *fname, char *err, size_t errlen);
+/* Id of the piece with exactly these bytes, or -1. */
+int tokenizer_lookup_piece(const Tokenizer *t, const void *bytes, size_t len);
+/* Pointer to and length of piece id's bytes (id must be in range). */
+const unsigned char *tokenizer_piece(const Tokenizer *t, int id, size_t *len);
+
+/* Runs BPE over the linked list starting at head; batch=1 merges every occurrence of the
+ * lowest-rank pair left to right before new pairs are considered (GPT-2's bpe()). */
+void tokenizer_bpe_run(const Tokenizer *t, BpeWork *w, BpeSym *sym, int head, int batch);
+void tokenizer_bpe_work_free(BpeWork *w);
+
+/* GPT-2 pre-tokenizer regex, compiled. */
+int tokenizer_gpt2_compile(Tokenizer *t, char *err, size_t errlen);
+/* GPT-2 encode of text (no BOS); appends to ids (capacity >= len + 1). */
+int tokenizer_gpt2_encode(const Tokenizer *t, const char *text, size_t len, int *ids,
+                          size_t *n_ids, char *err, size_t errlen);
+/* Undoes GPT-2's bytes_to_unicode on a UTF-8 string: raw bytes into out (capacity >= len).
+ * Returns the byte count, or -1 when a code point is not in the mapping. */
+long tokenizer_gpt2_unmap(const char *s, size_t len, unsigned char *out);
+
+#endif

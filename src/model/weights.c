@@ -1,0 +1,259 @@
+/* weights.c: loading exactly one rank's slices of a model file with HDF5 hyperslabs. */
+#include "h5io.h"
+#include "model.h"
+#include "util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Reads a whole 1-D tensor of n floats. */
+static float *read_vec(hid_t f, const char *fname, const char *path, int n, char *err,
+                       size_t errlen)
+{
+    uint64_t dims[1] = {(uint64_t)n}, start[1] = {0};
+    float *p = xmalloc((size_t)n * sizeof(float));
+    if (h5io_read_slab(f, path, 1, dims, start, dims, p, fname, err, errlen) < 0) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* Reads a hyperslab and returns a new buffer of prod(count) floats. */
+static float *read_slab(hid_t f, const char *fname, const char *path, int rank,
+                        const uint64_t *dims, const uint64_t *start, const uint64_t *count,
+                        char *err, size_t errlen)
+{
+    size_t n = 1;
+    for (int i = 0; i < rank; i++)
+        if (size_mul(&n, n, (size_t)count[i]) < 0) {
+            util_err(err, errlen, "%s: %s: slab size overflows", fname, path);
+            return NULL;
+        }
+    float *p = xmalloc(n * sizeof(float));
+    if (h5io_read_slab(f, path, rank, dims, start, count, p, fname, err, errlen) < 0) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+#define LPATH(buf, layer, name) snprintf(buf, sizeof buf, "/layers/%d/%s", layer, name)
+
+int model_load_attn_part(AttnPartW *w, const ModelConfig *c, hid_t f, const char *fname,
+                         int layer, int unit, int q0, int q1, int kv_cap, char *err,
+                         size_t errlen)
+{
+    memset(w, 0, sizeof *w);
+    w->layer = layer;
+    w->unit = unit;
+    w->q0 = q0;
+    w->q1 = q1;
+    const uint64_t G = (uint64_t)c->n_kv_heads, Q = (uint64_t)config_q_per_kv(c);
+    const uint64_t hd = (uint64_t)c->head_dim, dim = (uint64_t)c->dim;
+    char p[96];
+    const int gpt2 = c->arch == ARCH_GPT2;
+
+    LPATH(p, layer, "attn_norm");
+    if (!(w->norm_w = read_vec(f, fname, p, c->dim, err, errlen)))
+        goto fail;
+    if (gpt2) {
+        LPATH(p, layer, "attn_norm_bias");
+        if (!(w->norm_b = read_vec(f, fname, p, c->dim, err, errlen)))
+            goto fail;
+    }
+    {
+        uint64_t dims[3] = {G, Q * hd, dim};
+        uint64_t start[3] = {(uint64_t)unit, (uint64_t)q0 * hd, 0};
+        uint64_t count[3] = {1, (uint64_t)(q1 - q0) * hd, dim};
+        LPATH(p, layer, "wq");
+        if (!(w->wq = read_slab(f, fname, p, 3, dims, start, count, err, errlen)))
+            goto fail;
+    }
+    {
+        uint64_t dims[3] = {G, hd, dim}, start[3] = {(uint64_t)unit, 0, 0};
+        uint64_t count[3] = {1, hd, dim};
+        LPATH(p, layer, "wk");
+        if (!(w->wk = read_slab(f, fname, p, 3, dims, start, count, err, errlen)))
+            goto fail;
+        LPATH(p, layer, "wv");
+        if (!(w->wv = read_slab(f, fname, p, 3, dims, start, count, err, errlen)))
+            goto fail;
+    }
+    if (gpt2) {
+        uint64_t dq[2] = {G, Q * hd}, sq[2] = {(uint64_t)unit, (uint64_t)q0 * hd};
+        uint64_t cq[2] = {1, (uint64_t)(q1 - q0) * hd};
+        LPATH(p, layer, "bq");
+        if (!(w->bq = read_slab(f, fname, p, 2, dq, sq, cq, err, errlen)))
+            goto fail;
+        uint64_t dk[2] = {G, hd}, sk[2] = {(uint64_t)unit, 0}, ck[2] = {1, hd};
+        LPATH(p, layer, "bk");
+        if (!(w->bk = read_slab(f, fname, p, 2, dk, sk, ck, err, errlen)))
+            goto fail;
+        LPATH(p, layer, "bv");
+        if (!(w->bv = read_slab(f, fname, p, 2, dk, sk, ck, err, errlen)))
+            goto fail;
+    }
+    w->kv_cap = kv_cap;
+    w->k_cache = xcalloc((size_t)kv_cap * hd, sizeof(float));
+    w->v_cache = xcalloc((size_t)kv_cap * hd, sizeof(float));
+    return 0;
+fail:
+    model_free_attn_part(w);
+    return -1;
+}
+
+int model_load_proj(ProjW *w, const ModelConfig *c, hid_t f, const char *fname, int layer,
+                    char *err, size_t errlen)
+{
+    memset(w, 0, sizeof *w);
+    w->layer = layer;
+    char p[96];
+    uint64_t dims[2] = {(uint64_t)c->dim, (uint64_t)c->n_heads * (uint64_t)c->head_dim};
+    uint64_t start[2] = {0, 0};
+    LPATH(p, layer, "wo");
+    if (!(w->wo = read_slab(f, fname, p, 2, dims, start, dims, err, errlen)))
+        goto fail;
+    if (c->arch == ARCH_GPT2) {
+        LPATH(p, layer, "bo");
+        if (!(w->bo = read_vec(f, fname, p, c->dim, err, errlen)))
+            goto fail;
+    }
+    return 0;
+fail:
+    model_free_proj(w);
+    return -1;
+}
+
+int model_load_ffn(FfnW *w, const ModelConfig *c, hid_t f, const char *fname, int layer,
+                   int f0, int f1, char *err, size_t errlen)
+{
+    memset(w, 0, sizeof *w);
+    w->layer = layer;
+    w->f0 = f0;
+    w->f1 = f1;
+    const int gpt2 = c->arch == ARCH_GPT2;
+    const uint64_t F = (uint64_t)c->ffn_dim, dim = (uint64_t)c->dim, n = (uint64_t)(f1 - f0);
+    char p[96];
+    LPATH(p, layer, "ffn_norm");
+    if (!(w->norm_w = read_vec(f, fname, p, c->dim, err, errlen)))
+        goto fail;
+    uint64_t dr[2] = {F, dim}, sr[2] = {(uint64_t)f0, 0}, cr[2] = {n, dim};
+    if (gpt2) {
+        LPATH(p, layer, "ffn_norm_bias");
+        if (!(w->norm_b = read_vec(f, fname, p, c->dim, err, errlen)))
+            goto fail;
+        uint64_t db[1] = {F}, sb[1] = {(uint64_t)f0}, cb[1] = {n};
+        LPATH(p, layer, "b_up");
+        if (!(w->b_up = read_slab(f, fname, p, 1, db, sb, cb, err, errlen)))
+            goto fail;
+        LPATH(p, layer, "b_down");
+        if (!(w->b_down = read_vec(f, fname, p, c->dim, err, errlen)))
+            goto fail;
+    } else {
+        LPATH(p, layer, "w_gate");
+        if (!(w->w_gate = read_slab(f, fname, p, 2, dr, sr, cr, err, errlen)))
+            goto fail;
+    }
+    LPATH(p, layer, "w_up");
+    if (!(w->w_up = read_slab(f, fname, p, 2, dr, sr, cr, err, errlen)))
+        goto fail;
+    uint64_t dd[2] = {dim, F}, sd[2] = {0, (uint64_t)f0}, cd[2] = {dim, n};
+    LPATH(p, layer, "w_down");
+    if (!(w->w_down = read_slab(f, fname, p, 2, dd, sd, cd, err, errlen)))
+        goto fail;
+    return 0;
+fail:
+    model_free_ffn(w);
+    return -1;
+}
+
+int model_load_head(HeadW *w, const ModelConfig *c, hid_t f, const char *fname, char *err,
+                    size_t errlen)
+{
+    memset(w, 0, sizeof *w);
+    uint64_t de[2] = {(uint64_t)c->vocab_size, (uint64_t)c->dim}, s0[2] = {0, 0};
+    if (!(w->embed = read_slab(f, fname, "/embed", 2, de, s0, de, err, errlen)))
+        goto fail;
+    if (!(w->final_norm = read_vec(f, fname, "/final_norm", c->dim, err, errlen)))
+        goto fail;
+    if (c->arch == ARCH_GPT2) {
+        uint64_t dp[2] = {(uint64_t)c->context_length, (uint64_t)c->dim};
+        if (!(w->pos_embed = read_slab(f, fname, "/pos_embed", 2, dp, s0, dp, err, errlen)))
+            goto fail;
+        if (!(w->final_norm_b = read_vec(f, fname, "/final_norm_bias", c->dim, err, errlen)))
+            goto fail;
+    }
+    if (c->tied_embeddings) {
+        w->lm_head = w->embed;
+    } else if (!(w->lm_head = read_slab(f, fname, "/lm_head", 2, de, s0, de, err, errlen))) {
+        goto fail;
+    }
+    return 0;
+fail:
+    model_free_head(w);
+    return -1;
+}
+
+void model_free_attn_part(AttnPartW *w)
+{
+    if (!w)
+        return;
+    free(w->norm_w);
+    free(w->norm_b);
+    free(w->wq);
+    free(w->wk);
+    free(w->wv);
+    free(w->bq);
+    free(w->bk);
+    free(w->bv);
+    free(w->k_cache);
+    free(w->v_cache);
+    memset(w, 0, sizeof *w);
+}
+
+void model_free_proj(ProjW *w)
+{
+    if (!w)
+        return;
+    free(w->wo);
+    free(w->bo);
+    memset(w, 0, sizeof *w);
+}
+
+void model_free_ffn(FfnW *w)
+{
+    if (!w)
+        return;
+    free(w->norm_w);
+    free(w->norm_b);
+    free(w->w_gate);
+    free(w->w_up);
+    free(w->b_up);
+    free(w->w_down);
+    free(w->b_down);
+    memset(w, 0, sizeof *w);
+}
+
+void model_free_head(HeadW *w)
+{
+    if (!w)
+        return;
+    if (w->lm_head != w->embed)
+        free(w->lm_head);
+    free(w->embed);
+    free(w->pos_embed);
+    free(w->final_norm);
+    free(w->final_norm_b);
+    memset(w, 0, sizeof *w);
+}
+
+size_t model_attn_part_bytes(const ModelConfig *c, const AttnPartW *w)
+{
+    return config_attn_unit_floats(c, w->q1 - w->q0) * sizeof(float);
+}
+
+size_t model_ffn_bytes(const ModelConfig *c, const FfnW *w)
+{
+    return config_ffn_floats(c, w->f1 - w->f0) * sizeof(float);
+}

@@ -1,0 +1,419 @@
+/* placement.c: pure functions that build a Plan: layer-wise (EdgeShard-style contiguous
+ * blocks), round-robin, seeded random, and greedy (FFN and projection first, then heads,
+ * balancing memory and compute per device). */
+#include "plan.h"
+#include "util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *plan_partition_name(Partition p) { return p == PARTITION_LAYER ? "layer" : "head"; }
+
+const char *plan_placement_name(PlacementKind k)
+{
+    static const char *names[] = {"greedy", "roundrobin", "random", "layer"};
+    return (unsigned)k < 4 ? names[k] : "?";
+}
+
+int plan_parse_partition(const char *s, Partition *out)
+{
+    if (strcmp(s, "layer") == 0)
+        *out = PARTITION_LAYER;
+    else if (strcmp(s, "head") == 0)
+        *out = PARTITION_HEAD;
+    else
+        return -1;
+    return 0;
+}
+
+int plan_parse_placement(const char *s, PlacementKind *out)
+{
+    for (int k = 0; k < 4; k++)
+        if (strcmp(s, plan_placement_name((PlacementKind)k)) == 0) {
+            *out = (PlacementKind)k;
+            return 0;
+        }
+    return -1;
+}
+
+/* Splits every unit into s parts of query heads; ranks left at 0 (unassigned). */
+static void make_parts(LayerPlan *lp, const ModelConfig *c, int split)
+{
+    const int Q = config_q_per_kv(c);
+    lp->n_parts = c->n_kv_heads * split;
+    lp->parts = xcalloc((size_t)lp->n_parts, sizeof(AttnPart));
+    for (int g = 0, k = 0; g < c->n_kv_heads; g++)
+        for (int j = 0; j < split; j++, k++)
+            lp->parts[k] = (AttnPart){0, g, j * Q / split, (j + 1) * Q / split};
+}
+
+/* Places every role of layer l on one rank. */
+static void whole_layer(LayerPlan *lp, int rank)
+{
+    for (int k = 0; k < lp->n_parts; k++)
+        lp->parts[k].rank = rank;
+    lp->proj_rank = rank;
+    lp->ffn_rank = rank;
+}
+
+void plan_build_local(Plan *plan, const ModelConfig *c, int rank)
+{
+    memset(plan, 0, sizeof *plan);
+    plan->n_layers = c->n_layers;
+    plan->n_workers = 0;
+    plan->partition = PARTITION_LAYER;
+    plan->placement = PLACEMENT_LAYER;
+    plan->layers = xcalloc((size_t)c->n_layers, sizeof(LayerPlan));
+    for (int l = 0; l < c->n_layers; l++) {
+        make_parts(&plan->layers[l], c, 1);
+        whole_layer(&plan->layers[l], rank);
+    }
+}
+
+void plan_free(Plan *plan)
+{
+    if (!plan || !plan->layers)
+        return;
+    for (int l = 0; l < plan->n_layers; l++)
+        free(plan->layers[l].parts);
+    free(plan->layers);
+    plan->layers = NULL;
+}
+
+/* Bookkeeping of what each device holds while a placement is built. */
+typedef struct {
+    const ModelConfig *c;
+    const PlanRequest *req;
+    size_t *bytes;  /* [n_workers+1] weights + KV per rank */
+    double *load;   /* [n_workers+1] bytes / speed: the compute-time proxy */
+} Tally;
+
+static double speed_of(const PlanRequest *r, int rank)
+{
+    return r->devices && r->devices[rank - 1].speed > 0 ? r->devices[rank - 1].speed : 1.0;
+}
+
+static size_t budget_of(const PlanRequest *r, int rank)
+{
+    return r->devices ? r->devices[rank - 1].mem_budget : 0;
+}
+
+static size_t part_bytes(const ModelConfig *c, const AttnPart *p, int kv_positions)
+{
+    return config_attn_unit_floats(c, p->q1 - p->q0) * sizeof(float) +
+           config_kv_bytes(c, kv_positions);
+}
+
+static size_t projffn_bytes(const ModelConfig *c)
+{
+    return (config_proj_floats(c) + config_ffn_floats(c, c->ffn_dim)) * sizeof(float);
+}
+
+static int fits(const Tally *t, int rank, size_t add)
+{
+    size_t b = budget_of(t->req, rank);
+    return b == 0 || t->bytes[rank] + add <= b;
+}
+
+static void charge(Tally *t, int rank, size_t add)
+{
+    t->bytes[rank] += add;
+    t->load[rank] += (double)add / speed_of(t->req, rank);
+}
+
+/* Least-loaded rank that fits add bytes; prefer ranks not in avoid[] (may be NULL). */
+static int pick_least(const Tally *t, size_t add, const char *avoid)
+{
+    int best = -1;
+    for (int pass = 0; pass < 2 && best < 0; pass++)
+        for (int r = 1; r <= t->req->n_workers; r++) {
+            if (pass == 0 && avoid && avoid[r])
+                continue;
+            if (!fits(t, r, add))
+                continue;
+            if (best < 0 || t->load[r] < t->load[best])
+                best = r;
+        }
+    return best;
+}
+
+static int build_layerwise(Plan *p, Tally *t, char *err, size_t errlen)
+{
+    /* EdgeShard-style: contiguous blocks, sized by device speed, then checked by memory. */
+    const ModelConfig *c = t->c;
+    const int n = t->req->n_workers, L = c->n_layers;
+    double total_speed = 0;
+    for (int r = 1; r <= n; r++)
+        total_speed += speed_of(t->req, r);
+    int l = 0;
+    double acc = 0;
+    for (int r = 1; r <= n; r++) {
+        acc += speed_of(t->req, r);
+        int end = r == n ? L : (int)(acc / total_speed * L + 0.5);
+        if (end < l)
+            end = l;
+        for (; l < end; l++)
+            whole_layer(&p->layers[l], r);
+    }
+    (void)err;
+    (void)errlen;
+    return 0;
+}
+
+static int build_greedy(Plan *p, Tally *t, char *err, size_t errlen)
+{
+    const ModelConfig *c = t->c;
+    const int L = c->n_layers, n = t->req->n_workers;
+    char *used = xcalloc((size_t)n + 1, 1);
+    int rc = 0;
+    for (int l = 0; l < L && rc == 0; l++) {
+        LayerPlan *lp = &p->layers[l];
+        memset(used, 0, (size_t)n + 1);
+        if (p->partition == PARTITION_LAYER) {
+            size_t b = projffn_bytes(c);
+            for (int k = 0; k < lp->n_parts; k++)
+                b += part_bytes(c, &lp->parts[k], t->req->kv_positions);
+            int r = pick_least(t, b, NULL);
+            if (r < 0) {
+                rc = util_err(err, errlen, "layer %d (%zu bytes) fits no device's memory budget",
+                              l, b);
+                break;
+            }
+            whole_layer(lp, r);
+            charge(t, r, b);
+            continue;
+        }
+        /* The FFN and projection are the largest pieces: place them first, together. */
+        size_t b = projffn_bytes(c);
+        int r = pick_least(t, b, NULL);
+        if (r < 0) {
+            rc = util_err(err, errlen, "the FFN and projection of layer %d (%zu bytes) fit no "
+                          "device's memory budget", l, b);
+            break;
+        }
+        lp->proj_rank = lp->ffn_rank = r;
+        charge(t, r, b);
+        used[r] = 1;
+        /* Then the heads, spread over devices this layer does not use yet, so that they run
+         * in parallel. */
+        for (int k = 0; k < lp->n_parts; k++) {
+            size_t pb = part_bytes(c, &lp->parts[k], t->req->kv_positions);
+            int pr = pick_least(t, pb, used);
+            if (pr < 0) {
+                rc = util_err(err, errlen, "attention part %d of layer %d fits no device's "
+                              "memory budget", k, l);
+                break;
+            }
+            lp->parts[k].rank = pr;
+            charge(t, pr, pb);
+            used[pr] = 1;
+        }
+    }
+    free(used);
+    return rc;
+}
+
+static void build_roundrobin(Plan *p, const ModelConfig *c, int n)
+{
+    int k = 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        LayerPlan *lp = &p->layers[l];
+        if (p->partition == PARTITION_LAYER) {
+            whole_layer(lp, l % n + 1);
+            continue;
+        }
+        lp->proj_rank = lp->ffn_rank = l % n + 1;
+        for (int j = 0; j < lp->n_parts; j++)
+            lp->parts[j].rank = k++ % n + 1;
+    }
+}
+
+static void build_random(Plan *p, const ModelConfig *c, int n, uint64_t seed)
+{
+    uint64_t st = seed ^ 0x6a09e667f3bcc909ull;
+    for (int l = 0; l < c->n_layers; l++) {
+        LayerPlan *lp = &p->layers[l];
+        if (p->partition == PARTITION_LAYER) {
+            whole_layer(lp, (int)(rng_next(&st) % (uint64_t)n) + 1);
+            continue;
+        }
+        lp->proj_rank = lp->ffn_rank = (int)(rng_next(&st) % (uint64_t)n) + 1;
+        for (int j = 0; j < lp->n_parts; j++)
+            lp->parts[j].rank = (int)(rng_next(&st) % (uint64_t)n) + 1;
+    }
+}
+
+int plan_build(Plan *plan, const ModelConfig *c, const PlanRequest *req, char *err,
+               size_t errlen)
+{
+    double t0 = time_now();
+    memset(plan, 0, sizeof *plan);
+    const int n = req->n_workers;
+    if (n < 1)
+        return util_err(err, errlen, "a distributed plan needs at least one worker");
+    plan->n_layers = c->n_layers;
+    plan->n_workers = n;
+    plan->partition = req->partition;
+    plan->placement = req->placement;
+    if (req->placement == PLACEMENT_LAYER)
+        plan->partition = PARTITION_LAYER;
+    /* With more workers than units, split units into parts of query heads. */
+    int split = 1;
+    if (plan->partition == PARTITION_HEAD) {
+        split = (n + c->n_kv_heads - 1) / c->n_kv_heads;
+        if (split > config_q_per_kv(c))
+            split = config_q_per_kv(c);
+    }
+    plan->layers = xcalloc((size_t)c->n_layers, sizeof(LayerPlan));
+    for (int l = 0; l < c->n_layers; l++)
+        make_parts(&plan->layers[l], c, split);
+
+    Tally t = {c, req, xcalloc((size_t)n + 1, sizeof(size_t)), xcalloc((size_t)n + 1,
+               sizeof(double))};
+    int rc = 0;
+    switch (req->placement) {
+    case PLACEMENT_LAYER: rc = build_layerwise(plan, &t, err, errlen); break;
+    case PLACEMENT_GREEDY: rc = build_greedy(plan, &t, err, errlen); break;
+    case PLACEMENT_ROUNDROBIN: build_roundrobin(plan, c, n); break;
+    case PLACEMENT_RANDOM: build_random(plan, c, n, req->seed); break;
+    }
+    free(t.bytes);
+    free(t.load);
+    plan->build_ms = (time_now() - t0) * 1e3;
+    if (rc == 0)
+        rc = plan_validate(plan, c, err, errlen);
+    /* Every device must hold what the plan gives it, KV cache included. */
+    for (int r = 1; rc == 0 && r <= n; r++) {
+        size_t need = plan_rank_weight_bytes(plan, c, r) +
+                      plan_rank_kv_bytes(plan, c, r, req->kv_positions);
+        size_t b = budget_of(req, r);
+        if (b && need > b)
+            rc = util_err(err, errlen, "the %s placement does not fit: rank %d needs %.1f MB "
+                          "(weights and KV cache for %d positions), its budget is %.1f MB",
+                          plan_placement_name(req->placement), r, need / 1e6,
+                          req->kv_positions, b / 1e6);
+    }
+    if (rc < 0)
+        plan_free(plan);
+    return rc;
+}
+
+int plan_validate(const Plan *plan, const ModelConfig *c, char *err, size_t errlen)
+{
+    const int Q = config_q_per_kv(c), maxr = plan->n_workers;
+    int *seen = xcalloc((size_t)c->n_heads, sizeof(int));
+    int rc = 0;
+    for (int l = 0; l < plan->n_layers && rc == 0; l++) {
+        const LayerPlan *lp = &plan->layers[l];
+        memset(seen, 0, (size_t)c->n_heads * sizeof(int));
+        if (lp->proj_rank < 0 || lp->proj_rank > maxr || lp->ffn_rank < 0 || lp->ffn_rank > maxr)
+            rc = util_err(err, errlen, "plan: layer %d places its projection or FFN on a rank "
+                          "outside 0..%d", l, maxr);
+        for (int k = 0; k < lp->n_parts && rc == 0; k++) {
+            const AttnPart *p = &lp->parts[k];
+            if (p->rank < 0 || p->rank > maxr || p->unit < 0 || p->unit >= c->n_kv_heads ||
+                p->q0 < 0 || p->q1 > Q || p->q0 >= p->q1) {
+                rc = util_err(err, errlen, "plan: layer %d part %d is malformed", l, k);
+                break;
+            }
+            for (int q = p->q0; q < p->q1; q++)
+                seen[p->unit * Q + q]++;
+        }
+        for (int h = 0; h < c->n_heads && rc == 0; h++)
+            if (seen[h] != 1)
+                rc = util_err(err, errlen, "plan: layer %d covers query head %d %d times", l, h,
+                              seen[h]);
+    }
+    free(seen);
+    return rc;
+}
+
+size_t plan_rank_weight_bytes(const Plan *plan, const ModelConfig *c, int rank)
+{
+    size_t b = 0;
+    for (int l = 0; l < plan->n_layers; l++) {
+        const LayerPlan *lp = &plan->layers[l];
+        for (int k = 0; k < lp->n_parts; k++)
+            if (lp->parts[k].rank == rank)
+                b += config_attn_unit_floats(c, lp->parts[k].q1 - lp->parts[k].q0) *
+                     sizeof(float);
+        if (lp->proj_rank == rank)
+            b += config_proj_floats(c) * sizeof(float);
+        if (lp->ffn_rank == rank)
+            b += config_ffn_floats(c, c->ffn_dim) * sizeof(float);
+    }
+    return b;
+}
+
+size_t plan_rank_kv_bytes(const Plan *plan, const ModelConfig *c, int rank, int kv_positions)
+{
+    size_t b = 0;
+    for (int l = 0; l < plan->n_layers; l++)
+        for (int k = 0; k < plan->layers[l].n_parts; k++)
+            if (plan->layers[l].parts[k].rank == rank)
+                b += config_kv_bytes(c, kv_positions);
+    return b;
+}
+
+int plan_rank_in_layer(const Plan *plan, int layer, int rank)
+{
+    const LayerPlan *lp = &plan->layers[layer];
+    if (lp->proj_rank == rank || lp->ffn_rank == rank)
+        return 1;
+    for (int k = 0; k < lp->n_parts; k++)
+        if (lp->parts[k].rank == rank)
+            return 1;
+    return 0;
+}
+
+void plan_print(const Plan *plan, const ModelConfig *c, FILE *out)
+{
+    const int Q = config_q_per_kv(c);
+    fprintf(out, "placement: partition %s, placement %s, %d workers, built in %.3f ms\n",
+            plan_partition_name(plan->partition), plan_placement_name(plan->placement),
+            plan->n_workers, plan->build_ms);
+    fprintf(out, "%-6s %-6s %-6s  attention parts (unit:heads@rank)\n", "layer", "proj", "ffn");
+    for (int l = 0; l < plan->n_layers; l++) {
+        const LayerPlan *lp = &plan->layers[l];
+        fprintf(out, "%-6d %-6d %-6d ", l, lp->proj_rank, lp->ffn_rank);
+        for (int k = 0; k < lp->n_parts; k++) {
+            const AttnPart *p = &lp->parts[k];
+            if (p->q0 == 0 && p->q1 == Q)
+                fprintf(out, " u%d@%d", p->unit, p->rank);
+            else
+                fprintf(out, " u%d:%d-%d@%d", p->unit, p->q0, p->q1 - 1, p->rank);
+        }
+        fputc('\n', out);
+    }
+    for (int r = 1; r <= plan->n_workers; r++)
+        fprintf(out, "rank %d: %.2f MB of weights\n", r,
+                plan_rank_weight_bytes(plan, c, r) / 1e6);
+}
+
+json_t *plan_to_json(const Plan *plan, const ModelConfig *c)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "partition", json_string(plan_partition_name(plan->partition)));
+    json_object_set_new(o, "placement", json_string(plan_placement_name(plan->placement)));
+    json_object_set_new(o, "n_workers", json_integer(plan->n_workers));
+    json_object_set_new(o, "build_ms", json_real(plan->build_ms));
+    json_t *layers = json_array();
+    for (int l = 0; l < plan->n_layers; l++) {
+        const LayerPlan *lp = &plan->layers[l];
+        json_t *lo = json_object(), *parts = json_array();
+        for (int k = 0; k < lp->n_parts; k++)
+            json_array_append_new(parts, json_pack("{s:i,s:i,s:i,s:i}", "rank", lp->parts[k].rank,
+                                                   "unit", lp->parts[k].unit, "q0",
+                                                   lp->parts[k].q0, "q1", lp->parts[k].q1));
+        json_object_set_new(lo, "proj_rank", json_integer(lp->proj_rank));
+        json_object_set_new(lo, "ffn_rank", json_integer(lp->ffn_rank));
+        json_object_set_new(lo, "parts", parts);
+        json_array_append_new(layers, lo);
+    }
+    json_object_set_new(o, "layers", layers);
+    json_t *wb = json_array();
+    for (int r = 1; r <= plan->n_workers; r++)
+        json_array_append_new(wb, json_integer((json_int_t)plan_rank_weight_bytes(plan, c, r)));
+    json_object_set_new(o, "worker_weight_bytes", wb);
+    return o;
+}

@@ -1,0 +1,510 @@
+/* test_kernels.c: every kernel against its plain-loop twin, the matvec's row-slice and
+ * instruction-set bit-identity, own vs OpenBLAS vs reference, hand-computed RoPE cases. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "util.h"
+
+static float *rand_vec(uint64_t *rng, size_t n, float scale)
+{
+    float *v = xmalloc(n * sizeof *v);
+    for (size_t i = 0; i < n; i++)
+        v[i] = scale * rng_normal(rng);
+    return v;
+}
+
+static void assert_bits_equal(const float *a, const float *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (memcmp(&a[i], &b[i], sizeof(float)) != 0) {
+            print_error("element %zu differs: %.9g vs %.9g\n", i, (double)a[i], (double)b[i]);
+            fail();
+        }
+    }
+}
+
+static void assert_close(const float *a, const float *b, size_t n, double rel, double abs_tol)
+{
+    for (size_t i = 0; i < n; i++) {
+        double diff = fabs((double)a[i] - (double)b[i]);
+        double tol = abs_tol + rel * fabs((double)b[i]);
+        if (!(diff <= tol)) {
+            print_error("element %zu: %.9g vs %.9g (diff %.3g > %.3g)\n", i, (double)a[i],
+                        (double)b[i], diff, tol);
+            fail();
+        }
+    }
+}
+
+/* |y - W x| per row within rel * sum_j |w_ij x_j| (the scale of rounding in any order). */
+static void assert_matvec_close(const float *y, const float *w, const float *x, int n, int d,
+                                double rel)
+{
+    for (int i = 0; i < d; i++) {
+        double exact = 0, mag = 0;
+        for (int j = 0; j < n; j++) {
+            double p = (double)w[(size_t)i * (size_t)n + (size_t)j] * (double)x[j];
+            exact += p;
+            mag += fabs(p);
+        }
+        double diff = fabs((double)y[i] - exact);
+        if (!(diff <= rel * mag + 1e-30)) {
+            print_error("row %d of %dx%d: %.9g vs %.9g (diff %.3g, scale %.3g)\n", i, d, n,
+                        (double)y[i], exact, diff, mag);
+            fail();
+        }
+    }
+}
+
+static const int mv_ns[] = {1, 2, 7, 15, 16, 17, 31, 32, 33, 47, 63, 64, 65, 100, 257, 1000, 2049};
+static const int mv_ds[] = {1, 2, 3, 4, 5, 7, 9, 13};
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static void test_matvec_matches_ref(void **state)
+{
+    (void)state;
+    uint64_t rng = 1;
+    for (int a = 0; a < COUNT(mv_ns); a++) {
+        for (int b = 0; b < COUNT(mv_ds); b++) {
+            int n = mv_ns[a], d = mv_ds[b];
+            float *w = rand_vec(&rng, (size_t)n * (size_t)d, 1.0f);
+            float *x = rand_vec(&rng, (size_t)n, 1.0f);
+            float *y = xmalloc((size_t)d * sizeof *y);
+            float *yr = xmalloc((size_t)d * sizeof *yr);
+            kernels_matvec(y, w, x, n, d);
+            kernels_matvec_ref(yr, w, x, n, d);
+            assert_matvec_close(y, w, x, n, d, 1e-6);
+            assert_matvec_close(yr, w, x, n, d, 1e-5);
+            free(w);
+            free(x);
+            free(y);
+            free(yr);
+        }
+    }
+}
+
+/* Rows [lo, hi) computed alone equal the same rows of the full product, bit for bit. */
+static void test_matvec_row_slices_bit_identical(void **state)
+{
+    (void)state;
+    uint64_t rng = 2;
+    for (int a = 0; a < COUNT(mv_ns); a++) {
+        for (int b = 0; b < COUNT(mv_ds); b++) {
+            int n = mv_ns[a], d = mv_ds[b];
+            float *w = rand_vec(&rng, (size_t)n * (size_t)d, 1.0f);
+            float *x = rand_vec(&rng, (size_t)n, 1.0f);
+            float *full = xmalloc((size_t)d * sizeof *full);
+            float *part = xmalloc((size_t)d * sizeof *part);
+            kernels_matvec(full, w, x, n, d);
+            for (int lo = 0; lo < d; lo++) {
+                for (int hi = lo + 1; hi <= d; hi++) {
+                    kernels_matvec(part, w + (size_t)lo * (size_t)n, x, n, hi - lo);
+                    assert_bits_equal(part, full + lo, (size_t)(hi - lo));
+                }
+            }
+            free(w);
+            free(x);
+            free(full);
+            free(part);
+        }
+    }
+}
+
+/* A larger, odd-sized case split the way ranks would split it. */
+static void test_matvec_rank_split_bit_identical(void **state)
+{
+    (void)state;
+    uint64_t rng = 3;
+    const int n = 2047, d = 515;
+    float *w = rand_vec(&rng, (size_t)n * d, 0.05f);
+    float *x = rand_vec(&rng, n, 1.0f);
+    float *full = xmalloc(d * sizeof *full);
+    float *part = xmalloc(d * sizeof *part);
+    kernels_matvec(full, w, x, n, d);
+    const int cuts[][2] = {{0, 171}, {171, 343}, {343, 515}, {1, 6}, {7, 8}, {100, 103},
+                           {3, 514}};
+    for (int c = 0; c < COUNT(cuts); c++) {
+        int lo = cuts[c][0], hi = cuts[c][1];
+        kernels_matvec(part, w + (size_t)lo * n, x, n, hi - lo);
+        assert_bits_equal(part, full + lo, (size_t)(hi - lo));
+    }
+    free(w);
+    free(x);
+    free(full);
+    free(part);
+}
+
+/* A column block [c0, c0+nc) of a wider matrix via ld equals the contiguous copy's product. */
+static void test_matvec_ld_column_block(void **state)
+{
+    (void)state;
+    uint64_t rng = 4;
+    const int wide = 301, d = 11;
+    float *w = rand_vec(&rng, (size_t)wide * d, 1.0f);
+    float *x = rand_vec(&rng, wide, 1.0f);
+    const int blocks[][2] = {{0, 301}, {0, 100}, {100, 201}, {201, 301}, {5, 38}, {300, 301}};
+    for (int bi = 0; bi < COUNT(blocks); bi++) {
+        int c0 = blocks[bi][0], nc = blocks[bi][1] - c0;
+        float *blk = xmalloc((size_t)nc * d * sizeof *blk);
+        for (int i = 0; i < d; i++)
+            memcpy(blk + (size_t)i * nc, w + (size_t)i * wide + c0, (size_t)nc * sizeof *blk);
+        float y1[11], y2[11], y3[11];
+        kernels_matvec_ld(y1, w + c0, x + c0, nc, d, (size_t)wide);
+        kernels_matvec(y2, blk, x + c0, nc, d);
+        assert_bits_equal(y1, y2, (size_t)d);
+        kernels_matvec_ld(y3, w + (size_t)3 * wide + c0, x + c0, nc, d - 3, (size_t)wide);
+        assert_bits_equal(y3, y2 + 3, (size_t)(d - 3));
+        free(blk);
+    }
+    free(w);
+    free(x);
+}
+
+/* The SIMD path and the plain-C statement of the order agree bit for bit. */
+static void test_matvec_portable_bit_identical(void **state)
+{
+    (void)state;
+    uint64_t rng = 5;
+    for (int a = 0; a < COUNT(mv_ns); a++) {
+        int n = mv_ns[a], d = 9;
+        float *w = rand_vec(&rng, (size_t)n * d, 1.0f);
+        float *x = rand_vec(&rng, (size_t)n, 1.0f);
+        float y1[9], y2[9];
+        kernels_matvec_own(y1, w, x, n, d, (size_t)n);
+        kernels_matvec_portable(y2, w, x, n, d, (size_t)n);
+        assert_bits_equal(y1, y2, (size_t)d);
+        free(w);
+        free(x);
+    }
+}
+
+static void test_matvec_blas_and_switch(void **state)
+{
+    (void)state;
+    uint64_t rng = 6;
+    assert_int_equal(kernels_get_matvec(), MATVEC_AUTO);
+    const int n = 517, d = 67;
+    float *w = rand_vec(&rng, (size_t)n * d, 1.0f);
+    float *x = rand_vec(&rng, n, 1.0f);
+    float yo[67], yb[67], yr[67], ya[67], yl[67];
+    kernels_matvec(ya, w, x, n, d);
+    kernels_set_matvec(MATVEC_OWN);
+    assert_int_equal(kernels_get_matvec(), MATVEC_OWN);
+    kernels_matvec(yo, w, x, n, d);
+    assert_bits_equal(yo, ya, (size_t)d);
+    kernels_set_matvec(MATVEC_BLAS);
+    assert_int_equal(kernels_get_matvec(), MATVEC_BLAS);
+    kernels_matvec(yb, w, x, n, d);
+    kernels_matvec_ld(yl, w + 10, x + 10, n - 20, d, (size_t)n);
+    kernels_set_matvec(MATVEC_AUTO);
+    kernels_matvec_ref(yr, w, x, n, d);
+    assert_matvec_close(yo, w, x, n, d, 1e-6);
+    assert_matvec_close(yb, w, x, n, d, 1e-6);
+    assert_matvec_close(yr, w, x, n, d, 1e-5);
+    float yl2[67];
+    kernels_matvec_ld(yl2, w + 10, x + 10, n - 20, d, (size_t)n);
+    assert_close(yl, yl2, (size_t)d, 1e-4, 1e-4);
+    const char *core = kernels_blas_corename();
+    assert_non_null(core);
+    assert_true(strlen(core) > 0);
+    free(w);
+    free(x);
+}
+
+static void test_rmsnorm(void **state)
+{
+    (void)state;
+    uint64_t rng = 7;
+    const int n = 2049;
+    float *x = rand_vec(&rng, n, 3.0f), *w = rand_vec(&rng, n, 1.0f);
+    float *o = xmalloc(n * sizeof *o), *r = xmalloc(n * sizeof *r);
+    kernels_rmsnorm(o, x, w, 1e-5f, n);
+    kernels_rmsnorm_ref(r, x, w, 1e-5f, n);
+    assert_bits_equal(o, r, n);
+    double ss = 0;
+    for (int i = 0; i < n; i++)
+        ss += (double)x[i] * x[i];
+    double inv = 1.0 / sqrt(ss / n + 1e-5);
+    for (int i = 0; i < n; i++) {
+        double e = (double)w[i] * x[i] * inv;
+        assert_true(fabs(o[i] - e) <= 1e-5 * fabs(e) + 1e-7);
+    }
+    kernels_rmsnorm(x, x, w, 1e-5f, n); /* in place */
+    assert_bits_equal(x, r, n);
+    free(x);
+    free(w);
+    free(o);
+    free(r);
+}
+
+static void test_layernorm(void **state)
+{
+    (void)state;
+    uint64_t rng = 8;
+    const int n = 769;
+    float *x = rand_vec(&rng, n, 2.0f), *w = rand_vec(&rng, n, 1.0f), *b = rand_vec(&rng, n, 1.0f);
+    for (int i = 0; i < n; i++)
+        x[i] += 5.0f;
+    float *o = xmalloc(n * sizeof *o), *r = xmalloc(n * sizeof *r);
+    kernels_layernorm(o, x, w, b, 1e-5f, n);
+    kernels_layernorm_ref(r, x, w, b, 1e-5f, n);
+    assert_bits_equal(o, r, n);
+    double m = 0, v = 0;
+    for (int i = 0; i < n; i++)
+        m += x[i];
+    m /= n;
+    for (int i = 0; i < n; i++)
+        v += (x[i] - m) * (x[i] - m);
+    v /= n;
+    for (int i = 0; i < n; i++) {
+        double e = (x[i] - m) / sqrt(v + 1e-5) * w[i] + b[i];
+        assert_true(fabs(o[i] - e) <= 1e-5 * (fabs(e) + fabs((double)w[i])) + 1e-6);
+    }
+    free(x);
+    free(w);
+    free(b);
+    free(o);
+    free(r);
+}
+
+static void test_rope_hand_computed(void **state)
+{
+    (void)state;
+    /* head_dim 4, pos 1, theta 10000: frequencies 1 and 10000^-0.5 = 0.01. */
+    const double c1 = cos(1.0), s1 = sin(1.0), c2 = cos(0.01), s2 = sin(0.01);
+    float a[4] = {1, 2, 3, 4};
+    kernels_rope(a, 1, 4, 1, 10000.0f, 1);
+    const float ea[4] = {(float)(1 * c1 - 2 * s1), (float)(1 * s1 + 2 * c1),
+                         (float)(3 * c2 - 4 * s2), (float)(3 * s2 + 4 * c2)};
+    assert_close(a, ea, 4, 1e-6, 1e-6);
+    float h[4] = {1, 2, 3, 4};
+    kernels_rope(h, 1, 4, 1, 10000.0f, 0);
+    const float eh[4] = {(float)(1 * c1 - 3 * s1), (float)(2 * c2 - 4 * s2),
+                         (float)(1 * s1 + 3 * c1), (float)(2 * s2 + 4 * c2)};
+    assert_close(h, eh, 4, 1e-6, 1e-6);
+    /* two heads rotate independently and identically */
+    float two[8] = {1, 2, 3, 4, 1, 2, 3, 4};
+    kernels_rope(two, 2, 4, 1, 10000.0f, 0);
+    assert_bits_equal(two, h, 4);
+    assert_bits_equal(two + 4, h, 4);
+    /* position 0 is the identity */
+    float z[4] = {1, 2, 3, 4};
+    kernels_rope(z, 1, 4, 0, 10000.0f, 1);
+    const float e0[4] = {1, 2, 3, 4};
+    assert_bits_equal(z, e0, 4);
+    /* pos 3, head_dim 2, theta 500000: only frequency 1 */
+    float p[2] = {0.5f, -1.5f};
+    kernels_rope(p, 1, 2, 3, 500000.0f, 0);
+    const float ep[2] = {(float)(0.5 * cos(3.0) + 1.5 * sin(3.0)),
+                         (float)(0.5 * sin(3.0) - 1.5 * cos(3.0))};
+    assert_close(p, ep, 2, 1e-6, 1e-6);
+}
+
+static void test_rope_matches_ref(void **state)
+{
+    (void)state;
+    uint64_t rng = 9;
+    const int dims[] = {2, 64, 128, 256};
+    const int poss[] = {0, 1, 17, 2047};
+    for (int di = 0; di < COUNT(dims); di++) {
+        for (int pi = 0; pi < COUNT(poss); pi++) {
+            for (int style = 0; style < 2; style++) {
+                int hd = dims[di], nh = 5;
+                float *x = rand_vec(&rng, (size_t)hd * nh, 1.0f);
+                float *r = xmalloc((size_t)hd * nh * sizeof *r);
+                memcpy(r, x, (size_t)hd * nh * sizeof *r);
+                kernels_rope(x, nh, hd, poss[pi], 10000.0f, style);
+                kernels_rope_ref(r, nh, hd, poss[pi], 10000.0f, style);
+                assert_bits_equal(x, r, (size_t)hd * nh);
+                free(x);
+                free(r);
+            }
+        }
+    }
+}
+
+static void test_softmax(void **state)
+{
+    (void)state;
+    uint64_t rng = 10;
+    const int n = 1001;
+    float *x = rand_vec(&rng, n, 4.0f);
+    float *r = xmalloc(n * sizeof *r);
+    memcpy(r, x, n * sizeof *r);
+    kernels_softmax(x, n);
+    kernels_softmax_ref(r, n);
+    assert_bits_equal(x, r, n);
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        assert_true(x[i] >= 0.0f && x[i] <= 1.0f);
+        sum += x[i];
+    }
+    assert_true(fabs(sum - 1.0) < 1e-5);
+    /* stable for large inputs */
+    float big[4] = {1000.0f, 1000.0f, 999.0f, -1e30f};
+    kernels_softmax(big, 4);
+    const double e = exp(-1.0), den = 2 + e;
+    const float eb[4] = {(float)(1 / den), (float)(1 / den), (float)(e / den), 0.0f};
+    assert_close(big, eb, 4, 1e-6, 1e-7);
+    float huge[3] = {3e38f, 3e38f, 3e38f};
+    kernels_softmax(huge, 3);
+    for (int i = 0; i < 3; i++)
+        assert_true(fabs(huge[i] - 1.0 / 3.0) < 1e-7);
+    float one[1] = {-7.5f};
+    kernels_softmax(one, 1);
+    assert_true(one[0] == 1.0f);
+    free(x);
+    free(r);
+}
+
+static void test_swiglu_gelu(void **state)
+{
+    (void)state;
+    uint64_t rng = 11;
+    const int n = 5633;
+    float *g = rand_vec(&rng, n, 4.0f), *u = rand_vec(&rng, n, 1.0f);
+    g[0] = 0.0f;
+    g[1] = -100.0f;
+    g[2] = 100.0f;
+    float *g0 = xmalloc(n * sizeof *g0), *gr = xmalloc(n * sizeof *gr);
+    memcpy(g0, g, n * sizeof *g0);
+    memcpy(gr, g, n * sizeof *gr);
+    kernels_swiglu(g, u, n);
+    kernels_swiglu_ref(gr, u, n);
+    assert_bits_equal(g, gr, n);
+    for (int i = 0; i < n; i++) {
+        double v = g0[i], e = v / (1 + exp(-v)) * u[i];
+        assert_true(fabs(g[i] - e) <= 1e-6 * fabs(e) + 1e-30);
+    }
+    memcpy(g, g0, n * sizeof *g);
+    memcpy(gr, g0, n * sizeof *gr);
+    kernels_gelu(g, n);
+    kernels_gelu_ref(gr, n);
+    assert_bits_equal(g, gr, n);
+    for (int i = 0; i < n; i++) {
+        double v = g0[i];
+        double e = 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+        assert_true(fabs(g[i] - e) <= 1e-5 * fabs(v) + 1e-6);
+    }
+    free(g);
+    free(u);
+    free(g0);
+    free(gr);
+}
+
+static void test_argmax_add(void **state)
+{
+    (void)state;
+    const float a[6] = {1, 3, 3, 2, -5, 3};
+    assert_int_equal(kernels_argmax(a, 6), 1);
+    const float same[4] = {2, 2, 2, 2};
+    assert_int_equal(kernels_argmax(same, 4), 0);
+    const float neg[3] = {-3, -1, -2};
+    assert_int_equal(kernels_argmax(neg, 3), 1);
+    const float last[5] = {0, 0, 0, 0, 1e-30f};
+    assert_int_equal(kernels_argmax(last, 5), 4);
+    assert_int_equal(kernels_argmax(a, 1), 0);
+    float y[5] = {1, 2, 3, 4, 5};
+    const float x[5] = {0.5f, -2, 0, 1e-8f, 5};
+    kernels_add(y, x, 5);
+    const float e[5] = {1.5f, 0, 3, 4 + 1e-8f, 10};
+    assert_bits_equal(y, e, 5);
+}
+
+/* Naive attention in double. */
+static void attention_double(float *out, const float *q, const float *k, const float *v, int n_q,
+                             int hd, int n_pos)
+{
+    double *s = xmalloc((size_t)n_pos * sizeof *s);
+    for (int h = 0; h < n_q; h++) {
+        double mx = -INFINITY, sum = 0;
+        for (int t = 0; t < n_pos; t++) {
+            double dot = 0;
+            for (int i = 0; i < hd; i++)
+                dot += (double)q[h * hd + i] * k[(size_t)t * hd + i];
+            s[t] = dot / sqrt((double)hd);
+            mx = s[t] > mx ? s[t] : mx;
+        }
+        for (int t = 0; t < n_pos; t++)
+            sum += (s[t] = exp(s[t] - mx));
+        for (int i = 0; i < hd; i++) {
+            double o = 0;
+            for (int t = 0; t < n_pos; t++)
+                o += s[t] / sum * v[(size_t)t * hd + i];
+            out[h * hd + i] = (float)o;
+        }
+    }
+    free(s);
+}
+
+static void test_attention(void **state)
+{
+    (void)state;
+    uint64_t rng = 12;
+    const int n_q = 4, hd = 64;
+    const int npos[] = {1, 2, 37, 300};
+    for (int pi = 0; pi < COUNT(npos); pi++) {
+        int np = npos[pi];
+        float *q = rand_vec(&rng, (size_t)n_q * hd, 1.0f);
+        float *k = rand_vec(&rng, (size_t)np * hd, 1.0f);
+        float *v = rand_vec(&rng, (size_t)np * hd, 1.0f);
+        float *scratch = xmalloc((size_t)np * sizeof *scratch);
+        float *o = xmalloc((size_t)n_q * hd * sizeof *o);
+        float *r = xmalloc((size_t)n_q * hd * sizeof *r);
+        float *e = xmalloc((size_t)n_q * hd * sizeof *e);
+        kernels_attention(o, q, k, v, scratch, n_q, hd, np);
+        kernels_attention_ref(r, q, k, v, scratch, n_q, hd, np);
+        attention_double(e, q, k, v, n_q, hd, np);
+        if (np == 1) {
+            for (int h = 0; h < n_q; h++) {
+                assert_bits_equal(o + h * hd, v, (size_t)hd);
+                assert_bits_equal(r + h * hd, v, (size_t)hd);
+            }
+        }
+        assert_close(o, e, (size_t)n_q * hd, 1e-5, 1e-5);
+        assert_close(r, e, (size_t)n_q * hd, 1e-5, 1e-5);
+        assert_close(o, r, (size_t)n_q * hd, 1e-5, 1e-5);
+        /* a head computed alone equals the same head computed with the others */
+        float *one = xmalloc((size_t)hd * sizeof *one);
+        kernels_attention(one, q + 2 * hd, k, v, scratch, 1, hd, np);
+        assert_bits_equal(one, o + 2 * hd, (size_t)hd);
+        free(one);
+        free(q);
+        free(k);
+        free(v);
+        free(scratch);
+        free(o);
+        free(r);
+        free(e);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matvec_matches_ref),
+        cmocka_unit_test(test_matvec_row_slices_bit_identical),
+        cmocka_unit_test(test_matvec_rank_split_bit_identical),
+        cmocka_unit_test(test_matvec_ld_column_block),
+        cmocka_unit_test(test_matvec_portable_bit_identical),
+        cmocka_unit_test(test_matvec_blas_and_switch),
+        cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_layernorm),
+        cmocka_unit_test(test_rope_hand_computed),
+        cmocka_unit_test(test_rope_matches_ref),
+        cmocka_unit_test(test_softmax),
+        cmocka_unit_test(test_swiglu_gelu),
+        cmocka_unit_test(test_argmax_add),
+        cmocka_unit_test(test_attention),
+    };
+    return cmocka_run_group_tests_name("kernels", tests, NULL, NULL);
+}
