@@ -40,7 +40,9 @@ int tokenizer_eos(const Tokenizer *t); /* -1 if none */
 
 /* Encodes len bytes of text.  BOS is prepended when the tokenizer's add_bos is set (spm kinds),
  * as the engine feeds it.  *ids is malloc'ed (caller frees).  Invalid UTF-8 is encoded with
- * byte fallback (spm) or as bytes (gpt2); never crashes.  Returns 0 or -1 with err. */
+ * byte fallback (spm) or as bytes (gpt2); never crashes.  Special-token text such as "<s>" or
+ * "<|endoftext|>" is never matched: it encodes as ordinary characters (as llama2.c and OpenAI's
+ * GPT-2 encoder do).  Returns 0 or -1 with err. */
 int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, int **ids, size_t *n_ids,
                      char *err, size_t errlen);
 

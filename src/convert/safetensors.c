@@ -146,9 +146,10 @@ static int parse_tensor(SafeTensors *st, int fi, const char *name, const json_t 
         return util_err(err, errlen, "%s: tensor %s: data_offsets [%llu, %llu] outside the "
                         "data area of %llu bytes", f->path, name, (unsigned long long)t.begin,
                         (unsigned long long)t.end, (unsigned long long)f->data_len);
-    uint64_t bytes;
-    if (mul_u64(&bytes, t.n_elems, safetensors_dtype_size(t.dtype)) < 0 ||
-        bytes != t.end - t.begin)
+    uint64_t bytes = 0;
+    if (mul_u64(&bytes, t.n_elems, safetensors_dtype_size(t.dtype)) < 0)
+        return util_err(err, errlen, "%s: tensor %s: size overflows", f->path, name);
+    if (bytes != t.end - t.begin)
         return util_err(err, errlen, "%s: tensor %s: data_offsets span %llu bytes, the shape "
                         "and dtype need %llu", f->path, name,
                         (unsigned long long)(t.end - t.begin), (unsigned long long)bytes);

@@ -20,22 +20,33 @@ typedef struct {
 } Preset;
 
 static const Preset presets[] = {
-    {"tinyllama-1.1b", {ARCH_LLAMA, 2048, 22, 32, 4, 64, 5632, 32000, 2048, 1e-5f, 10000.0f,
-                        ROPE_HALF, 0, 1, 2}},
-    {"gpt2-small", {ARCH_GPT2, 768, 12, 12, 12, 64, 3072, 50257, 1024, 1e-5f, 10000.0f,
-                    ROPE_NONE, 1, 50256, 50256}},
-    {"stories260k", {ARCH_LLAMA, 64, 5, 8, 4, 8, 172, 512, 512, 1e-5f, 10000.0f,
-                     ROPE_INTERLEAVED, 1, 1, 2}},
+    {"tinyllama-1.1b",
+     {.arch = ARCH_LLAMA, .dim = 2048, .n_layers = 22, .n_heads = 32, .n_kv_heads = 4,
+      .head_dim = 64, .ffn_dim = 5632, .vocab_size = 32000, .context_length = 2048,
+      .norm_eps = 1e-5f, .rope_theta = 10000.0f, .rope_style = ROPE_HALF,
+      .tied_embeddings = 0, .bos_id = 1, .eos_id = 2}},
+    {"gpt2-small",
+     {.arch = ARCH_GPT2, .dim = 768, .n_layers = 12, .n_heads = 12, .n_kv_heads = 12,
+      .head_dim = 64, .ffn_dim = 3072, .vocab_size = 50257, .context_length = 1024,
+      .norm_eps = 1e-5f, .rope_theta = 10000.0f, .rope_style = ROPE_NONE,
+      .tied_embeddings = 1, .bos_id = 50256, .eos_id = 50256}},
+    {"stories260k",
+     {.arch = ARCH_LLAMA, .dim = 64, .n_layers = 5, .n_heads = 8, .n_kv_heads = 4,
+      .head_dim = 8, .ffn_dim = 172, .vocab_size = 512, .context_length = 512,
+      .norm_eps = 1e-5f, .rope_theta = 10000.0f, .rope_style = ROPE_INTERLEAVED,
+      .tied_embeddings = 1, .bos_id = 1, .eos_id = 2}},
 };
 
 /* Parses "key=value,key=value" after "llama:" or "gpt2:" into c. */
 static int parse_spec(const char *spec, ModelConfig *c, char *err, size_t errlen)
 {
     int is_gpt2 = strncmp(spec, "gpt2:", 5) == 0;
-    memset(c, 0, sizeof *c);
-    *c = (ModelConfig){is_gpt2 ? ARCH_GPT2 : ARCH_LLAMA, 64, 2, is_gpt2 ? 4 : 8, 0, 0, 0, 512,
-                       is_gpt2 ? 128 : 512, 1e-5f, 10000.0f,
-                       is_gpt2 ? ROPE_NONE : ROPE_INTERLEAVED, 1, -1, -1};
+    *c = (ModelConfig){.arch = is_gpt2 ? ARCH_GPT2 : ARCH_LLAMA, .dim = 64, .n_layers = 2,
+                       .n_heads = is_gpt2 ? 4 : 8, .vocab_size = 512,
+                       .context_length = is_gpt2 ? 128 : 512, .norm_eps = 1e-5f,
+                       .rope_theta = 10000.0f,
+                       .rope_style = is_gpt2 ? ROPE_NONE : ROPE_INTERLEAVED,
+                       .tied_embeddings = 1, .bos_id = -1, .eos_id = -1};
     char *buf = xstrdup(strchr(spec, ':') + 1);
     int rc = 0;
     for (char *save = NULL, *kv = strtok_r(buf, ",", &save); kv && rc == 0;

@@ -59,6 +59,28 @@ fail:
     return -1;
 }
 
+/* A contiguous float32 dataset (parents created as needed) as h5io_create_tensor makes, but
+ * without modification times, so that the same input gives a byte-identical file. */
+static hid_t create_dataset(hid_t file, const char *path, int rank, const uint64_t *dims)
+{
+    hsize_t hd[3];
+    for (int i = 0; i < rank; i++)
+        hd[i] = dims[i];
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    hid_t s = H5Screate_simple(rank, hd, NULL), d = -1;
+    if (lcpl >= 0 && dcpl >= 0 && s >= 0 && H5Pset_create_intermediate_group(lcpl, 1) >= 0 &&
+        H5Pset_obj_track_times(dcpl, 0) >= 0 && H5Pset_layout(dcpl, H5D_CONTIGUOUS) >= 0 &&
+        H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) >= 0)
+        d = H5Dcreate2(file, path, H5T_IEEE_F32LE, s, lcpl, dcpl, H5P_DEFAULT);
+    if (s >= 0)
+        H5Sclose(s);
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (lcpl >= 0)
+        H5Pclose(lcpl);
+    return d;
+}
+
 /* Writes n floats of w->buf into the box start/count of dataset d. */
 static int write_box(hid_t d, const hsize_t *start, const hsize_t *count, uint64_t n,
                      const float *buf)
@@ -81,10 +103,9 @@ int writer_stream_tensor(ModelWriter *w, const char *path, int rank, const uint6
 {
     if (rank < 1 || rank > 3)
         return util_err(err, errlen, "%s: %s: rank %d not supported", w->out_path, path, rank);
-    char herr[256];
-    hid_t d = h5io_create_tensor(w->file, path, rank, dims, herr, sizeof herr);
+    hid_t d = create_dataset(w->file, path, rank, dims);
     if (d < 0)
-        return util_err(err, errlen, "%s: %s: %s", w->out_path, path, herr);
+        return util_err(err, errlen, "%s: %s: cannot create the dataset", w->out_path, path);
     /* Split axis s: the first whose trailing block (inner[s] floats per index) fits a block;
      * iterate every index of the axes before it and cut axis s into runs of nb. */
     uint64_t inner[3], total = 1;

@@ -7,13 +7,14 @@
  *     the end add 0*0 = +0);
  *   - the 32 lane sums are reduced by the halving tree a[l] += a[l+h], h = 16, 8, 4, 2, 1,
  *     and y[i] = a[0].
- * The AVX-512 path (2 x 16 lanes), the AVX2 path (4 x 8 lanes) and the plain-C path all
- * implement exactly this order, for several rows at a time and for a single row alike, so a
+ * The AVX-512 path (2 x 16 lanes), the AVX2 path (4 x 8 lanes) and the portable path (8 x 4
+ * lanes, GCC vector extensions: NEON on ARM) all implement exactly this order, for several rows at a time and for a single row alike, so a
  * row's result does not depend on d, on which rows a rank holds, or on the instruction set.
  */
 #include "kernels.h"
 
 #include <cblas.h>
+#include <string.h>
 
 #if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
@@ -33,57 +34,84 @@ const char *kernels_blas_corename(void)
     return name ? name : "unknown";
 }
 
-/* ---- plain C: the definition of the order, also the path on CPUs without AVX2 ---- */
+/* ---- portable C (GCC/Clang vector extensions): the path on CPUs without AVX2, e.g. NEON ----
+ * Lanes 4q..4q+3 live in vector q (q = 0..7); elementwise vector arithmetic is IEEE per lane,
+ * so this is the same order as the SIMD paths below on any target. */
 
-/* Adds one 32-lane block (k valid elements, the rest zero-padded) of one row into acc. */
-static inline void mv_block_generic(float *restrict acc, const float *restrict w,
-                                    const float *restrict x, int k)
+typedef float MvV4 __attribute__((vector_size(16)));
+
+#define MV_PROWS 2 /* rows per pass: 16 accumulators + 8 x vectors fit NEON's 32 registers */
+
+static inline MvV4 mv_load4(const float *p)
 {
-    if (k == MV_LANES) {
-        for (int l = 0; l < MV_LANES; l++) {
-            float p = w[l] * x[l];
-            acc[l] = acc[l] + p;
-        }
-    } else {
-        for (int l = 0; l < MV_LANES; l++) {
-            float p = l < k ? w[l] * x[l] : 0.0f * 0.0f;
-            acc[l] = acc[l] + p;
-        }
-    }
+    MvV4 v;
+    memcpy(&v, p, sizeof v);
+    return v;
 }
 
-/* The halving-tree reduction of 32 lanes (destroys acc). */
-static inline float mv_reduce_generic(float *acc)
+/* acc[q] += w[4q..4q+4) * x[4q..4q+4) for one full 32-lane block. */
+static inline void mv_step_v4(MvV4 *acc, const float *w, const MvV4 *xv)
 {
-    for (int h = MV_LANES / 2; h >= 1; h /= 2)
-        for (int l = 0; l < h; l++)
-            acc[l] = acc[l] + acc[l + h];
-    return acc[0];
+    for (int q = 0; q < MV_LANES / 4; q++)
+        acc[q] = acc[q] + mv_load4(w + 4 * q) * xv[q];
 }
 
-/* Canonical-order matvec in plain C; two rows per pass so x is reused. */
+/* The halving tree h = 16, 8, 4, 2, 1 over the 32 lanes. */
+static inline float mv_reduce_v4(const MvV4 *a)
+{
+    const MvV4 b0 = a[0] + a[4], b1 = a[1] + a[5], b2 = a[2] + a[6], b3 = a[3] + a[7];
+    const MvV4 c0 = b0 + b2, c1 = b1 + b3;
+    const MvV4 e = c0 + c1;
+    const float f0 = e[0] + e[2], f1 = e[1] + e[3];
+    return f0 + f1;
+}
+
 void kernels_matvec_portable(float *y, const float *w, const float *x, int n, int d, size_t ld)
 {
+    const int nb = n & ~(MV_LANES - 1);
+    const int rem = n - nb;
+    float xpad[MV_LANES] = {0}, wpad[MV_LANES] = {0};
+    for (int l = 0; l < rem; l++)
+        xpad[l] = x[nb + l];
+    MvV4 xt[MV_LANES / 4];
+    for (int q = 0; q < MV_LANES / 4; q++)
+        xt[q] = mv_load4(xpad + 4 * q);
     int i = 0;
-    for (; i + 2 <= d; i += 2) {
-        const float *w0 = w + (size_t)i * ld, *w1 = w0 + ld;
-        float a0[MV_LANES] = {0}, a1[MV_LANES] = {0};
-        for (int j = 0; j < n; j += MV_LANES) {
-            int k = n - j < MV_LANES ? n - j : MV_LANES;
-            mv_block_generic(a0, w0 + j, x + j, k);
-            mv_block_generic(a1, w1 + j, x + j, k);
+    for (; i + MV_PROWS <= d; i += MV_PROWS) {
+        MvV4 acc[MV_PROWS][MV_LANES / 4];
+        memset(acc, 0, sizeof acc);
+        for (int j = 0; j < nb; j += MV_LANES) {
+            MvV4 xv[MV_LANES / 4];
+            for (int q = 0; q < MV_LANES / 4; q++)
+                xv[q] = mv_load4(x + j + 4 * q);
+            for (int r = 0; r < MV_PROWS; r++)
+                mv_step_v4(acc[r], w + (size_t)(i + r) * ld + j, xv);
         }
-        y[i] = mv_reduce_generic(a0);
-        y[i + 1] = mv_reduce_generic(a1);
+        for (int r = 0; r < MV_PROWS; r++) {
+            if (rem) {
+                for (int l = 0; l < rem; l++)
+                    wpad[l] = w[(size_t)(i + r) * ld + (size_t)(nb + l)];
+                mv_step_v4(acc[r], wpad, xt);
+            }
+            y[i + r] = mv_reduce_v4(acc[r]);
+        }
     }
     for (; i < d; i++) {
+        MvV4 acc[MV_LANES / 4];
+        memset(acc, 0, sizeof acc);
         const float *w0 = w + (size_t)i * ld;
-        float a0[MV_LANES] = {0};
-        for (int j = 0; j < n; j += MV_LANES) {
-            int k = n - j < MV_LANES ? n - j : MV_LANES;
-            mv_block_generic(a0, w0 + j, x + j, k);
+        for (int j = 0; j < nb; j += MV_LANES) {
+            MvV4 xv[MV_LANES / 4];
+            for (int q = 0; q < MV_LANES / 4; q++)
+                xv[q] = mv_load4(x + j + 4 * q);
+            mv_step_v4(acc, w0 + j, xv);
         }
-        y[i] = mv_reduce_generic(a0);
+        if (rem) {
+            for (int l = 0; l < rem; l++)
+                wpad[l] = w0[nb + l];
+            mv_step_v4(acc, wpad, xt);
+        }
+        y[i] = mv_reduce_v4(acc);
     }
 }
 
@@ -91,7 +119,9 @@ void kernels_matvec_portable(float *y, const float *w, const float *x, int n, in
 
 /* ---- AVX-512: lanes 0..15 in the first register, 16..31 in the second ---- */
 
-#define MV_ROWS 4 /* rows per pass: 8 accumulators, x reused from registers */
+/* Rows per pass: 16 accumulators + 2 x registers of 32.  Eight concurrent row streams reach
+ * ~0.9 of a plain read's bandwidth on Zen 5; four reach ~0.83 (bench/matvec_bench.c). */
+#define MV_ROWS 8
 
 static inline float mv_reduce512(__m512 a0, __m512 a1)
 {
@@ -105,12 +135,14 @@ static inline float mv_reduce512(__m512 a0, __m512 a1)
     return _mm_cvtss_f32(u);
 }
 
+/* One full 32-lane block of one row: a0 += w[j..j+16) * x0, a1 += w[j+16..j+32) * x1. */
 #define MV_STEP512(a0, a1, wr, x0, x1, j)                                                    \
     do {                                                                                     \
         a0 = _mm512_add_ps(a0, _mm512_mul_ps(_mm512_loadu_ps((wr) + (j)), x0));              \
         a1 = _mm512_add_ps(a1, _mm512_mul_ps(_mm512_loadu_ps((wr) + (j) + 16), x1));         \
     } while (0)
 
+/* The zero-padded last block (masked loads do not touch memory past the row). */
 #define MV_TAIL512(a0, a1, wr, x0, x1, j, m0, m1)                                            \
     do {                                                                                     \
         a0 = _mm512_add_ps(a0, _mm512_mul_ps(_mm512_maskz_loadu_ps(m0, (wr) + (j)), x0));    \
@@ -131,34 +163,28 @@ static void matvec_own(float *restrict y, const float *restrict w, const float *
     }
     int i = 0;
     for (; i + MV_ROWS <= d; i += MV_ROWS) {
-        const float *w0 = w + (size_t)i * ld, *w1 = w0 + ld, *w2 = w1 + ld, *w3 = w2 + ld;
-        __m512 a00 = _mm512_setzero_ps(), a01 = _mm512_setzero_ps();
-        __m512 a10 = _mm512_setzero_ps(), a11 = _mm512_setzero_ps();
-        __m512 a20 = _mm512_setzero_ps(), a21 = _mm512_setzero_ps();
-        __m512 a30 = _mm512_setzero_ps(), a31 = _mm512_setzero_ps();
+        const float *wr[MV_ROWS];
+        __m512 a0[MV_ROWS], a1[MV_ROWS];
+        for (int r = 0; r < MV_ROWS; r++) {
+            wr[r] = w + (size_t)(i + r) * ld;
+            a0[r] = a1[r] = _mm512_setzero_ps();
+        }
         for (int j = 0; j < nb; j += MV_LANES) {
-            __m512 x0 = _mm512_loadu_ps(x + j), x1 = _mm512_loadu_ps(x + j + 16);
-            MV_STEP512(a00, a01, w0, x0, x1, j);
-            MV_STEP512(a10, a11, w1, x0, x1, j);
-            MV_STEP512(a20, a21, w2, x0, x1, j);
-            MV_STEP512(a30, a31, w3, x0, x1, j);
+            const __m512 x0 = _mm512_loadu_ps(x + j), x1 = _mm512_loadu_ps(x + j + 16);
+            for (int r = 0; r < MV_ROWS; r++)
+                MV_STEP512(a0[r], a1[r], wr[r], x0, x1, j);
         }
-        if (rem) {
-            MV_TAIL512(a00, a01, w0, xt0, xt1, nb, m0, m1);
-            MV_TAIL512(a10, a11, w1, xt0, xt1, nb, m0, m1);
-            MV_TAIL512(a20, a21, w2, xt0, xt1, nb, m0, m1);
-            MV_TAIL512(a30, a31, w3, xt0, xt1, nb, m0, m1);
-        }
-        y[i] = mv_reduce512(a00, a01);
-        y[i + 1] = mv_reduce512(a10, a11);
-        y[i + 2] = mv_reduce512(a20, a21);
-        y[i + 3] = mv_reduce512(a30, a31);
+        if (rem)
+            for (int r = 0; r < MV_ROWS; r++)
+                MV_TAIL512(a0[r], a1[r], wr[r], xt0, xt1, nb, m0, m1);
+        for (int r = 0; r < MV_ROWS; r++)
+            y[i + r] = mv_reduce512(a0[r], a1[r]);
     }
-    for (; i < d; i++) {
+    for (; i < d; i++) { /* remainder rows: the same steps, one row at a time */
         const float *w0 = w + (size_t)i * ld;
         __m512 a00 = _mm512_setzero_ps(), a01 = _mm512_setzero_ps();
         for (int j = 0; j < nb; j += MV_LANES) {
-            __m512 x0 = _mm512_loadu_ps(x + j), x1 = _mm512_loadu_ps(x + j + 16);
+            const __m512 x0 = _mm512_loadu_ps(x + j), x1 = _mm512_loadu_ps(x + j + 16);
             MV_STEP512(a00, a01, w0, x0, x1, j);
         }
         if (rem)
@@ -171,7 +197,9 @@ static void matvec_own(float *restrict y, const float *restrict w, const float *
 
 /* ---- AVX2: lanes 0..7, 8..15, 16..23, 24..31 in four registers ---- */
 
-#define MV_ROWS 2 /* rows per pass: 8 accumulators + 4 x registers of 16 */
+/* Rows per pass: as on AVX-512, eight row streams beat two (0.5 -> ~0.8 of a plain read); the
+ * 32 accumulators partly live in L1, which costs nothing next to the memory stream. */
+#define MV_ROWS 8
 
 static inline float mv_reduce256(__m256 a0, __m256 a1, __m256 a2, __m256 a3)
 {
@@ -213,23 +241,25 @@ static void matvec_own(float *restrict y, const float *restrict w, const float *
     }
     int i = 0;
     for (; i + MV_ROWS <= d; i += MV_ROWS) {
-        const float *w0 = w + (size_t)i * ld, *w1 = w0 + ld;
-        __m256 a[4], b[4];
-        for (int q = 0; q < 4; q++)
-            a[q] = b[q] = _mm256_setzero_ps();
+        const float *wr[MV_ROWS];
+        __m256 a[MV_ROWS][4];
+        for (int r = 0; r < MV_ROWS; r++) {
+            wr[r] = w + (size_t)(i + r) * ld;
+            for (int q = 0; q < 4; q++)
+                a[r][q] = _mm256_setzero_ps();
+        }
         for (int j = 0; j < nb; j += MV_LANES) {
             __m256 xv[4];
             for (int q = 0; q < 4; q++)
                 xv[q] = _mm256_loadu_ps(x + j + 8 * q);
-            MV_STEP256(a, w0, xv, j);
-            MV_STEP256(b, w1, xv, j);
+            for (int r = 0; r < MV_ROWS; r++)
+                MV_STEP256(a[r], wr[r], xv, j);
         }
-        if (rem) {
-            MV_TAIL256(a, w0, xt, nb, mk);
-            MV_TAIL256(b, w1, xt, nb, mk);
-        }
-        y[i] = mv_reduce256(a[0], a[1], a[2], a[3]);
-        y[i + 1] = mv_reduce256(b[0], b[1], b[2], b[3]);
+        if (rem)
+            for (int r = 0; r < MV_ROWS; r++)
+                MV_TAIL256(a[r], wr[r], xt, nb, mk);
+        for (int r = 0; r < MV_ROWS; r++)
+            y[i + r] = mv_reduce256(a[r][0], a[r][1], a[r][2], a[r][3]);
     }
     for (; i < d; i++) {
         const float *w0 = w + (size_t)i * ld;

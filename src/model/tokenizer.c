@@ -433,6 +433,7 @@ static int spm_encode(const Tokenizer *t, const unsigned char *s, size_t len, in
     BpeWork w = {0};
     BpeSym *sym = xmalloc((3 * len + 8) * sizeof *sym);
     int n = 0;
+    /* BOS stays out of the merges (run.c lets it take part, but no piece starts with it). */
     if (len > 0 && t->add_dummy_prefix &&
         spm_add_group(t, sym, &n, (const unsigned char *)" ", 1, err, errlen) != 0)
         goto fail;

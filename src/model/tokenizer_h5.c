@@ -74,46 +74,44 @@ int tokenizer_h5_write(const Tokenizer *t, hid_t file, char *err, size_t errlen)
 {
     int rc = -1;
     char fname[512] = "?";
+    const char *what = "group";
     if (H5Fget_name(file, fname, sizeof fname) < 0)
         snprintf(fname, sizeof fname, "?");
     hid_t g = H5Gcreate2(file, "/tokenizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    if (g < 0) {
-        util_err(err, errlen, "%s: cannot create group /tokenizer", fname);
+    if (g < 0)
         goto fail;
-    }
-    const char *what = "attributes";
+    what = "attributes";
     if (h5_write_str_attr(g, "kind", kind_names[t->kind]) != 0 ||
         h5_write_int_attr(g, "bos_id", t->bos) != 0 ||
         h5_write_int_attr(g, "eos_id", t->eos) != 0 ||
         h5_write_int_attr(g, "add_bos", t->add_bos) != 0 ||
         h5_write_int_attr(g, "add_dummy_prefix", t->add_dummy_prefix) != 0 ||
         h5_write_int_attr(g, "byte_fallback", t->byte_fallback) != 0)
-        goto write_fail;
+        goto fail;
     hsize_t dims[2] = {(hsize_t)t->offsets[t->vocab_size], 0};
     what = "piece_bytes";
     if (h5_write_dataset(g, "piece_bytes", H5T_STD_U8LE, H5T_NATIVE_UINT8, 1, dims,
                          t->piece_bytes) != 0)
-        goto write_fail;
+        goto fail;
     dims[0] = (hsize_t)t->vocab_size + 1;
     what = "piece_offsets";
     if (h5_write_dataset(g, "piece_offsets", H5T_STD_U64LE, H5T_NATIVE_UINT64, 1, dims,
                          t->offsets) != 0)
-        goto write_fail;
+        goto fail;
     dims[0] = (hsize_t)t->vocab_size;
     what = "scores";
     if (h5_write_dataset(g, "scores", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 1, dims, t->scores) != 0)
-        goto write_fail;
+        goto fail;
     dims[0] = (hsize_t)t->n_merges;
     dims[1] = 2;
     what = "merges";
     if (t->n_merges > 0 && h5_write_dataset(g, "merges", H5T_STD_I32LE, H5T_NATIVE_INT32, 2,
                                             dims, t->merges) != 0)
-        goto write_fail;
+        goto fail;
     rc = 0;
-    goto fail;
-write_fail:
-    util_err(err, errlen, "%s: cannot write /tokenizer %s", fname, what);
 fail:
+    if (rc != 0)
+        util_err(err, errlen, "%s: cannot write /tokenizer %s", fname, what);
     if (g >= 0)
         H5Gclose(g);
     return rc;

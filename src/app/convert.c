@@ -1,0 +1,20 @@
+/* convert.c: main() of headsplit-convert.  All the work is in src/convert (convert_run_cli);
+ * this prints the one-line error and sets the exit status. */
+#include "convert.h"
+
+#include <stdio.h>
+
+int main(int argc, char **argv)
+{
+    char err[2048];
+    err[0] = '\0';
+    if (convert_run_cli(argc, argv, stdout, err, sizeof err) < 0) {
+        for (char *p = err; *p; p++) /* one line, whatever a lower layer wrote */
+            if (*p == '\n' || *p == '\r')
+                *p = ' ';
+        fflush(stdout);
+        fprintf(stderr, "headsplit-convert: error: %s\n", err);
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,196 @@
+/* cli.c: the command line of headsplit-convert (parsing, checks, dispatch, summary line). */
+#include "convert.h"
+
+#include "util.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+    "usage: headsplit-convert --format llama2c --checkpoint F.bin --tokenizer T.bin --out M.h5\n"
+    "       headsplit-convert --format hf --dir DIR --out M.h5\n"
+    "       headsplit-convert --synthetic MODEL [--seed N] [--layers N] [--tokenizer FILE]\n"
+    "                         --out M.h5\n"
+    "\n"
+    "Writes a HeadSplit model file (HDF5: /config, float32 [out][in] tensors, /tokenizer;\n"
+    "see docs/model-format.md).  Conversion streams tensor by tensor; the output is written\n"
+    "as M.h5.partial and renamed when complete, and removed on any error.\n"
+    "\n"
+    "  --format llama2c   llama2.c legacy checkpoint (7-int header; a negative vocab_size\n"
+    "                     means a separate classifier) and its tokenizer.bin.\n"
+    "                     Kept in Meta's interleaved RoPE order (rope_style interleaved).\n"
+    "  --format hf        Hugging Face directory: config.json, model.safetensors or\n"
+    "                     model.safetensors.index.json (shards), F32/F16/BF16 (widened\n"
+    "                     exactly to float32), and tokenizer.json (or vocab.json +\n"
+    "                     merges.txt for GPT-2).  LlamaForCausalLM (GQA, tied or separate\n"
+    "                     lm_head; q/k kept in HF rotate-half order, rope_style half) and\n"
+    "                     GPT2LMHeadModel (Conv1D transposed, c_attn split into q/k/v; with\n"
+    "                     or without the 'transformer.' prefix).\n"
+    "  --synthetic MODEL  Deterministic random weights (N(0, 0.02^2); norm weights 1.0),\n"
+    "                     written block by block (a few tens of MB of memory).  MODEL is\n"
+    "                     tinyllama-1.1b  llama, dim 2048, ffn 5632, 22 layers, 32 heads,\n"
+    "                                     4 KV heads, vocab 32000, ctx 2048, untied, half\n"
+    "                     gpt2-small      gpt2, dim 768, ffn 3072, 12 layers, 12 heads,\n"
+    "                                     vocab 50257, ctx 1024, tied\n"
+    "                     stories260k     llama, dim 64, ffn 172, 5 layers, 8 heads,\n"
+    "                                     4 KV heads, vocab 512, ctx 512, tied, interleaved\n"
+    "                     llama:KEY=V,... or gpt2:KEY=V,...  with keys dim, layers, heads,\n"
+    "                       kv_heads, head_dim, ffn, vocab, ctx, tied (0/1), eps, theta,\n"
+    "                       rope (half/interleaved, llama).  Unset keys: dim 64, layers 2,\n"
+    "                       heads 8 (gpt2: 4), kv_heads = heads, head_dim = dim/heads,\n"
+    "                       ffn 4*dim, vocab 512, ctx 512 (gpt2: 128), tied 1, eps 1e-5,\n"
+    "                       theta 10000, rope interleaved.\n"
+    "  --seed N           Seed of the synthetic weights (default 1); same seed, same bytes.\n"
+    "  --layers N         Synthetic: override the number of layers.\n"
+    "  --tokenizer FILE   llama2c: the tokenizer.bin.  Synthetic: optional real tokenizer of\n"
+    "                     the same vocabulary size (llama2.c tokenizer.bin, tokenizer.json,\n"
+    "                     or a directory with tokenizer.json or vocab.json + merges.txt);\n"
+    "                     without it a synthetic tokenizer is stored.\n"
+    "  --out M.h5         Output model file.\n"
+    "  --quiet            No summary line.\n"
+    "  --help             This text.\n"
+    "\n"
+    "Errors are one line on stderr, \"headsplit-convert: error: <file>: <field>: <what>\",\n"
+    "with exit status 1.\n";
+
+const char *convert_usage_text(void) { return usage; }
+
+typedef struct {
+    const char *format, *checkpoint, *tokenizer, *dir, *out, *synthetic, *seed, *layers;
+    int quiet;
+} CliArgs;
+
+static int parse_args(int argc, char **argv, CliArgs *a, int *help, char *err, size_t errlen)
+{
+    memset(a, 0, sizeof *a);
+    *help = 0;
+    struct { const char *flag; const char **dst; } opts[] = {
+        {"--format", &a->format},       {"--checkpoint", &a->checkpoint},
+        {"--tokenizer", &a->tokenizer}, {"--dir", &a->dir},
+        {"--out", &a->out},             {"--synthetic", &a->synthetic},
+        {"--seed", &a->seed},           {"--layers", &a->layers},
+    };
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            *help = 1;
+            return 0;
+        }
+        if (strcmp(arg, "--quiet") == 0 || strcmp(arg, "-q") == 0) {
+            a->quiet = 1;
+            continue;
+        }
+        const char *eq = strchr(arg, '=');
+        size_t nlen = eq ? (size_t)(eq - arg) : strlen(arg);
+        size_t k = 0;
+        while (k < sizeof opts / sizeof opts[0] &&
+               !(strlen(opts[k].flag) == nlen && strncmp(opts[k].flag, arg, nlen) == 0))
+            k++;
+        if (k == sizeof opts / sizeof opts[0])
+            return util_err(err, errlen, "command line: %.*s: unknown option (see --help)",
+                            (int)nlen, arg);
+        if (*opts[k].dst)
+            return util_err(err, errlen, "command line: %s: given twice", opts[k].flag);
+        const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        if (!val || val[0] == '\0')
+            return util_err(err, errlen, "command line: %s: missing value", opts[k].flag);
+        *opts[k].dst = val;
+    }
+    return 0;
+}
+
+/* Refuses an option that the chosen mode does not use. */
+static int reject(const char *v, const char *flag, const char *mode, char *err, size_t errlen)
+{
+    if (v)
+        return util_err(err, errlen, "command line: %s: not used with %s", flag, mode);
+    return 0;
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    if (s[0] == '-' || s[0] == '+')
+        return -1;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (end == s || *end != '\0' || errno != 0)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int convert_run_cli(int argc, char **argv, FILE *out, char *err, size_t errlen)
+{
+    CliArgs a;
+    int help;
+    if (argc < 2)
+        return util_err(err, errlen, "command line: no arguments (see --help)");
+    if (parse_args(argc, argv, &a, &help, err, errlen) < 0)
+        return -1;
+    if (help) {
+        fputs(usage, out);
+        return 0;
+    }
+    if (!a.out)
+        return util_err(err, errlen, "command line: --out: missing (the output model file)");
+    ConvertStats st;
+    memset(&st, 0, sizeof st);
+    double t0 = time_now();
+    int rc;
+    if (a.synthetic) {
+        uint64_t seed = 1, layers = 0;
+        if (reject(a.format, "--format", "--synthetic", err, errlen) < 0 ||
+            reject(a.checkpoint, "--checkpoint", "--synthetic", err, errlen) < 0 ||
+            reject(a.dir, "--dir", "--synthetic", err, errlen) < 0)
+            return -1;
+        if (a.seed && parse_u64(a.seed, &seed) < 0)
+            return util_err(err, errlen, "command line: --seed: '%s' is not a non-negative "
+                            "integer", a.seed);
+        if (a.layers && (parse_u64(a.layers, &layers) < 0 || layers < 1 || layers > 4096))
+            return util_err(err, errlen, "command line: --layers: '%s' is not a count in "
+                            "1..4096", a.layers);
+        rc = convert_make_synthetic(a.synthetic, seed, (int)layers, a.tokenizer, a.out, &st,
+                                    err, errlen);
+    } else if (!a.format) {
+        return util_err(err, errlen, "command line: --format: missing (llama2c or hf; or use "
+                        "--synthetic)");
+    } else if (strcmp(a.format, "llama2c") == 0) {
+        if (reject(a.dir, "--dir", "--format llama2c", err, errlen) < 0 ||
+            reject(a.seed, "--seed", "--format llama2c", err, errlen) < 0 ||
+            reject(a.layers, "--layers", "--format llama2c", err, errlen) < 0)
+            return -1;
+        if (!a.checkpoint || !a.tokenizer)
+            return util_err(err, errlen, "command line: %s: missing (--format llama2c needs "
+                            "--checkpoint and --tokenizer)",
+                            a.checkpoint ? "--tokenizer" : "--checkpoint");
+        rc = convert_from_llama2c(a.checkpoint, a.tokenizer, a.out, &st, err, errlen);
+    } else if (strcmp(a.format, "hf") == 0) {
+        if (reject(a.checkpoint, "--checkpoint", "--format hf", err, errlen) < 0 ||
+            reject(a.tokenizer, "--tokenizer", "--format hf (the directory's tokenizer is "
+                   "used)", err, errlen) < 0 ||
+            reject(a.seed, "--seed", "--format hf", err, errlen) < 0 ||
+            reject(a.layers, "--layers", "--format hf", err, errlen) < 0)
+            return -1;
+        if (!a.dir)
+            return util_err(err, errlen, "command line: --dir: missing (--format hf needs the "
+                            "model directory)");
+        rc = convert_from_hf(a.dir, a.out, &st, err, errlen);
+    } else {
+        return util_err(err, errlen, "command line: --format: unknown format '%s' (expected "
+                        "llama2c or hf)", a.format);
+    }
+    if (rc < 0)
+        return -1;
+    if (!a.quiet) {
+        const ModelConfig *c = &st.config;
+        fprintf(out, "headsplit-convert: wrote %s: %s, %d layers, dim %d, %d heads / %d KV "
+                "heads, head_dim %d, ffn %d, vocab %d, ctx %d, %s; %d tensors, %.1f MB in "
+                "%.1f s\n", a.out, config_arch_name(c->arch), c->n_layers, c->dim, c->n_heads,
+                c->n_kv_heads, c->head_dim, c->ffn_dim, c->vocab_size, c->context_length,
+                c->tied_embeddings ? "tied" : "untied", st.n_tensors,
+                (double)st.tensor_bytes / 1e6, time_now() - t0);
+    }
+    return 0;
+}

@@ -1,0 +1,31 @@
+# Shared set-up for integration tests: sourced with BUILD SRC SHARED as $1 $2 $3.
+set -euo pipefail
+BUILD=$1
+SRC=$2
+SHARED=$3
+. "$SRC/scripts/mpi-env.sh"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+HS="$BUILD/headsplit"
+CONVERT="$BUILD/headsplit-convert"
+CMP="$BUILD/hs-compare-f32"
+
+# skip_without DIR: exits with CTest's skip code when a reference model is absent.
+skip_without() {
+  if [ ! -e "$1" ]; then
+    echo "SKIP: $1 is absent (reference models live in ../shared/models beside the project)"
+    exit 77
+  fi
+}
+
+# run_hs NP ARGS...: mpirun with a hard timeout so that a hang fails instead of blocking.
+run_hs() {
+  local np=$1
+  shift
+  timeout -k 5 120 mpirun $MPI_FLAGS -np "$np" "$HS" "$@"
+}
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}

@@ -1,0 +1,187 @@
+/* Placement: every plan covers every head once, respects budgets, and each policy has the
+ * shape it promises. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "plan.h"
+#include "util.h"
+
+#include <string.h>
+
+static ModelConfig tinyllama(void)
+{
+    ModelConfig c = {ARCH_LLAMA, 2048, 22, 32, 4, 64, 5632, 32000, 2048, 1e-5f, 10000.0f,
+                     ROPE_HALF, 0, 1, 2};
+    return c;
+}
+
+static ModelConfig stories(void)
+{
+    ModelConfig c = {ARCH_LLAMA, 64, 5, 8, 4, 8, 172, 512, 512, 1e-5f, 10000.0f,
+                     ROPE_INTERLEAVED, 1, 1, 2};
+    return c;
+}
+
+static void build_ok(Plan *p, const ModelConfig *c, Partition part, PlacementKind k, int n)
+{
+    PlanRequest req = {part, k, 7, n, NULL, 64};
+    char err[256];
+    int rc = plan_build(p, c, &req, err, sizeof err);
+    if (rc != 0)
+        fail_msg("plan_build: %s", err);
+    assert_int_equal(plan_validate(p, c, err, sizeof err), 0);
+}
+
+static void test_all_policies_valid(void **state)
+{
+    (void)state;
+    ModelConfig cs[2] = {tinyllama(), stories()};
+    for (int ci = 0; ci < 2; ci++)
+        for (int part = 0; part < 2; part++)
+            for (int k = 0; k < 4; k++)
+                for (int n = 1; n <= 9; n++) {
+                    Plan p;
+                    build_ok(&p, &cs[ci], (Partition)part, (PlacementKind)k, n);
+                    for (int l = 0; l < p.n_layers; l++) {
+                        assert_in_range(p.layers[l].proj_rank, 1, n);
+                        assert_in_range(p.layers[l].ffn_rank, 1, n);
+                        for (int j = 0; j < p.layers[l].n_parts; j++)
+                            assert_in_range(p.layers[l].parts[j].rank, 1, n);
+                    }
+                    plan_free(&p);
+                }
+}
+
+static void test_layerwise_contiguous(void **state)
+{
+    (void)state;
+    ModelConfig c = tinyllama();
+    Plan p;
+    build_ok(&p, &c, PARTITION_HEAD, PLACEMENT_LAYER, 4);
+    assert_int_equal(p.partition, PARTITION_LAYER);
+    int prev = 1, counts[5] = {0};
+    for (int l = 0; l < c.n_layers; l++) {
+        int r = p.layers[l].ffn_rank;
+        assert_true(r >= prev); /* contiguous blocks in rank order */
+        prev = r;
+        counts[r]++;
+        assert_int_equal(p.layers[l].proj_rank, r);
+        for (int j = 0; j < p.layers[l].n_parts; j++)
+            assert_int_equal(p.layers[l].parts[j].rank, r);
+    }
+    for (int r = 1; r <= 4; r++) /* 22 layers over 4: blocks of 5 or 6 */
+        assert_in_range(counts[r], 5, 6);
+    plan_free(&p);
+}
+
+static void test_split_groups_when_more_workers(void **state)
+{
+    (void)state;
+    ModelConfig c = stories(); /* 4 KV groups of 2 query heads */
+    Plan p;
+    build_ok(&p, &c, PARTITION_HEAD, PLACEMENT_GREEDY, 7);
+    assert_int_equal(p.layers[0].n_parts, 8); /* every group split in two */
+    for (int j = 0; j < 8; j++)
+        assert_int_equal(p.layers[0].parts[j].q1 - p.layers[0].parts[j].q0, 1);
+    plan_free(&p);
+}
+
+static void test_greedy_spreads_heads(void **state)
+{
+    (void)state;
+    ModelConfig c = tinyllama();
+    Plan p;
+    build_ok(&p, &c, PARTITION_HEAD, PLACEMENT_GREEDY, 4);
+    /* Heads of a layer run in parallel: the 4 units of a layer sit on distinct ranks
+     * other than... at least 3 distinct ranks per layer. */
+    for (int l = 0; l < c.n_layers; l++) {
+        int seen[5] = {0}, distinct = 0;
+        for (int j = 0; j < p.layers[l].n_parts; j++)
+            distinct += !seen[p.layers[l].parts[j].rank]++;
+        assert_true(distinct >= 3);
+    }
+    /* Memory balanced within one layer's FFN of each other. */
+    size_t mn = SIZE_MAX, mx = 0;
+    for (int r = 1; r <= 4; r++) {
+        size_t b = plan_rank_weight_bytes(&p, &c, r);
+        mn = b < mn ? b : mn;
+        mx = b > mx ? b : mx;
+    }
+    assert_true(mx - mn <= (config_proj_floats(&c) + config_ffn_floats(&c, c.ffn_dim)) * 4);
+    plan_free(&p);
+}
+
+static void test_random_is_seeded(void **state)
+{
+    (void)state;
+    ModelConfig c = tinyllama();
+    Plan a, b;
+    build_ok(&a, &c, PARTITION_HEAD, PLACEMENT_RANDOM, 4);
+    build_ok(&b, &c, PARTITION_HEAD, PLACEMENT_RANDOM, 4);
+    for (int l = 0; l < c.n_layers; l++) {
+        assert_int_equal(a.layers[l].ffn_rank, b.layers[l].ffn_rank);
+        for (int j = 0; j < a.layers[l].n_parts; j++)
+            assert_int_equal(a.layers[l].parts[j].rank, b.layers[l].parts[j].rank);
+    }
+    plan_free(&a);
+    plan_free(&b);
+}
+
+static void test_budget_refused(void **state)
+{
+    (void)state;
+    ModelConfig c = tinyllama();
+    Device d[4];
+    for (int i = 0; i < 4; i++)
+        d[i] = (Device){500u * 1000 * 1000, 1.0}; /* 4 x 0.5 GB < 4.4 GB of layers */
+    for (int k = 0; k < 4; k++) {
+        PlanRequest req = {PARTITION_HEAD, (PlacementKind)k, 1, 4, d, 64};
+        Plan p;
+        char err[256] = "";
+        assert_int_equal(plan_build(&p, &c, &req, err, sizeof err), -1);
+        assert_non_null(strstr(err, "budget"));
+    }
+    for (int i = 0; i < 4; i++)
+        d[i].mem_budget = 2000u * 1000 * 1000;
+    PlanRequest ok = {PARTITION_HEAD, PLACEMENT_GREEDY, 1, 4, d, 64};
+    Plan p;
+    char err[256];
+    assert_int_equal(plan_build(&p, &c, &ok, err, sizeof err), 0);
+    for (int r = 1; r <= 4; r++)
+        assert_true(plan_rank_weight_bytes(&p, &c, r) + plan_rank_kv_bytes(&p, &c, r, 64) <=
+                    d[r - 1].mem_budget);
+    plan_free(&p);
+}
+
+static void test_json_and_print(void **state)
+{
+    (void)state;
+    ModelConfig c = stories();
+    Plan p;
+    build_ok(&p, &c, PARTITION_HEAD, PLACEMENT_ROUNDROBIN, 3);
+    json_t *j = plan_to_json(&p, &c);
+    assert_int_equal(json_array_size(json_object_get(j, "layers")), 5);
+    json_decref(j);
+    FILE *f = tmpfile();
+    plan_print(&p, &c, f);
+    assert_true(ftell(f) > 100);
+    fclose(f);
+    plan_free(&p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_all_policies_valid),
+        cmocka_unit_test(test_layerwise_contiguous),
+        cmocka_unit_test(test_split_groups_when_more_workers),
+        cmocka_unit_test(test_greedy_spreads_heads),
+        cmocka_unit_test(test_random_is_seeded),
+        cmocka_unit_test(test_budget_refused),
+        cmocka_unit_test(test_json_and_print),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
