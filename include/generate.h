@@ -58,5 +58,10 @@ LayerBackend local_model_backend(LocalModel *m);
 /* Last FFN ratios ||FFN(Z)||/||Z|| per layer of the most recent forward (for the profiler). */
 const float *local_model_ratios(const LocalModel *m);
 size_t local_model_weight_bytes(const LocalModel *m);
+/* Emulates inter-layer speculation numerically (spec[l]: transition l -> l+1 speculates;
+ * NULL: none).  With tolerance 0 nothing is ever kept and results equal exact execution. */
+void local_model_set_speculation(LocalModel *m, const unsigned char *spec, float tolerance);
+/* Speculations tried and kept since the last set_speculation. */
+void local_model_spec_counts(const LocalModel *m, long *tried, long *kept);
 
 #endif

@@ -7,22 +7,24 @@
 #include <stddef.h>
 
 typedef enum { MATVEC_AUTO = 0, MATVEC_OWN = 1, MATVEC_BLAS = 2 } MatvecImpl;
-/* Chooses the matrix-vector implementation for kernels_matvec (default: AUTO = own kernel). */
+/* Chooses the matrix-vector implementation for kernels_matvec (default: AUTO = own kernel).
+ * BLAS runs OpenBLAS single-threaded and does not promise the row-slice bit-identity below. */
 void kernels_set_matvec(MatvecImpl impl);
 MatvecImpl kernels_get_matvec(void);
 /* OpenBLAS's chosen core (openblas_get_corename), for the metrics. */
 const char *kernels_blas_corename(void);
 
 /* y[d] = W[d][n] x[n].  Every y[i] is summed in an order that depends only on n, never on d
- * or on which rows a rank holds, so row slices of W give bit-identical rows of y. */
+ * or on which rows a rank holds, so row slices of W give bit-identical rows of y.
+ * y must not overlap w or x. */
 void kernels_matvec(float *y, const float *w, const float *x, int n, int d);
 void kernels_matvec_ref(float *y, const float *w, const float *x, int n, int d);
 /* Same, for a matrix whose rows are ld floats apart (a column block of a wider matrix). */
 void kernels_matvec_ld(float *y, const float *w, const float *x, int n, int d, size_t ld);
 /* The own kernel whatever kernels_set_matvec chose (row stride ld >= n). */
 void kernels_matvec_own(float *y, const float *w, const float *x, int n, int d, size_t ld);
-/* Plain-C statement of the own kernel's summation order (the path on CPUs without AVX2);
- * bit-identical to kernels_matvec_own on every instruction set. */
+/* Portable C (vector extensions) of the own kernel's order, the path on CPUs without AVX2
+ * (NEON); bit-identical to kernels_matvec_own on every instruction set. */
 void kernels_matvec_portable(float *y, const float *w, const float *x, int n, int d,
                              size_t ld);
 

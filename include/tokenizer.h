@@ -23,6 +23,15 @@ int tokenizer_load_hf_json(Tokenizer **out, const char *path, char *err, size_t 
 /* GPT-2 vocab.json + merges.txt. */
 int tokenizer_load_gpt2_files(Tokenizer **out, const char *vocab_json, const char *merges_txt,
                               char *err, size_t errlen);
+/* The same loaders on bytes already in memory (data need not be NUL-terminated); name is the
+ * file name used in messages.  For fuzzing and for callers that hold the file. */
+int tokenizer_load_llama2c_mem(Tokenizer **out, const void *data, size_t len, const char *name,
+                               int vocab_size, char *err, size_t errlen);
+int tokenizer_load_hf_json_mem(Tokenizer **out, const char *data, size_t len, const char *name,
+                               char *err, size_t errlen);
+int tokenizer_load_gpt2_mem(Tokenizer **out, const char *vocab_json, size_t vocab_len,
+                            const char *vocab_name, const char *merges_txt, size_t merges_len,
+                            const char *merges_name, char *err, size_t errlen);
 /* A tokenizer for synthetic models: <unk> <s> </s>, 256 byte pieces, then filler pieces that
  * never match text, up to vocab_size (>= 259). */
 Tokenizer *tokenizer_build_synthetic(int vocab_size);

@@ -6,7 +6,7 @@
 
 #include <math.h>
 
-#define GELU_SCALE ((float)(2.0 / 3.14159265358979323846))
+#define GELU_TWO_OVER_PI ((float)(2.0 / 3.14159265358979323846))
 #define ROPE_CHUNK 64 /* rotation pairs whose cos/sin are computed once for all heads */
 
 /* out = x / sqrt(mean(x^2) + eps) * w, in run.c's order: w[j] * (inv * x[j]). */
@@ -109,7 +109,7 @@ void kernels_swiglu(float *restrict gate, const float *restrict up, int n)
 /* x[i] = 0.5 x (1 + tanhf(s (x + 0.044715 x^3))), s = sqrtf(2/pi), llm.c's order. */
 void kernels_gelu(float *x, int n)
 {
-    const float s = sqrtf(GELU_SCALE);
+    const float s = sqrtf(GELU_TWO_OVER_PI);
     for (int i = 0; i < n; i++) {
         float v = x[i];
         float cube = 0.044715f * v * v * v;

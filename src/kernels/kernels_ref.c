@@ -5,9 +5,10 @@
 
 #include <math.h>
 
-/* sqrt(2/pi) as llm.c's GELU_SCALING_FACTOR: sqrtf of the double 2/pi. */
-#define GELU_SCALE ((float)(2.0 / 3.14159265358979323846))
+/* llm.c: GELU_SCALING_FACTOR = sqrtf(2.0f / M_PI), i.e. sqrtf of the double 2/pi as a float. */
+#define GELU_TWO_OVER_PI ((float)(2.0 / 3.14159265358979323846))
 
+/* y[d] = W x with one sequential sum per row (run.c matmul order). */
 void kernels_matvec_ref(float *y, const float *w, const float *x, int n, int d)
 {
     for (int i = 0; i < d; i++) {
@@ -18,6 +19,7 @@ void kernels_matvec_ref(float *y, const float *w, const float *x, int n, int d)
     }
 }
 
+/* run.c rmsnorm: ss = sum x^2 / n + eps, out = w * ((1 / sqrtf(ss)) * x). */
 void kernels_rmsnorm_ref(float *out, const float *x, const float *w, float eps, int n)
 {
     float ss = 0.0f;
@@ -30,6 +32,7 @@ void kernels_rmsnorm_ref(float *out, const float *x, const float *w, float eps, 
         out[j] = w[j] * (ss * x[j]);
 }
 
+/* llm.c layernorm: mean, biased variance of x - mean, rstd = 1 / sqrtf(v + eps). */
 void kernels_layernorm_ref(float *out, const float *x, const float *w, const float *b, float eps,
                            int n)
 {
@@ -50,6 +53,7 @@ void kernels_layernorm_ref(float *out, const float *x, const float *w, const flo
     }
 }
 
+/* run.c RoPE per element pair, cos/sin recomputed for every head; half = HF rotate_half. */
 void kernels_rope_ref(float *x, int n_heads, int head_dim, int pos, float theta, int interleaved)
 {
     for (int h = 0; h < n_heads; h++) {
@@ -77,6 +81,7 @@ void kernels_rope_ref(float *x, int n_heads, int head_dim, int pos, float theta,
     }
 }
 
+/* run.c softmax: max-subtracted expf, sequential sum, division. */
 void kernels_softmax_ref(float *x, int n)
 {
     if (n <= 0)
@@ -94,6 +99,7 @@ void kernels_softmax_ref(float *x, int n)
         x[i] /= sum;
 }
 
+/* gate = gate / (1 + expf(-gate)) * up. */
 void kernels_swiglu_ref(float *gate, const float *up, int n)
 {
     for (int i = 0; i < n; i++) {
@@ -103,9 +109,10 @@ void kernels_swiglu_ref(float *gate, const float *up, int n)
     }
 }
 
+/* llm.c gelu_forward (tanh approximation), in place. */
 void kernels_gelu_ref(float *x, int n)
 {
-    const float s = sqrtf(GELU_SCALE);
+    const float s = sqrtf(GELU_TWO_OVER_PI);
     for (int i = 0; i < n; i++) {
         float v = x[i];
         float cube = 0.044715f * v * v * v;
@@ -113,6 +120,7 @@ void kernels_gelu_ref(float *x, int n)
     }
 }
 
+/* run.c attention for n_q heads: sequential q.k / sqrtf(hd), softmax, sum_t a_t v_t. */
 void kernels_attention_ref(float *out, const float *q, const float *k_cache,
                            const float *v_cache, float *scratch, int n_q, int head_dim, int n_pos)
 {

@@ -8,8 +8,9 @@
  *   - the 32 lane sums are reduced by the halving tree a[l] += a[l+h], h = 16, 8, 4, 2, 1,
  *     and y[i] = a[0].
  * The AVX-512 path (2 x 16 lanes), the AVX2 path (4 x 8 lanes) and the portable path (8 x 4
- * lanes, GCC vector extensions: NEON on ARM) all implement exactly this order, for several rows at a time and for a single row alike, so a
- * row's result does not depend on d, on which rows a rank holds, or on the instruction set.
+ * lanes, GCC vector extensions: NEON on ARM) all implement exactly this order, for several rows
+ * at a time and for a single row alike, so a row's result does not depend on d, on which rows a
+ * rank holds, or on the instruction set (tests/unit/test_kernels.c checks all of this).
  */
 #include "kernels.h"
 
@@ -24,10 +25,18 @@
 
 static MatvecImpl matvec_impl = MATVEC_AUTO;
 
-void kernels_set_matvec(MatvecImpl impl) { matvec_impl = impl; }
+/* Selecting BLAS also pins OpenBLAS to one thread: a rank is one core, parallelism is MPI's. */
+void kernels_set_matvec(MatvecImpl impl)
+{
+    matvec_impl = impl;
+    if (impl == MATVEC_BLAS)
+        openblas_set_num_threads(1);
+}
 
+/* The implementation kernels_matvec uses now. */
 MatvecImpl kernels_get_matvec(void) { return matvec_impl; }
 
+/* OpenBLAS's core name (static storage; "unknown" if it gives none). */
 const char *kernels_blas_corename(void)
 {
     const char *name = openblas_get_corename();
@@ -66,6 +75,7 @@ static inline float mv_reduce_v4(const MvV4 *a)
     return f0 + f1;
 }
 
+/* y[d] = W x in the canonical order with portable vector code; rows ld floats apart. */
 void kernels_matvec_portable(float *y, const float *w, const float *x, int n, int d, size_t ld)
 {
     const int nb = n & ~(MV_LANES - 1);
@@ -288,6 +298,8 @@ static void matvec_own(float *restrict y, const float *restrict w, const float *
 
 #endif
 
+/* OpenBLAS sgemv: fast, but its summation order may depend on d and on the slice, so the
+ * row-slice bit-identity promised by kernels.h holds only for the own kernel. */
 static void matvec_blas(float *y, const float *w, const float *x, int n, int d, size_t ld)
 {
     if (d <= 0)
@@ -300,11 +312,13 @@ static void matvec_blas(float *y, const float *w, const float *x, int n, int d, 
     cblas_sgemv(CblasRowMajor, CblasNoTrans, d, n, 1.0f, w, (int)ld, x, 1, 0.0f, y, 1);
 }
 
+/* y[d] = W x by the own kernel, whatever the switch says; rows ld floats apart. */
 void kernels_matvec_own(float *y, const float *w, const float *x, int n, int d, size_t ld)
 {
     matvec_own(y, w, x, n, d, ld);
 }
 
+/* y[d] = W x by the selected implementation; rows ld floats apart. */
 void kernels_matvec_ld(float *y, const float *w, const float *x, int n, int d, size_t ld)
 {
     if (matvec_impl == MATVEC_BLAS)
@@ -313,6 +327,7 @@ void kernels_matvec_ld(float *y, const float *w, const float *x, int n, int d, s
         matvec_own(y, w, x, n, d, ld);
 }
 
+/* y[d] = W x for a contiguous W[d][n] by the selected implementation. */
 void kernels_matvec(float *y, const float *w, const float *x, int n, int d)
 {
     kernels_matvec_ld(y, w, x, n, d, (size_t)n);

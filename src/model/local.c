@@ -15,7 +15,14 @@ struct LocalModel {
     float *heads;    /* [n_heads*hd] */
     float *z;        /* [dim] */
     float *ratios;   /* [n_layers] last ||FFN(Z)||/||Z|| */
+    float *zprev;    /* [dim] Z of the previous layer (speculation's early input) */
     size_t weight_bytes;
+    /* Inter-layer speculation, emulated numerically: transition l -> l+1 speculates when
+     * spec[l] is set; the next layer's attention then runs on Z_l instead of X'_l when
+     * ||FFN(Z_l)|| / ||Z_l|| < tolerance (kept), else on X'_l (re-executed). */
+    unsigned char *spec; /* [n_layers] or NULL */
+    float tolerance;
+    long spec_tried, spec_kept;
 };
 
 int local_model_load(LocalModel **out, const ModelConfig *c, hid_t file, const char *fname,
@@ -43,6 +50,7 @@ int local_model_load(LocalModel **out, const ModelConfig *c, hid_t file, const c
     m->heads = xcalloc((size_t)c->n_heads * (size_t)c->head_dim, sizeof(float));
     m->z = xcalloc((size_t)c->dim, sizeof(float));
     m->ratios = xcalloc((size_t)L, sizeof(float));
+    m->zprev = xcalloc((size_t)c->dim, sizeof(float));
     *out = m;
     return 0;
 fail:
@@ -68,6 +76,8 @@ void local_model_free(LocalModel *m)
     free(m->heads);
     free(m->z);
     free(m->ratios);
+    free(m->zprev);
+    free(m->spec);
     free(m);
 }
 
@@ -78,12 +88,39 @@ static void local_forward(void *ctx, float *x, int pos, int token)
     const int G = c->n_kv_heads, Q = config_q_per_kv(c), hd = c->head_dim;
     (void)token;
     for (int l = 0; l < c->n_layers; l++) {
+        const float *ain = x;
+        if (l > 0 && m->spec && m->spec[l - 1]) {
+            m->spec_tried++;
+            if (m->ratios[l - 1] < m->tolerance) {
+                ain = m->zprev; /* the speculative attention on Z is kept */
+                m->spec_kept++;
+            }
+        }
         for (int g = 0; g < G; g++)
             model_attn_part_forward(c, &m->attn[(size_t)l * (size_t)G + (size_t)g], &m->scratch,
-                                    x, pos, m->heads + (size_t)g * (size_t)Q * (size_t)hd);
+                                    ain, pos, m->heads + (size_t)g * (size_t)Q * (size_t)hd);
         model_proj_forward(c, &m->proj[l], &m->scratch, x, m->heads, m->z);
+        memcpy(m->zprev, m->z, (size_t)c->dim * sizeof(float));
         m->ratios[l] = model_ffn_forward(c, &m->ffn[l], &m->scratch, m->z, x);
     }
+}
+
+void local_model_set_speculation(LocalModel *m, const unsigned char *spec, float tolerance)
+{
+    free(m->spec);
+    m->spec = NULL;
+    if (spec) {
+        m->spec = xmalloc((size_t)m->c->n_layers);
+        memcpy(m->spec, spec, (size_t)m->c->n_layers);
+    }
+    m->tolerance = tolerance;
+    m->spec_tried = m->spec_kept = 0;
+}
+
+void local_model_spec_counts(const LocalModel *m, long *tried, long *kept)
+{
+    *tried = m->spec_tried;
+    *kept = m->spec_kept;
 }
 
 LayerBackend local_model_backend(LocalModel *m)

@@ -33,13 +33,29 @@ static float read_le_f32(const unsigned char *p)
 int tokenizer_load_llama2c(Tokenizer **out, const char *path, int vocab_size,
                            char *err, size_t errlen)
 {
+    size_t len = 0;
+    *out = NULL;
+    char *buf = util_read_file(path, &len, err, errlen);
+    if (!buf)
+        return -1;
+    int rc = tokenizer_load_llama2c_mem(out, buf, len, path, vocab_size, err, errlen);
+    free(buf);
+    return rc;
+}
+
+/* The bytes of a llama2.c tokenizer.bin already in memory; see tokenizer.h. */
+int tokenizer_load_llama2c_mem(Tokenizer **out, const void *data, size_t len, const char *path,
+                               int vocab_size, char *err, size_t errlen)
+{
     int rc = -1;
     Tokenizer *t = NULL;
-    size_t len = 0, pos = 4, total = 0;
+    size_t pos = 4, total = 0;
+    const unsigned char *buf = data;
     *out = NULL;
-    unsigned char *buf = (unsigned char *)util_read_file(path, &len, err, errlen);
-    if (!buf)
+    if (!buf && len) {
+        util_err(err, errlen, "%s: no data", path);
         goto fail;
+    }
     if (vocab_size < 1 || vocab_size > TOKENIZER_MAX_VOCAB) {
         util_err(err, errlen, "%s: vocab_size %d out of range [1, %d]", path, vocab_size,
                  TOKENIZER_MAX_VOCAB);
@@ -110,7 +126,6 @@ int tokenizer_load_llama2c(Tokenizer **out, const char *path, int vocab_size,
     rc = 0;
 fail:
     tokenizer_free(t);
-    free(buf);
     return rc;
 }
 
@@ -426,6 +441,20 @@ static void hf_read_bos(Tokenizer *t, json_t *root)
 /* Loads a Hugging Face tokenizer.json (BPE model); see tokenizer.h. */
 int tokenizer_load_hf_json(Tokenizer **out, const char *path, char *err, size_t errlen)
 {
+    size_t len = 0;
+    *out = NULL;
+    char *buf = util_read_file(path, &len, err, errlen);
+    if (!buf)
+        return -1;
+    int rc = tokenizer_load_hf_json_mem(out, buf, len, path, err, errlen);
+    free(buf);
+    return rc;
+}
+
+/* The bytes of a tokenizer.json already in memory; see tokenizer.h. */
+int tokenizer_load_hf_json_mem(Tokenizer **out, const char *buf, size_t len, const char *path,
+                               char *err, size_t errlen)
+{
     int rc = -1;
     Tokenizer *t = NULL;
     json_t *root = NULL;
@@ -433,12 +462,12 @@ int tokenizer_load_hf_json(Tokenizer **out, const char *path, char *err, size_t 
     json_error_t jerr;
     TokenizerKind kind;
     int dummy;
-    size_t len;
     *out = NULL;
-    char *buf = util_read_file(path, &len, err, errlen);
-    if (!buf)
+    if (!buf && len) {
+        util_err(err, errlen, "%s: no data", path);
         goto fail;
-    root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+    }
+    root = json_loadb(buf ? buf : "", len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
         util_err(err, errlen, "%s: invalid JSON at line %d column %d: %s", path, jerr.line,
                  jerr.column, jerr.text);
@@ -499,7 +528,6 @@ fail:
     tokenizer_free(t);
     piece_list_free(&pl);
     json_decref(root);
-    free(buf);
     return rc;
 }
 
@@ -507,18 +535,36 @@ fail:
 int tokenizer_load_gpt2_files(Tokenizer **out, const char *vocab_json, const char *merges_txt,
                               char *err, size_t errlen)
 {
+    size_t len = 0, mlen = 0;
+    char *mbuf = NULL;
+    *out = NULL;
+    char *buf = util_read_file(vocab_json, &len, err, errlen);
+    if (buf)
+        mbuf = util_read_file(merges_txt, &mlen, err, errlen);
+    int rc = buf && mbuf ? tokenizer_load_gpt2_mem(out, buf, len, vocab_json, mbuf, mlen,
+                                                   merges_txt, err, errlen)
+                         : -1;
+    free(buf);
+    free(mbuf);
+    return rc;
+}
+
+/* GPT-2 vocab.json and merges.txt already in memory; see tokenizer.h. */
+int tokenizer_load_gpt2_mem(Tokenizer **out, const char *buf, size_t len,
+                            const char *vocab_json, const char *mbuf, size_t mlen,
+                            const char *merges_txt, char *err, size_t errlen)
+{
     int rc = -1;
     Tokenizer *t = NULL;
     json_t *root = NULL;
     PieceList pl = {0};
     json_error_t jerr;
-    size_t len, mlen;
-    char *mbuf = NULL;
     *out = NULL;
-    char *buf = util_read_file(vocab_json, &len, err, errlen);
-    if (!buf)
+    if ((!buf && len) || (!mbuf && mlen)) {
+        util_err(err, errlen, "%s: no data", !buf && len ? vocab_json : merges_txt);
         goto fail;
-    root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+    }
+    root = json_loadb(buf ? buf : "", len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
         util_err(err, errlen, "%s: invalid JSON at line %d column %d: %s", vocab_json,
                  jerr.line, jerr.column, jerr.text);
@@ -529,22 +575,19 @@ int tokenizer_load_gpt2_files(Tokenizer **out, const char *vocab_json, const cha
     t = tokenizer_from_pieces(TOKENIZER_GPT2, &pl, vocab_json, err, errlen);
     if (!t)
         goto fail;
-    mbuf = util_read_file(merges_txt, &mlen, err, errlen);
-    if (!mbuf)
-        goto fail;
     size_t cap = 1024;
     t->merges = xmalloc(cap * 2 * sizeof *t->merges);
     int line_no = 0;
-    for (char *p = mbuf, *end = mbuf + mlen; p < end;) {
-        char *nl = memchr(p, '\n', (size_t)(end - p));
-        char *le = nl ? nl : end;
+    for (const char *p = mbuf ? mbuf : "", *end = p + mlen; p < end;) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl ? nl : end;
         size_t n = (size_t)(le - p);
         line_no++;
         if (n && p[n - 1] == '\r')
             n--;
-        char *sp = memchr(p, ' ', n);
+        const char *sp = memchr(p, ' ', n);
         if (n == 0 || (line_no == 1 && n >= 8 && memcmp(p, "#version", 8) == 0)) {
-            p = le + 1;
+            p = nl ? nl + 1 : end;
             continue;
         }
         if (!sp || sp == p || sp + 1 == p + n) {
@@ -565,7 +608,7 @@ int tokenizer_load_gpt2_files(Tokenizer **out, const char *vocab_json, const cha
                       merges_txt, field, err, errlen) != 0)
             goto fail;
         t->n_merges++;
-        p = le + 1;
+        p = nl ? nl + 1 : end;
     }
     t->bos = t->eos = tokenizer_lookup_piece(t, "<|endoftext|>", 13);
     if (tokenizer_index_merges(t, merges_txt, err, errlen) != 0)
@@ -577,7 +620,5 @@ fail:
     tokenizer_free(t);
     piece_list_free(&pl);
     json_decref(root);
-    free(buf);
-    free(mbuf);
     return rc;
 }

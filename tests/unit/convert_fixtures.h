@@ -247,7 +247,7 @@ static inline void write_text(const char *path, const char *text)
 /* A 257-piece GPT-2 byte-level vocabulary (256 bytes + <|endoftext|>), no merges. */
 static inline void write_byte_vocab(const char *dir)
 {
-    char p[256];
+    char p[512];
     snprintf(p, sizeof p, "%s/vocab.json", dir);
     FILE *f = fopen(p, "w");
     assert_non_null(f);
@@ -390,7 +390,7 @@ static inline void make_gpt2_dir(const char *dir, StModel *m, const char *config
     st_add(m, "ln_f.weight", "F32", 8, 0);
     st_add(m, "ln_f.bias", "F32", 8, 0);
     st_add(m, "lm_head.weight", "F32", 257, 8);
-    char p[256];
+    char p[512];
     snprintf(p, sizeof p, "%s/model.safetensors", dir);
     st_write(m, p, ~0ull);
     snprintf(p, sizeof p, "%s/config.json", dir);
