@@ -34,4 +34,7 @@ int dist_hops_per_token(const Plan *plan);
 /* Collective: per-rank and per-layer statistics, assembled at rank 0 (NULL elsewhere). */
 json_t *dist_collect_metrics(DistEngine *e, int n_tokens);
 
+/* Prints the per-layer breakdown of dist_collect_metrics' result. */
+void dist_print_layer_times(json_t *metrics, FILE *out);
+
 #endif

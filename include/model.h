@@ -64,6 +64,13 @@ int model_load_attn_part(AttnPartW *w, const ModelConfig *c, hid_t file, const c
                          size_t errlen);
 int model_load_proj(ProjW *w, const ModelConfig *c, hid_t file, const char *fname, int layer,
                     char *err, size_t errlen);
+/* Columns [col0, col0+ncols) of layer's output projection wo [dim][n_heads*hd]: the
+ * row-parallel share of the heads a rank holds.  *wo becomes [dim][ncols]. */
+int model_load_proj_cols(float **wo, const ModelConfig *c, hid_t file, const char *fname,
+                         int layer, int col0, int ncols, char *err, size_t errlen);
+/* The output projection's bias bo [dim] alone (gpt2). */
+int model_load_proj_bias(float **bo, const ModelConfig *c, hid_t file, const char *fname,
+                         int layer, char *err, size_t errlen);
 int model_load_ffn(FfnW *w, const ModelConfig *c, hid_t file, const char *fname, int layer,
                    int f0, int f1, char *err, size_t errlen);
 int model_load_head(HeadW *w, const ModelConfig *c, hid_t file, const char *fname, char *err,
@@ -87,6 +94,9 @@ void model_attn_part_forward(const ModelConfig *c, AttnPartW *w, Scratch *s, con
 /* z[dim] = x + wo . heads[n_heads*hd] (+ bo). */
 void model_proj_forward(const ModelConfig *c, const ProjW *w, Scratch *s, const float *x,
                         const float *heads, float *z);
+/* partial[dim] = wo_cols[dim][ncols] . heads[ncols]: one rank's share of the projection. */
+void model_proj_partial(const ModelConfig *c, const float *wo_cols, const float *heads,
+                        int ncols, float *partial);
 /* delta[dim] = FFN(norm(z)) for this slice (partial sum when sliced; biases b_down added only
  * by the slice with f0 == 0). */
 void model_ffn_delta(const ModelConfig *c, const FfnW *w, Scratch *s, const float *z,

@@ -11,7 +11,14 @@
 #include <stdint.h>
 #include <stdio.h>
 
-typedef enum { PARTITION_LAYER = 0, PARTITION_HEAD = 1 } Partition;
+typedef enum { PARTITION_LAYER = 0, PARTITION_HEAD = 1, PARTITION_SLICE = 2 } Partition;
+
+/* How one layer runs.  PIPE: attention parts gathered to one projection rank, the whole FFN
+ * on one rank (the reference design; layer-wise is PIPE with everything on one rank).
+ * SLICE: every member holds attention parts with the matching columns of the output
+ * projection (row-parallel) and a slice of the FFN; partial sums are exchanged directly
+ * between members twice per layer, so the FFN's weights are spread too. */
+typedef enum { LAYER_PIPE = 0, LAYER_SLICE = 1 } LayerMode;
 typedef enum {
     PLACEMENT_GREEDY = 0,
     PLACEMENT_ROUNDROBIN = 1,
@@ -25,11 +32,20 @@ typedef struct {
     int q0, q1; /* query heads [q0, q1) within the group (0..Q) */
 } AttnPart;
 
+/* A slice [f0, f1) of the FFN's inner width (SLICE layers). */
 typedef struct {
+    int rank;
+    int f0, f1;
+} FfnSlice;
+
+typedef struct {
+    LayerMode mode;
     int n_parts;
     AttnPart *parts; /* [n_parts], sorted by (unit, q0); covers every query head once */
-    int proj_rank;
-    int ffn_rank;
+    int proj_rank;   /* PIPE: the projection; SLICE: the member that forwards X' */
+    int ffn_rank;    /* PIPE: the FFN; SLICE: same as proj_rank */
+    int n_slices;
+    FfnSlice *slices; /* SLICE: [n_slices] in rank order, covering 0..ffn_dim once */
 } LayerPlan;
 
 typedef struct {
@@ -68,6 +84,8 @@ size_t plan_rank_weight_bytes(const Plan *plan, const ModelConfig *c, int rank);
 size_t plan_rank_kv_bytes(const Plan *plan, const ModelConfig *c, int rank, int kv_positions);
 /* 1 if rank has any role in the layer. */
 int plan_rank_in_layer(const Plan *plan, int layer, int rank);
+/* SLICE layers: the members in ascending rank order; returns the count (out may be NULL). */
+int plan_slice_members(const Plan *plan, int layer, int *out);
 
 /* Checks that the plan is well formed for the config (every head once, ranks in range). */
 int plan_validate(const Plan *plan, const ModelConfig *c, char *err, size_t errlen);

@@ -4,20 +4,25 @@
 
 #include <stdint.h>
 
-#define WIRE_MAGIC 0x48530001u /* "HS", protocol version 1 */
+#define WIRE_MAGIC 0x48530002u /* "HS", protocol version 2 */
 
-typedef enum { WIRE_STEP = 1, WIRE_STOP = 2 } WireCmd;
+typedef enum { WIRE_STEP = 1, WIRE_STOP = 2, WIRE_PING = 3 } WireCmd;
 
-/* Precedes every activation vector that travels along the pipeline (layer inputs and Z). */
+/* Precedes every message of the engine: activations along the pipeline, head outputs in a
+ * gather, partial sums in an exchange.  t_send lets a receiver on the same host emulate the
+ * link the message would have crossed (--emulate-link). */
 typedef struct {
     uint32_t magic;
-    int32_t cmd;   /* WireCmd */
-    int32_t pos;   /* position of the token in the sequence */
-    int32_t token; /* token id (informational) */
+    int32_t cmd;    /* WireCmd */
+    int32_t pos;    /* position of the token in the sequence */
+    int32_t token;  /* token id (informational) */
+    int32_t src;    /* sending world rank */
+    int32_t layer;  /* layer the payload belongs to */
+    double t_send;  /* sender's CLOCK_MONOTONIC seconds when it posted the message */
 } WireHdr;
-_Static_assert(sizeof(WireHdr) == 16, "the header keeps the payload 16-byte aligned");
+_Static_assert(sizeof(WireHdr) == 32, "the header keeps the payload 32-byte aligned");
 
 /* Message tags of point-to-point messages; collectives use per-layer communicators. */
-enum { WIRE_TAG_Z = 100 };
+enum { WIRE_TAG_Z = 1000, WIRE_TAG_PING = 900, WIRE_TAG_XCHG = 10000 };
 
 #endif

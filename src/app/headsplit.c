@@ -39,6 +39,12 @@ typedef struct {
     size_t mem_budget;
     MatvecImpl matvec;
     int quiet;
+    const char *emulate_link;  /* uniform link spec */
+    const char *link_matrix;   /* per-pair link file */
+    int rtt_pings;
+    double timeout_s;
+    int stall_rank, stall_pos;
+    double stall_s;
 } Options;
 
 static void usage(FILE *out)
@@ -51,12 +57,19 @@ static void usage(FILE *out)
         "  --temperature T       0 = greedy, lowest id on ties (default 0)\n"
         "  --top-p P             nucleus sampling mass (default 1 = off)\n"
         "  --seed N              sampling and random-placement seed (default 42)\n"
-        "  --partition layer|head         how the model is split over workers (default head)\n"
+        "  --partition layer|head|slice   how the model is split over workers (default head):\n"
+        "                        layer = whole layers (EdgeShard-style blocks), head = heads\n"
+        "                        spread, FFN whole; slice = heads + FFN slices on every worker\n"
         "  --placement greedy|roundrobin|random|layer   (default greedy)\n"
         "  --show-placement      print the placement table\n"
         "  --wait sleep|spin     how ranks wait for messages (default sleep)\n"
         "  --mem-budget SIZE     memory budget per worker, e.g. 1.5G (default none)\n"
         "  --matvec own|blas     matrix-vector kernel (default own)\n"
+        "  --emulate-link SPEC   delay every message as a link would: rtt=10ms,jitter=2ms,bw=200mbit\n"
+        "  --link-matrix FILE    per-pair links: lines 'SRC DST rtt=..,jitter=..,bw=..' (* = any)\n"
+        "  --rtt-pings N         ping-pongs per rank pair at start-up (default 5)\n"
+        "  --timeout SECONDS     end the run when a peer sends nothing this long (default 10)\n"
+        "  --inject-stall R:P:S  test aid: delay rank R's messages at position P by S seconds\n"
         "  --metrics FILE        write one JSON object of results and measurements\n"
         "  --logits-out FILE     write raw float32 logits of every position\n"
         "  --transcript FILE     write prompt and token ids as they are produced\n"
@@ -68,7 +81,8 @@ static void usage(FILE *out)
 static int parse_args(Options *o, int argc, char **argv, char *err, size_t errlen)
 {
     enum { O_MODEL = 256, O_PROMPT, O_STEPS, O_TEMP, O_TOPP, O_SEED, O_METRICS, O_PART, O_PLACE,
-           O_SHOW, O_WAIT, O_BUDGET, O_MATVEC, O_LOGITS, O_QUIET, O_HELP, O_TRANSCRIPT };
+           O_SHOW, O_WAIT, O_BUDGET, O_MATVEC, O_LOGITS, O_QUIET, O_HELP, O_TRANSCRIPT,
+           O_EMU, O_MATRIX, O_PINGS, O_TIMEOUT, O_STALL };
     static const struct option longopts[] = {
         {"model", required_argument, 0, O_MODEL}, {"prompt", required_argument, 0, O_PROMPT},
         {"steps", required_argument, 0, O_STEPS}, {"temperature", required_argument, 0, O_TEMP},
@@ -81,6 +95,11 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
         {"matvec", required_argument, 0, O_MATVEC},
         {"logits-out", required_argument, 0, O_LOGITS},
         {"transcript", required_argument, 0, O_TRANSCRIPT},
+        {"emulate-link", required_argument, 0, O_EMU},
+        {"link-matrix", required_argument, 0, O_MATRIX},
+        {"rtt-pings", required_argument, 0, O_PINGS},
+        {"timeout", required_argument, 0, O_TIMEOUT},
+        {"inject-stall", required_argument, 0, O_STALL},
         {"quiet", no_argument, 0, O_QUIET}, {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->prompt = "";
@@ -89,6 +108,9 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
     o->seed = 42;
     o->partition = PARTITION_HEAD;
     o->placement = PLACEMENT_GREEDY;
+    o->rtt_pings = 5;
+    o->timeout_s = 10.0;
+    o->stall_rank = -1;
     opterr = 0;
     int ch;
     while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -124,7 +146,7 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
         case O_TRANSCRIPT: o->transcript = optarg; break;
         case O_PART:
             if (plan_parse_partition(optarg, &o->partition) < 0)
-                return util_err(err, errlen, "--partition: '%s' is not layer or head", optarg);
+                return util_err(err, errlen, "--partition: '%s' is not layer, head or slice", optarg);
             o->partition_set = 1;
             break;
         case O_PLACE:
@@ -156,6 +178,28 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
                 return util_err(err, errlen, "--matvec: '%s' is not own or blas", optarg);
             break;
         case O_QUIET: o->quiet = 1; break;
+        case O_EMU: o->emulate_link = optarg; break;
+        case O_MATRIX: o->link_matrix = optarg; break;
+        case O_PINGS: {
+            long v = strtol(optarg, &end, 10);
+            if (*end || errno || v < 1 || v > 1000)
+                return util_err(err, errlen, "--rtt-pings: '%s' is not a count of 1..1000",
+                                optarg);
+            o->rtt_pings = (int)v;
+            break;
+        }
+        case O_TIMEOUT:
+            o->timeout_s = strtod(optarg, &end);
+            if (*end || errno || !(o->timeout_s > 0 && o->timeout_s <= 86400))
+                return util_err(err, errlen, "--timeout: '%s' is not a number of seconds",
+                                optarg);
+            break;
+        case O_STALL:
+            if (sscanf(optarg, "%d:%d:%lf", &o->stall_rank, &o->stall_pos, &o->stall_s) != 3 ||
+                o->stall_rank < 0 || o->stall_pos < 0 || !(o->stall_s >= 0))
+                return util_err(err, errlen, "--inject-stall: '%s' is not RANK:POS:SECONDS",
+                                optarg);
+            break;
         case O_HELP: return 1;
         default:
             return util_err(err, errlen, "unknown or incomplete option '%s' (see --help)",
@@ -306,6 +350,32 @@ int main(int argc, char **argv)
             MPI_Finalize();
             return 1;
         }
+        /* Links: emulated on one host, then measured (through the emulation, if any). */
+        if (o.emulate_link || o.link_matrix) {
+            Link *links = xcalloc((size_t)cm.size * (size_t)cm.size, sizeof(Link));
+            Link uni;
+            char lerr[512] = "";
+            if (o.emulate_link && comm_parse_link(o.emulate_link, &uni, lerr, sizeof lerr) == 0)
+                for (int i = 0; i < cm.size * cm.size; i++)
+                    links[i] = uni;
+            if (!lerr[0] && o.link_matrix)
+                comm_load_link_matrix(o.link_matrix, cm.size, links, lerr, sizeof lerr);
+            if (lerr[0]) {
+                if (cm.rank == 0)
+                    fprintf(stderr, "headsplit: error: %s\n", lerr);
+                MPI_Finalize();
+                return 2;
+            }
+            comm_set_emulation(&cm, links, o.seed);
+            free(links);
+        }
+        cm.timeout_s = o.timeout_s;
+        cm.stall_rank = o.stall_rank;
+        cm.stall_pos = o.stall_pos;
+        cm.stall_s = o.stall_s;
+        comm_measure_rtt(&cm, o.rtt_pings);
+        if (cm.rank == 0 && util_log_level() >= 1)
+            comm_print_rtt(&cm, stderr);
         /* The plan is a pure function of config and request: every rank builds the same. */
         devices = xcalloc((size_t)cm.size, sizeof(Device));
         for (int r = 0; r < cm.size - 1; r++)
@@ -358,6 +428,8 @@ int main(int argc, char **argv)
     double gen_s = time_now() - t_gen;
 
     json_t *dm = distributed ? dist_collect_metrics(dist, res.n_forward) : NULL;
+    if (dm && cm.rank == 0 && !o.quiet)
+        dist_print_layer_times(dm, stderr);
     if (cm.rank == 0 && rc == 0) {
         double ms = generate_ms_per_token(&res);
         uint64_t sum = tokens_checksum(res.tokens, res.n_tokens);
@@ -389,6 +461,9 @@ int main(int argc, char **argv)
             json_object_set_new(m, "placement_ms", json_real(plan.build_ms));
             if (dm) {
                 json_object_update(m, dm);
+                json_t *rj = comm_rtt_json(&cm);
+                json_object_update(m, rj);
+                json_decref(rj);
             } else {
                 json_object_set_new(m, "ranks", json_pack("[{s:i,s:s,s:I,s:I,s:f,s:f}]", "rank",
                                     0, "role", "single", "weight_bytes",

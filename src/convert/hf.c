@@ -112,9 +112,9 @@ static int cfg_token(const CfgReader *g, const char *key, int def, int *out)
 
 static int cfg_llama(const CfgReader *g, ModelConfig *c)
 {
-    double eps, theta;
-    const char *act;
-    int attn_bias, mlp_bias;
+    double eps = 0, theta = 0;
+    const char *act = NULL;
+    int attn_bias = 0, mlp_bias = 0;
     c->arch = ARCH_LLAMA;
     c->rope_style = ROPE_HALF;
     if (cfg_int(g, "hidden_size", 1, 0, 1, &c->dim) < 0 ||
@@ -156,9 +156,9 @@ static int cfg_llama(const CfgReader *g, ModelConfig *c)
 
 static int cfg_gpt2(const CfgReader *g, ModelConfig *c)
 {
-    double eps;
-    const char *act;
-    int scale_w, scale_inv;
+    double eps = 0;
+    const char *act = NULL;
+    int scale_w = 1, scale_inv = 0;
     c->arch = ARCH_GPT2;
     c->rope_style = ROPE_NONE;
     c->rope_theta = 10000.0f; /* unused */
@@ -202,8 +202,11 @@ int convert_read_hf_config(const char *dir, ModelConfig *c, char *err, size_t er
     json_t *root = json_load_file(file, JSON_REJECT_DUPLICATES, &jerr);
     int rc = -1;
     if (!root) {
-        util_err(err, errlen, "%s: %s", file, jerr.line <= 0 ? "cannot read (missing?)"
-                 : "invalid JSON");
+        if (jerr.line <= 0)
+            util_err(err, errlen, "%s: file: missing or unreadable (not a Hugging Face model "
+                     "directory?)", file);
+        else
+            util_err(err, errlen, "%s: line %d: invalid JSON: %s", file, jerr.line, jerr.text);
         goto done;
     }
     CfgReader g = {root, file, err, errlen};

@@ -37,7 +37,7 @@ int writer_open_file(ModelWriter *w, const char *out, const ModelConfig *c, cons
     w->file = h5io_create(w->tmp_path, err, errlen);
     if (w->file < 0) {
         util_err(err, errlen, "%s: --out: cannot create the output file (does the directory "
-                 "exist and is it writable?)", w->tmp_path);
+                 "exist and is it writable?)", out);
         goto fail;
     }
     if (config_write(c, w->file, verr, sizeof verr) < 0) {

@@ -1,6 +1,14 @@
-/* engine.c: controller and worker sides of the distributed forward pass (see dist.h). */
+/* engine.c: controller and worker sides of the distributed forward pass (see dist.h).
+ *
+ * The input of layer l is held by the ranks that produced it ("holders": the controller for
+ * layer 0, the FFN rank of a PIPE layer, every member of a SLICE layer).  When the ranks that
+ * consume it (attention and projection ranks, or the members of a SLICE layer) are not all
+ * holders, one holder broadcasts it on the layer's input communicator.  Every message starts
+ * with a WireHdr, which carries the stop command down the pipeline and the send time used
+ * by link emulation. */
 #include "dist.h"
 
+#include "kernels.h"
 #include "util.h"
 #include "wire.h"
 
@@ -10,25 +18,33 @@
 enum { T_ATTN, T_GATHER, T_PROJ, T_FFN, T_BCAST, T_ZSEND, T_COUNT };
 static const char *timer_names[T_COUNT] = {"attention_ms", "gather_ms", "projection_ms",
                                             "ffn_ms", "broadcast_ms", "z_transfer_ms"};
+enum { W_IN, W_GATHER, W_Z, W_X1, W_X2, W_COUNT }; /* wait sites per layer (deadlines) */
 
-/* What this rank does in one layer. */
 typedef struct {
-    MPI_Comm in_comm;   /* layer input: root (comm rank 0) = producer; NULL if not a member */
+    LayerMode mode;
+    MPI_Comm in_comm; /* layer input: root (comm rank 0) = producer; NULL if none needed */
     int in_size;
-    int in_root;        /* 1 if this rank produces the input (previous FFN or controller) */
-    MPI_Comm g_comm;    /* head outputs -> projection rank (comm rank 0) */
+    int in_root;      /* 1 if this rank broadcasts the input */
+    int in_peer;      /* world rank of the root */
+    int consumer;     /* this rank needs the layer input */
+    /* PIPE: head outputs -> projection rank (comm rank 0) */
+    MPI_Comm g_comm;
     int g_size;
-    int *g_counts, *g_displs; /* root: floats from each member */
-    int *g_part_dst;    /* root: for every part in gather order, its offset in heads */
-    int *g_part_len;
+    int *g_members;             /* world ranks in comm order */
+    int *g_counts, *g_displs;   /* root: bytes from each member */
+    int *g_part_dst, *g_part_src, *g_part_len; /* root: part k -> heads[dst], from byte src */
     int g_n_parts;
     int n_parts;
-    AttnPartW *parts;   /* this rank's parts of the layer */
-    int my_floats;      /* floats of head outputs this rank contributes */
+    AttnPartW *parts;  /* this rank's parts of the layer */
+    float **wo_cols;   /* SLICE: [n_parts] their columns of wo, [dim][nq*hd] */
+    int my_floats;     /* floats of head outputs this rank contributes */
     int is_proj, is_ffn;
     int proj_rank, ffn_rank;
     ProjW proj;
-    FfnW ffn;
+    FfnW ffn;          /* PIPE: whole FFN; SLICE: this rank's slice */
+    int n_members;     /* SLICE */
+    int *members;
+    double ewma[W_COUNT];
 } LayerRt;
 
 struct DistEngine {
@@ -40,9 +56,12 @@ struct DistEngine {
     Scratch scratch;
     unsigned char *xmsg; /* [hdr | dim floats] the current layer input / output */
     unsigned char *zmsg; /* [hdr | dim floats] Z */
-    float *partbuf;      /* [n_heads*hd] this rank's head outputs */
-    float *staging;      /* [n_heads*hd] gathered, in member order */
+    unsigned char *gbuf; /* [hdr | n_heads*hd floats] this rank's head outputs */
+    unsigned char *staging; /* gathered contributions, in member order */
+    unsigned char *xsend; /* SLICE: [hdr | dim] this rank's partial sum */
+    unsigned char *xrecv; /* SLICE: [n_workers][hdr | dim] the members' partial sums */
     float *heads;        /* [n_heads*hd] in head order */
+    float *acc;          /* [dim] */
     size_t msg_bytes;
     double *timers;      /* [L][T_COUNT] seconds */
     size_t weight_bytes;
@@ -51,109 +70,177 @@ struct DistEngine {
 
 static float *payload(unsigned char *msg) { return (float *)(void *)(msg + sizeof(WireHdr)); }
 
-static int cmp_int(const void *a, const void *b)
+static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+/* Sorted unique copy of v[0..n) into out; returns the count. */
+static int uniq(int *out, const int *v, int n)
 {
-    return *(const int *)a - *(const int *)b;
+    int *t = xmalloc(((size_t)n + 1) * sizeof(int));
+    memcpy(t, v, (size_t)n * sizeof(int));
+    qsort(t, (size_t)n, sizeof(int), cmp_int);
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (i == 0 || t[i] != t[i - 1])
+            out[m++] = t[i];
+    free(t);
+    return m;
 }
 
-/* members = [first] + sorted unique others without first. Returns the count. */
-static int member_list(int *out, int first, const int *others, int n_others)
+static int contains(const int *v, int n, int x)
 {
-    int n = 0;
-    out[n++] = first;
-    int *tmp = xmalloc(((size_t)n_others + 1) * sizeof(int));
-    memcpy(tmp, others, (size_t)n_others * sizeof(int));
-    qsort(tmp, (size_t)n_others, sizeof(int), cmp_int);
-    for (int i = 0; i < n_others; i++)
-        if (tmp[i] != first && (i == 0 || tmp[i] != tmp[i - 1]))
-            out[n++] = tmp[i];
-    free(tmp);
+    for (int i = 0; i < n; i++)
+        if (v[i] == x)
+            return 1;
+    return 0;
+}
+
+/* Ranks that hold the output of layer l-1 (the input of layer l); returns the count. */
+static int holders(const Plan *p, int l, int *out)
+{
+    if (l == 0) {
+        out[0] = 0;
+        return 1;
+    }
+    const LayerPlan *lp = &p->layers[l - 1];
+    if (lp->mode == LAYER_SLICE)
+        return plan_slice_members(p, l - 1, out);
+    out[0] = lp->ffn_rank;
+    return 1;
+}
+
+/* Ranks that need the input of layer l (l == n_layers: the controller). */
+static int consumers(const Plan *p, int l, int *out)
+{
+    if (l == p->n_layers) {
+        out[0] = 0;
+        return 1;
+    }
+    const LayerPlan *lp = &p->layers[l];
+    if (lp->mode == LAYER_SLICE)
+        return plan_slice_members(p, l, out);
+    int *t = xmalloc(((size_t)lp->n_parts + 1) * sizeof(int)), n = 0;
+    for (int k = 0; k < lp->n_parts; k++)
+        t[n++] = lp->parts[k].rank;
+    t[n++] = lp->proj_rank;
+    n = uniq(out, t, n);
+    free(t);
     return n;
 }
 
-static int producer_of(const Plan *p, int l) { return l == 0 ? 0 : p->layers[l - 1].ffn_rank; }
+/* Input communicator members of layer l: [root, other consumers...]; 0 when not needed. */
+static int input_members(const Plan *p, int l, int *out, int *buf_h, int *buf_c)
+{
+    int nh = holders(p, l, buf_h), nc = consumers(p, l, buf_c), all = 1;
+    for (int i = 0; i < nc; i++)
+        all &= contains(buf_h, nh, buf_c[i]);
+    if (all)
+        return 0;
+    int root = l == 0 ? 0 : p->layers[l - 1].ffn_rank, n = 0;
+    out[n++] = root;
+    for (int i = 0; i < nc; i++)
+        if (buf_c[i] != root)
+            out[n++] = buf_c[i];
+    return n;
+}
 
 int dist_hops_per_token(const Plan *p)
 {
-    int hops = 0, *tmp = xmalloc(((size_t)p->n_workers + 2) * 64 * sizeof(int));
-    int *mem = xmalloc(((size_t)p->n_workers + 2) * 64 * sizeof(int));
+    size_t cap = (size_t)p->n_workers + 2 + 64;
+    for (int l = 0; l < p->n_layers; l++)
+        cap += (size_t)p->layers[l].n_parts;
+    int *a = xmalloc(cap * sizeof(int)), *b = xmalloc(cap * sizeof(int));
+    int *m = xmalloc(cap * sizeof(int));
+    int hops = 0;
     for (int l = 0; l <= p->n_layers; l++) {
-        int n = 0;
-        if (l < p->n_layers) {
-            const LayerPlan *lp = &p->layers[l];
-            for (int k = 0; k < lp->n_parts; k++)
-                tmp[n++] = lp->parts[k].rank;
-            tmp[n++] = lp->proj_rank;
-            int in = member_list(mem, producer_of(p, l), tmp, n);
-            int g = member_list(mem, lp->proj_rank, tmp, n - 1);
-            hops += (in > 1) + (g > 1) + (lp->proj_rank != lp->ffn_rank);
-        } else {
-            tmp[n++] = 0;
-            hops += member_list(mem, producer_of(p, l), tmp, n) > 1;
+        hops += input_members(p, l, m, a, b) > 1;
+        if (l == p->n_layers)
+            break;
+        const LayerPlan *lp = &p->layers[l];
+        if (lp->mode == LAYER_SLICE) {
+            hops += lp->n_slices > 1 ? 2 : 0; /* two direct exchanges of partial sums */
+            continue;
         }
+        int g = 0;
+        for (int k = 0; k < lp->n_parts; k++)
+            g |= lp->parts[k].rank != lp->proj_rank;
+        hops += g + (lp->proj_rank != lp->ffn_rank);
     }
-    free(tmp);
-    free(mem);
+    free(a);
+    free(b);
+    free(m);
     return hops;
 }
 
 /* Builds the communicators of layer l (collective over world) and this rank's roles. */
-static void setup_layer_comms(DistEngine *e, int l)
+static void setup_layer(DistEngine *e, int l)
 {
     const Plan *p = e->plan;
     const int me = e->cm->rank;
     LayerRt *r = &e->lr[l];
-    int max = 4 * (p->n_workers + 2) + (l < p->n_layers ? p->layers[l].n_parts : 0);
-    int *others = xmalloc((size_t)max * sizeof(int)), *mem = xmalloc((size_t)max * sizeof(int));
-    int n = 0;
+    size_t cap = (size_t)p->n_workers + 2 + (l < p->n_layers ? (size_t)p->layers[l].n_parts : 0);
+    int *mem = xmalloc(cap * sizeof(int)), *bh = xmalloc(cap * sizeof(int));
+    int *bc = xmalloc(cap * sizeof(int));
+    int n_in = input_members(p, l, mem, bh, bc);
+    int nc = consumers(p, l, bc);
+    r->consumer = contains(bc, nc, me);
+    r->in_size = n_in;
+    r->in_root = n_in > 0 && mem[0] == me;
+    r->in_peer = n_in > 0 ? mem[0] : -1;
+    r->in_comm = n_in > 1 ? comm_create(mem, n_in) : MPI_COMM_NULL;
     if (l < p->n_layers) {
         const LayerPlan *lp = &p->layers[l];
-        for (int k = 0; k < lp->n_parts; k++)
-            others[n++] = lp->parts[k].rank;
-        others[n++] = lp->proj_rank;
-    } else {
-        others[n++] = 0;
-    }
-    int n_in = member_list(mem, producer_of(p, l), others, n);
-    r->in_size = n_in;
-    r->in_root = mem[0] == me;
-    r->in_comm = n_in > 1 ? comm_create(mem, n_in) : MPI_COMM_NULL;
-    if (l == p->n_layers) {
-        free(others);
-        free(mem);
-        return;
-    }
-    const LayerPlan *lp = &p->layers[l];
-    int n_g = member_list(mem, lp->proj_rank, others, n - 1);
-    r->g_size = n_g;
-    r->g_comm = n_g > 1 ? comm_create(mem, n_g) : MPI_COMM_NULL;
-    r->proj_rank = lp->proj_rank;
-    r->ffn_rank = lp->ffn_rank;
-    r->is_proj = lp->proj_rank == me;
-    r->is_ffn = lp->ffn_rank == me;
-    const int hd = e->c->head_dim, Q = config_q_per_kv(e->c);
-    if (r->is_proj) {
-        /* Gather layout: members in comm order, each with its parts in plan order. */
-        r->g_counts = xcalloc((size_t)n_g, sizeof(int));
-        r->g_displs = xcalloc((size_t)n_g, sizeof(int));
-        r->g_part_dst = xcalloc((size_t)lp->n_parts, sizeof(int));
-        r->g_part_len = xcalloc((size_t)lp->n_parts, sizeof(int));
-        int off = 0, np = 0;
-        for (int m = 0; m < n_g; m++) {
-            r->g_displs[m] = off;
+        r->mode = lp->mode;
+        r->proj_rank = lp->proj_rank;
+        r->ffn_rank = lp->ffn_rank;
+        if (lp->mode == LAYER_SLICE) {
+            r->members = xmalloc((size_t)lp->n_slices * sizeof(int));
+            r->n_members = plan_slice_members(p, l, r->members);
+        } else {
+            int n = 0;
+            bc[n++] = lp->proj_rank;
             for (int k = 0; k < lp->n_parts; k++)
-                if (lp->parts[k].rank == mem[m]) {
-                    int len = (lp->parts[k].q1 - lp->parts[k].q0) * hd;
-                    r->g_part_dst[np] = (lp->parts[k].unit * Q + lp->parts[k].q0) * hd;
-                    r->g_part_len[np++] = len;
-                    r->g_counts[m] += len;
-                    off += len;
-                }
+                if (lp->parts[k].rank != lp->proj_rank && !contains(bc, n, lp->parts[k].rank))
+                    bc[n++] = lp->parts[k].rank;
+            qsort(bc + 1, (size_t)n - 1, sizeof(int), cmp_int);
+            r->g_size = n;
+            r->g_members = xmalloc((size_t)n * sizeof(int));
+            memcpy(r->g_members, bc, (size_t)n * sizeof(int));
+            r->g_comm = n > 1 ? comm_create(bc, n) : MPI_COMM_NULL;
+            r->is_proj = lp->proj_rank == me;
+            r->is_ffn = lp->ffn_rank == me;
         }
-        r->g_n_parts = np;
     }
-    free(others);
     free(mem);
+    free(bh);
+    free(bc);
+}
+
+/* Root of a PIPE layer's gather: where each member's bytes land and where each part goes. */
+static void setup_gather_layout(DistEngine *e, int l)
+{
+    LayerRt *r = &e->lr[l];
+    const LayerPlan *lp = &e->plan->layers[l];
+    const int hd = e->c->head_dim, Q = config_q_per_kv(e->c);
+    r->g_counts = xcalloc((size_t)r->g_size, sizeof(int));
+    r->g_displs = xcalloc((size_t)r->g_size, sizeof(int));
+    r->g_part_dst = xcalloc((size_t)lp->n_parts, sizeof(int));
+    r->g_part_src = xcalloc((size_t)lp->n_parts, sizeof(int));
+    r->g_part_len = xcalloc((size_t)lp->n_parts, sizeof(int));
+    int off = 0, np = 0;
+    for (int m = 0; m < r->g_size; m++) {
+        r->g_displs[m] = off;
+        off += (int)sizeof(WireHdr);
+        for (int k = 0; k < lp->n_parts; k++)
+            if (lp->parts[k].rank == r->g_members[m]) {
+                int len = (lp->parts[k].q1 - lp->parts[k].q0) * hd;
+                r->g_part_dst[np] = (lp->parts[k].unit * Q + lp->parts[k].q0) * hd;
+                r->g_part_src[np] = off;
+                r->g_part_len[np++] = len;
+                off += len * (int)sizeof(float);
+            }
+        r->g_counts[m] = off - r->g_displs[m];
+    }
+    r->g_n_parts = np;
 }
 
 /* Loads this rank's slices of layer l; -1 with err. */
@@ -163,24 +250,50 @@ static int load_layer(DistEngine *e, int l, hid_t file, const char *fname, int k
     const LayerPlan *lp = &e->plan->layers[l];
     LayerRt *r = &e->lr[l];
     const ModelConfig *c = e->c;
+    const int me = e->cm->rank, hd = c->head_dim, Q = config_q_per_kv(c);
     for (int k = 0; k < lp->n_parts; k++)
-        r->n_parts += lp->parts[k].rank == e->cm->rank;
+        r->n_parts += lp->parts[k].rank == me;
     r->parts = xcalloc((size_t)(r->n_parts ? r->n_parts : 1), sizeof(AttnPartW));
+    r->wo_cols = xcalloc((size_t)(r->n_parts ? r->n_parts : 1), sizeof(float *));
     for (int k = 0, j = 0; k < lp->n_parts; k++) {
         const AttnPart *p = &lp->parts[k];
-        if (p->rank != e->cm->rank)
+        if (p->rank != me)
             continue;
         if (model_load_attn_part(&r->parts[j], c, file, fname, l, p->unit, p->q0, p->q1, kv_cap,
                                  err, errlen) < 0)
             return -1;
         e->weight_bytes += model_attn_part_bytes(c, &r->parts[j]);
-        r->my_floats += (p->q1 - p->q0) * c->head_dim;
+        int ncols = (p->q1 - p->q0) * hd;
+        if (lp->mode == LAYER_SLICE) {
+            if (model_load_proj_cols(&r->wo_cols[j], c, file, fname, l,
+                                     (p->unit * Q + p->q0) * hd, ncols, err, errlen) < 0)
+                return -1;
+            e->weight_bytes += (size_t)c->dim * (size_t)ncols * sizeof(float);
+        }
+        r->my_floats += ncols;
         j++;
+    }
+    if (lp->mode == LAYER_SLICE) {
+        for (int k = 0; k < lp->n_slices; k++)
+            if (lp->slices[k].rank == me) {
+                r->is_ffn = 1;
+                if (model_load_ffn(&r->ffn, c, file, fname, l, lp->slices[k].f0,
+                                   lp->slices[k].f1, err, errlen) < 0)
+                    return -1;
+                e->weight_bytes += model_ffn_bytes(c, &r->ffn);
+            }
+        if (c->arch == ARCH_GPT2 && r->n_members > 0 && r->members[0] == me) {
+            /* The projection bias is added once, by the first member. */
+            if (model_load_proj_bias(&r->proj.bo, c, file, fname, l, err, errlen) < 0)
+                return -1;
+        }
+        return 0;
     }
     if (r->is_proj) {
         if (model_load_proj(&r->proj, c, file, fname, l, err, errlen) < 0)
             return -1;
         e->weight_bytes += config_proj_floats(c) * sizeof(float);
+        setup_gather_layout(e, l);
     }
     if (r->is_ffn) {
         if (model_load_ffn(&r->ffn, c, file, fname, l, 0, c->ffn_dim, err, errlen) < 0)
@@ -200,7 +313,7 @@ int dist_setup(DistEngine **out, Comm *cm, const ModelConfig *c, const Plan *pla
     e->L = c->n_layers;
     e->lr = xcalloc((size_t)e->L + 1, sizeof(LayerRt));
     for (int l = 0; l <= e->L; l++)
-        setup_layer_comms(e, l);
+        setup_layer(e, l);
     char err[512] = "";
     if (cm->rank > 0)
         for (int l = 0; l < e->L; l++) {
@@ -209,12 +322,16 @@ int dist_setup(DistEngine **out, Comm *cm, const ModelConfig *c, const Plan *pla
                 break;
         }
     const size_t qd = (size_t)c->n_heads * (size_t)c->head_dim;
-    e->msg_bytes = sizeof(WireHdr) + (size_t)c->dim * sizeof(float);
+    const size_t hdr = sizeof(WireHdr);
+    e->msg_bytes = hdr + (size_t)c->dim * sizeof(float);
     e->xmsg = xcalloc(e->msg_bytes, 1);
     e->zmsg = xcalloc(e->msg_bytes, 1);
-    e->partbuf = xcalloc(qd, sizeof(float));
-    e->staging = xcalloc(qd, sizeof(float));
+    e->gbuf = xcalloc(hdr + qd * sizeof(float), 1);
+    e->staging = xcalloc(((size_t)plan->n_workers + 2) * hdr + qd * sizeof(float), 1);
+    e->xsend = xcalloc(e->msg_bytes, 1);
+    e->xrecv = xcalloc(((size_t)plan->n_workers + 1) * e->msg_bytes, 1);
     e->heads = xcalloc(qd, sizeof(float));
+    e->acc = xcalloc((size_t)c->dim, sizeof(float));
     e->timers = xcalloc((size_t)e->L * T_COUNT, sizeof(double));
     model_scratch_init(&e->scratch, c, kv_cap);
     *out = e;
@@ -236,37 +353,34 @@ void dist_free(DistEngine *e)
             MPI_Comm_free(&r->in_comm);
         if (r->g_comm != MPI_COMM_NULL)
             MPI_Comm_free(&r->g_comm);
+        free(r->g_members);
         free(r->g_counts);
         free(r->g_displs);
         free(r->g_part_dst);
+        free(r->g_part_src);
         free(r->g_part_len);
-        for (int k = 0; k < r->n_parts; k++)
+        for (int k = 0; k < r->n_parts; k++) {
             model_free_attn_part(&r->parts[k]);
+            free(r->wo_cols[k]);
+        }
         free(r->parts);
+        free(r->wo_cols);
+        free(r->members);
         model_free_proj(&r->proj);
         model_free_ffn(&r->ffn);
     }
     free(e->lr);
     free(e->xmsg);
     free(e->zmsg);
-    free(e->partbuf);
+    free(e->gbuf);
     free(e->staging);
+    free(e->xsend);
+    free(e->xrecv);
     free(e->heads);
+    free(e->acc);
     free(e->timers);
     model_scratch_free(&e->scratch);
     free(e);
-}
-
-/* Broadcast of a pipeline message on a layer-input communicator. */
-static void bcast_msg(DistEngine *e, LayerRt *r, unsigned char *msg)
-{
-    MPI_Request req;
-    MPI_CHECK(MPI_Ibcast(msg, (int)e->msg_bytes, MPI_BYTE, 0, r->in_comm, &req));
-    if (r->in_root) {
-        e->cm->bytes_sent += e->msg_bytes * (uint64_t)(r->in_size - 1);
-        e->cm->msgs_sent += (uint64_t)(r->in_size - 1);
-    }
-    comm_wait(e->cm, &req);
 }
 
 static WireHdr read_hdr(const unsigned char *msg, int layer)
@@ -280,61 +394,187 @@ static WireHdr read_hdr(const unsigned char *msg, int layer)
     return h;
 }
 
-/* One layer on this rank; returns 1 if the message was a stop. */
-static int worker_layer(DistEngine *e, int l)
+/* Broadcast of a pipeline message on layer l's input communicator (root sends, others
+ * receive and wait out the emulated link). */
+static void bcast_input(DistEngine *e, int l, unsigned char *msg)
+{
+    LayerRt *r = &e->lr[l];
+    MPI_Request req;
+    if (r->in_root) {
+        WireHdr h;
+        memcpy(&h, msg, sizeof h);
+        comm_stamp(e->cm, &h);
+        memcpy(msg, &h, sizeof h);
+    }
+    MPI_CHECK(MPI_Ibcast(msg, (int)e->msg_bytes, MPI_BYTE, 0, r->in_comm, &req));
+    if (r->in_root) {
+        e->cm->bytes_sent += e->msg_bytes * (uint64_t)(r->in_size - 1);
+        e->cm->msgs_sent += (uint64_t)(r->in_size - 1);
+        comm_wait(e->cm, &req);
+        return;
+    }
+    comm_wait_link(e->cm, &req, r->in_peer, "layer input", l, &r->ewma[W_IN]);
+    WireHdr h = read_hdr(msg, l);
+    comm_deliver(e->cm, &h, e->msg_bytes);
+}
+
+/* SLICE: exchanges this rank's partial sum (xsend) with every member directly and adds all
+ * partials in member order to base (in place), so every member gets identical bits. */
+static void exchange_partials(DistEngine *e, int l, int phase, float *base)
+{
+    LayerRt *r = &e->lr[l];
+    const int n = r->n_members, me = e->cm->rank, tag = WIRE_TAG_XCHG + 2 * l + phase;
+    const int dim = e->c->dim;
+    MPI_Request *rq = xmalloc(2 * (size_t)n * sizeof(MPI_Request));
+    int nr = 0;
+    WireHdr h;
+    memcpy(&h, e->xsend, sizeof h);
+    comm_stamp(e->cm, &h);
+    h.layer = l;
+    memcpy(e->xsend, &h, sizeof h);
+    for (int i = 0; i < n; i++) {
+        if (r->members[i] == me)
+            continue;
+        MPI_CHECK(MPI_Irecv(e->xrecv + (size_t)i * e->msg_bytes, (int)e->msg_bytes, MPI_BYTE,
+                            r->members[i], tag, MPI_COMM_WORLD, &rq[nr++]));
+    }
+    for (int i = 0; i < n; i++) {
+        if (r->members[i] == me)
+            continue;
+        MPI_CHECK(MPI_Isend(e->xsend, (int)e->msg_bytes, MPI_BYTE, r->members[i], tag,
+                            MPI_COMM_WORLD, &rq[nr++]));
+        e->cm->bytes_sent += e->msg_bytes;
+        e->cm->msgs_sent++;
+    }
+    for (int i = 0, k = 0; i < n; i++) {
+        if (r->members[i] == me)
+            continue;
+        comm_wait_link(e->cm, &rq[k++], r->members[i], phase ? "FFN partial sums" :
+                       "projection partial sums", l, &r->ewma[phase ? W_X2 : W_X1]);
+        WireHdr hi = read_hdr(e->xrecv + (size_t)i * e->msg_bytes, l);
+        comm_deliver(e->cm, &hi, e->msg_bytes);
+    }
+    for (int k = n - 1; k < nr; k++)
+        comm_wait(e->cm, &rq[k]);
+    for (int i = 0; i < n; i++) {
+        const float *p = r->members[i] == me ? payload(e->xsend)
+                                             : payload(e->xrecv + (size_t)i * e->msg_bytes);
+        kernels_add(base, p, dim);
+    }
+    free(rq);
+}
+
+/* One SLICE layer on this member; returns 1 if the message was a stop. */
+static int worker_slice_layer(DistEngine *e, int l)
 {
     LayerRt *r = &e->lr[l];
     const ModelConfig *c = e->c;
-    double *tm = e->timers + (size_t)l * T_COUNT;
-    double t;
-    int member_in = r->in_comm != MPI_COMM_NULL || r->in_root;
+    double *tm = e->timers + (size_t)l * T_COUNT, t;
     if (r->in_comm != MPI_COMM_NULL && !r->in_root) {
         t = time_now();
-        bcast_msg(e, r, e->xmsg);
+        bcast_input(e, l, e->xmsg);
         tm[T_BCAST] += time_now() - t;
     }
-    WireHdr h = {0, WIRE_STEP, 0, 0};
-    const float *x = payload(e->xmsg);
-    if (member_in || r->n_parts) {
-        h = read_hdr(e->xmsg, l);
-        int stop = h.cmd == WIRE_STOP;
+    WireHdr h = read_hdr(e->xmsg, l);
+    if (h.cmd == WIRE_STOP)
+        goto forward;
+    float *x = payload(e->xmsg), *part = payload(e->xsend);
+    t = time_now();
+    memset(part, 0, (size_t)c->dim * sizeof(float));
+    for (int k = 0; k < r->n_parts; k++) {
+        model_attn_part_forward(c, &r->parts[k], &e->scratch, x, h.pos, e->heads);
+        model_proj_partial(c, r->wo_cols[k], e->heads,
+                           (r->parts[k].q1 - r->parts[k].q0) * c->head_dim, e->acc);
+        kernels_add(part, e->acc, c->dim);
+    }
+    if (r->proj.bo)
+        kernels_add(part, r->proj.bo, c->dim);
+    tm[T_ATTN] += time_now() - t;
+    memcpy(e->xsend, &h, sizeof h);
+    t = time_now();
+    exchange_partials(e, l, 0, x); /* x becomes Z */
+    tm[T_GATHER] += time_now() - t;
+    t = time_now();
+    model_ffn_delta(c, &r->ffn, &e->scratch, x, part);
+    tm[T_FFN] += time_now() - t;
+    t = time_now();
+    exchange_partials(e, l, 1, x); /* x becomes X' */
+    tm[T_BCAST] += time_now() - t;
+forward:
+    memcpy(e->xmsg, &h, sizeof h);
+    if (l + 1 <= e->L && e->lr[l + 1].in_root && e->lr[l + 1].in_comm != MPI_COMM_NULL) {
         t = time_now();
-        int off = 0;
-        for (int k = 0; k < r->n_parts && !stop; k++) {
-            CHECK(h.pos >= 0 && h.pos < r->parts[k].kv_cap, "layer %d: position %d outside "
-                  "the KV cache of %d positions", l, h.pos, r->parts[k].kv_cap);
-            model_attn_part_forward(c, &r->parts[k], &e->scratch, x, h.pos, e->partbuf + off);
+        bcast_input(e, l + 1, e->xmsg);
+        tm[T_BCAST] += time_now() - t;
+    }
+    return h.cmd == WIRE_STOP;
+}
+
+/* One PIPE layer on this rank; returns 1 if the message was a stop. */
+static int worker_pipe_layer(DistEngine *e, int l)
+{
+    LayerRt *r = &e->lr[l];
+    const ModelConfig *c = e->c;
+    double *tm = e->timers + (size_t)l * T_COUNT, t;
+    WireHdr h = {0, WIRE_STEP, 0, 0, 0, 0, 0};
+    if (r->consumer) {
+        if (r->in_comm != MPI_COMM_NULL && !r->in_root) {
+            t = time_now();
+            bcast_input(e, l, e->xmsg);
+            tm[T_BCAST] += time_now() - t;
+        }
+        h = read_hdr(e->xmsg, l);
+        const int stop = h.cmd == WIRE_STOP;
+        const float *x = payload(e->xmsg);
+        float *mine = payload(e->gbuf);
+        t = time_now();
+        for (int k = 0, off = 0; k < r->n_parts && !stop; k++) {
+            model_attn_part_forward(c, &r->parts[k], &e->scratch, x, h.pos, mine + off);
             off += (r->parts[k].q1 - r->parts[k].q0) * c->head_dim;
         }
         tm[T_ATTN] += time_now() - t;
-        const float *gathered = e->partbuf;
+        const unsigned char *gathered = e->gbuf;
         if (r->g_comm != MPI_COMM_NULL) {
             t = time_now();
+            WireHdr gh = h;
+            gh.layer = l;
+            comm_stamp(e->cm, &gh);
+            memcpy(e->gbuf, &gh, sizeof gh);
+            int bytes = (int)sizeof(WireHdr) + r->my_floats * (int)sizeof(float);
             MPI_Request req;
-            MPI_CHECK(MPI_Igatherv(e->partbuf, r->my_floats, MPI_FLOAT, e->staging, r->g_counts,
-                                   r->g_displs, MPI_FLOAT, 0, r->g_comm, &req));
+            MPI_CHECK(MPI_Igatherv(e->gbuf, bytes, MPI_BYTE, e->staging, r->g_counts,
+                                   r->g_displs, MPI_BYTE, 0, r->g_comm, &req));
             if (!r->is_proj) {
-                e->cm->bytes_sent += (uint64_t)r->my_floats * sizeof(float);
+                e->cm->bytes_sent += (uint64_t)bytes;
                 e->cm->msgs_sent++;
+                comm_wait(e->cm, &req);
+            } else {
+                comm_wait_link(e->cm, &req, r->g_members[r->g_size - 1], "head outputs", l,
+                               &r->ewma[W_GATHER]);
+                for (int m = 1; m < r->g_size; m++) {
+                    WireHdr mh = read_hdr(e->staging + r->g_displs[m], l);
+                    comm_deliver(e->cm, &mh, (size_t)r->g_counts[m]);
+                }
             }
-            comm_wait(e->cm, &req);
             tm[T_GATHER] += time_now() - t;
             gathered = e->staging;
         }
         if (r->is_proj) {
             t = time_now();
             if (!stop) {
-                for (int k = 0, off2 = 0; k < r->g_n_parts; k++) {
-                    memcpy(e->heads + r->g_part_dst[k], gathered + off2,
+                for (int k = 0; k < r->g_n_parts; k++)
+                    memcpy(e->heads + r->g_part_dst[k], gathered + r->g_part_src[k],
                            (size_t)r->g_part_len[k] * sizeof(float));
-                    off2 += r->g_part_len[k];
-                }
                 model_proj_forward(c, &r->proj, &e->scratch, x, e->heads, payload(e->zmsg));
             }
             memcpy(e->zmsg, &h, sizeof h);
             tm[T_PROJ] += time_now() - t;
             if (!r->is_ffn) {
                 t = time_now();
+                WireHdr zh = h;
+                zh.layer = l;
+                comm_stamp(e->cm, &zh);
+                memcpy(e->zmsg, &zh, sizeof zh);
                 MPI_Request req;
                 MPI_CHECK(MPI_Isend(e->zmsg, (int)e->msg_bytes, MPI_BYTE, r->ffn_rank,
                                     WIRE_TAG_Z + l, MPI_COMM_WORLD, &req));
@@ -351,7 +591,9 @@ static int worker_layer(DistEngine *e, int l)
             MPI_Request req;
             MPI_CHECK(MPI_Irecv(e->zmsg, (int)e->msg_bytes, MPI_BYTE, r->proj_rank,
                                 WIRE_TAG_Z + l, MPI_COMM_WORLD, &req));
-            comm_wait(e->cm, &req);
+            comm_wait_link(e->cm, &req, r->proj_rank, "Z", l, &r->ewma[W_Z]);
+            WireHdr zh = read_hdr(e->zmsg, l);
+            comm_deliver(e->cm, &zh, e->msg_bytes);
             tm[T_ZSEND] += time_now() - t;
         }
         h = read_hdr(e->zmsg, l);
@@ -363,7 +605,7 @@ static int worker_layer(DistEngine *e, int l)
         LayerRt *next = &e->lr[l + 1];
         if (next->in_comm != MPI_COMM_NULL) {
             t = time_now();
-            bcast_msg(e, next, e->xmsg);
+            bcast_input(e, l + 1, e->xmsg);
             tm[T_BCAST] += time_now() - t;
         }
     }
@@ -375,27 +617,26 @@ void dist_worker_loop(DistEngine *e)
     if (!e->active)
         return;
     for (;;) {
-        int stop = 0, any = 0;
+        int stop = 0;
         for (int l = 0; l < e->L; l++) {
             if (!plan_rank_in_layer(e->plan, l, e->cm->rank))
                 continue;
-            any = 1;
-            stop = worker_layer(e, l);
+            stop = e->lr[l].mode == LAYER_SLICE ? worker_slice_layer(e, l)
+                                                : worker_pipe_layer(e, l);
         }
-        if (!any || stop)
+        if (stop)
             return;
     }
 }
 
 static void controller_send(DistEngine *e, int cmd, const float *x, int pos, int token)
 {
-    WireHdr h = {WIRE_MAGIC, cmd, pos, token};
+    WireHdr h = {WIRE_MAGIC, cmd, pos, token, 0, 0, 0};
     memcpy(e->xmsg, &h, sizeof h);
     if (x)
         memcpy(payload(e->xmsg), x, (size_t)e->c->dim * sizeof(float));
-    bcast_msg(e, &e->lr[0], e->xmsg);
-    bcast_msg(e, &e->lr[e->L], e->xmsg);
-    read_hdr(e->xmsg, e->L);
+    bcast_input(e, 0, e->xmsg);
+    bcast_input(e, e->L, e->xmsg);
 }
 
 static void controller_forward(void *ctx, float *x, int pos, int token)
@@ -411,16 +652,21 @@ void dist_controller_stop(DistEngine *e) { controller_send(e, WIRE_STOP, NULL, 0
 
 json_t *dist_collect_metrics(DistEngine *e, int n_tokens)
 {
-    /* Per rank: weight bytes, peak RSS, wall/cpu are filled by the caller; here the traffic
-     * and the per-layer timers. */
-    enum { R_WEIGHT, R_RSS, R_BYTES, R_MSGS, R_WAIT, R_CPU, R_COUNT };
+    enum { R_WEIGHT, R_RSS, R_BYTES, R_MSGS, R_WAIT, R_CPU, R_WALL, R_COUNT };
+    const int size = e->cm->size;
+    const int per = R_COUNT + e->L * T_COUNT + 3 * size;
+    double *send = xcalloc((size_t)per, sizeof(double));
     double mine[R_COUNT] = {(double)e->weight_bytes, (double)util_peak_rss(),
                             (double)e->cm->bytes_sent, (double)e->cm->msgs_sent, e->cm->wait_s,
-                            time_cpu()};
-    const int size = e->cm->size, per = R_COUNT + e->L * T_COUNT;
-    double *send = xmalloc((size_t)per * sizeof(double));
+                            time_cpu(), time_now()};
     memcpy(send, mine, sizeof mine);
     memcpy(send + R_COUNT, e->timers, (size_t)e->L * T_COUNT * sizeof(double));
+    double *ls = send + R_COUNT + (size_t)e->L * T_COUNT;
+    for (int p = 0; p < size; p++) {
+        ls[3 * p] = (double)e->cm->links[p].misses;
+        ls[3 * p + 1] = (double)e->cm->links[p].retries;
+        ls[3 * p + 2] = e->cm->links[p].max_wait_s;
+    }
     double *all = e->cm->rank == 0 ? xmalloc((size_t)per * (size_t)size * sizeof(double)) : NULL;
     MPI_Request req;
     MPI_CHECK(MPI_Igather(send, per, MPI_DOUBLE, all, per, MPI_DOUBLE, 0, MPI_COMM_WORLD, &req));
@@ -429,7 +675,9 @@ json_t *dist_collect_metrics(DistEngine *e, int n_tokens)
     if (e->cm->rank != 0)
         return NULL;
     json_t *o = json_object(), *ranks = json_array(), *layers = json_array();
+    json_t *links = json_array();
     double total_bytes = 0;
+    uint64_t misses = 0, retries = 0;
     for (int r = 0; r < size; r++) {
         const double *v = all + (size_t)r * (size_t)per;
         total_bytes += v[R_BYTES];
@@ -440,6 +688,16 @@ json_t *dist_collect_metrics(DistEngine *e, int n_tokens)
                               "bytes_sent", (json_int_t)v[R_BYTES],
                               "messages_sent", (json_int_t)v[R_MSGS],
                               "wait_s", v[R_WAIT], "cpu_s", v[R_CPU]));
+        const double *lv = v + R_COUNT + (size_t)e->L * T_COUNT;
+        for (int p = 0; p < size; p++)
+            if (lv[3 * p] > 0 || lv[3 * p + 1] > 0) {
+                misses += (uint64_t)lv[3 * p];
+                retries += (uint64_t)lv[3 * p + 1];
+                json_array_append_new(links, json_pack("{s:i,s:i,s:I,s:I,s:f}", "from", p,
+                                      "to", r, "deadline_misses", (json_int_t)lv[3 * p],
+                                      "retries", (json_int_t)lv[3 * p + 1],
+                                      "max_wait_ms", lv[3 * p + 2] * 1e3));
+            }
     }
     double nt = n_tokens > 0 ? n_tokens : 1;
     for (int l = 0; l < e->L; l++) {
@@ -449,8 +707,7 @@ json_t *dist_collect_metrics(DistEngine *e, int n_tokens)
             double mx = 0;
             for (int r = 1; r < size; r++) {
                 double v = all[(size_t)r * (size_t)per + R_COUNT + (size_t)l * T_COUNT + t];
-                if (v > mx)
-                    mx = v;
+                mx = v > mx ? v : mx;
             }
             json_object_set_new(lo, timer_names[t], json_real(mx * 1e3 / nt));
         }
@@ -458,9 +715,29 @@ json_t *dist_collect_metrics(DistEngine *e, int n_tokens)
     }
     json_object_set_new(o, "ranks", ranks);
     json_object_set_new(o, "layers", layers);
+    json_object_set_new(o, "links", links);
+    json_object_set_new(o, "deadline_misses", json_integer((json_int_t)misses));
+    json_object_set_new(o, "retries", json_integer((json_int_t)retries));
     json_object_set_new(o, "bytes_total", json_integer((json_int_t)total_bytes));
     json_object_set_new(o, "bytes_per_token", json_real(total_bytes / nt));
     json_object_set_new(o, "hops_per_token", json_integer(dist_hops_per_token(e->plan)));
     free(all);
     return o;
+}
+
+void dist_print_layer_times(json_t *metrics, FILE *out)
+{
+    json_t *layers = json_object_get(metrics, "layers");
+    size_t i;
+    json_t *lo;
+    fprintf(out, "per-layer time per token (ms, slowest rank of each role):\n%-6s", "layer");
+    for (int t = 0; t < T_COUNT; t++)
+        fprintf(out, " %13.*s", (int)(strlen(timer_names[t]) - 3), timer_names[t]);
+    fputc('\n', out);
+    json_array_foreach(layers, i, lo) {
+        fprintf(out, "%-6zu", i);
+        for (int t = 0; t < T_COUNT; t++)
+            fprintf(out, " %13.3f", json_real_value(json_object_get(lo, timer_names[t])));
+        fputc('\n', out);
+    }
 }

@@ -46,7 +46,12 @@ int config_validate(const ModelConfig *c, char *err, size_t errlen)
     if (!(c->norm_eps > 0 && c->norm_eps < 1))
         return util_err(err, errlen, "config field norm_eps = %g is out of range (0, 1)",
                         (double)c->norm_eps);
-    if (c->rope_style != ROPE_NONE && !(c->rope_theta > 1 && isfinite(c->rope_theta)))
+    if ((c->arch != ARCH_LLAMA && c->arch != ARCH_GPT2) ||
+        (c->rope_style != ROPE_NONE && c->rope_style != ROPE_INTERLEAVED &&
+         c->rope_style != ROPE_HALF))
+        return util_err(err, errlen, "config field architecture or rope_style is unknown");
+    if (!isfinite(c->rope_theta) ||
+        (c->rope_style != ROPE_NONE && !(c->rope_theta > 1)))
         return util_err(err, errlen, "config field rope_theta = %g is out of range",
                         (double)c->rope_theta);
     if (c->bos_id < -1 || c->bos_id >= c->vocab_size)

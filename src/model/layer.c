@@ -86,6 +86,12 @@ void model_proj_forward(const ModelConfig *c, const ProjW *w, Scratch *s, const 
     kernels_add(z, s->tmp, c->dim);
 }
 
+void model_proj_partial(const ModelConfig *c, const float *wo_cols, const float *heads,
+                        int ncols, float *partial)
+{
+    kernels_matvec(partial, wo_cols, heads, ncols, c->dim);
+}
+
 void model_ffn_delta(const ModelConfig *c, const FfnW *w, Scratch *s, const float *z,
                      float *delta)
 {

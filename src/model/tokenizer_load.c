@@ -254,6 +254,13 @@ static int vocab_read(PieceList *pl, TokenizerKind kind, json_t *vocab, json_t *
         util_err(err, errlen, "%s: %s: empty vocabulary", fname, field);
         goto fail;
     }
+    /* Every id 0..max_id needs a piece: refuse a sparse id before allocating max_id tables. */
+    if ((size_t)max_id >= json_object_size(vocab) + json_array_size(added)) {
+        util_err(err, errlen, "%s: %s: ids go up to %lld but there are only %zu pieces (ids "
+                 "must be 0..n-1)", fname, field, (long long)max_id,
+                 json_object_size(vocab) + json_array_size(added));
+        goto fail;
+    }
     pl->n = (int)max_id + 1;
     pl->bytes = xcalloc((size_t)pl->n, sizeof *pl->bytes);
     pl->lens = xcalloc((size_t)pl->n, sizeof *pl->lens);
@@ -577,7 +584,7 @@ int tokenizer_load_gpt2_mem(Tokenizer **out, const char *buf, size_t len,
         goto fail;
     size_t cap = 1024;
     t->merges = xmalloc(cap * 2 * sizeof *t->merges);
-    int line_no = 0;
+    long line_no = 0;
     for (const char *p = mbuf ? mbuf : "", *end = p + mlen; p < end;) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         const char *le = nl ? nl : end;
@@ -591,7 +598,7 @@ int tokenizer_load_gpt2_mem(Tokenizer **out, const char *buf, size_t len,
             continue;
         }
         if (!sp || sp == p || sp + 1 == p + n) {
-            util_err(err, errlen, "%s: line %d: expected \"left right\"", merges_txt, line_no);
+            util_err(err, errlen, "%s: line %ld: expected \"left right\"", merges_txt, line_no);
             goto fail;
         }
         if (t->n_merges >= TOKENIZER_MAX_MERGES) {
@@ -602,8 +609,8 @@ int tokenizer_load_gpt2_mem(Tokenizer **out, const char *buf, size_t len,
             cap *= 2;
             t->merges = xrealloc(t->merges, cap * 2 * sizeof *t->merges);
         }
-        char field[32];
-        snprintf(field, sizeof field, "line %d: merge", line_no);
+        char field[48];
+        snprintf(field, sizeof field, "line %ld: merge", line_no);
         if (merge_set(t, t->n_merges, p, (size_t)(sp - p), sp + 1, (size_t)(p + n - sp - 1),
                       merges_txt, field, err, errlen) != 0)
             goto fail;

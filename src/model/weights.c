@@ -125,6 +125,26 @@ fail:
     return -1;
 }
 
+int model_load_proj_cols(float **wo, const ModelConfig *c, hid_t f, const char *fname,
+                         int layer, int col0, int ncols, char *err, size_t errlen)
+{
+    char p[96];
+    uint64_t dims[2] = {(uint64_t)c->dim, (uint64_t)c->n_heads * (uint64_t)c->head_dim};
+    uint64_t start[2] = {0, (uint64_t)col0}, count[2] = {(uint64_t)c->dim, (uint64_t)ncols};
+    LPATH(p, layer, "wo");
+    *wo = read_slab(f, fname, p, 2, dims, start, count, err, errlen);
+    return *wo ? 0 : -1;
+}
+
+int model_load_proj_bias(float **bo, const ModelConfig *c, hid_t f, const char *fname,
+                         int layer, char *err, size_t errlen)
+{
+    char p[96];
+    LPATH(p, layer, "bo");
+    *bo = read_vec(f, fname, p, c->dim, err, errlen);
+    return *bo ? 0 : -1;
+}
+
 int model_load_ffn(FfnW *w, const ModelConfig *c, hid_t f, const char *fname, int layer,
                    int f0, int f1, char *err, size_t errlen)
 {

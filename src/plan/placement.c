@@ -7,7 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *plan_partition_name(Partition p) { return p == PARTITION_LAYER ? "layer" : "head"; }
+const char *plan_partition_name(Partition p)
+{
+    return p == PARTITION_LAYER ? "layer" : p == PARTITION_SLICE ? "slice" : "head";
+}
 
 const char *plan_placement_name(PlacementKind k)
 {
@@ -21,6 +24,8 @@ int plan_parse_partition(const char *s, Partition *out)
         *out = PARTITION_LAYER;
     else if (strcmp(s, "head") == 0)
         *out = PARTITION_HEAD;
+    else if (strcmp(s, "slice") == 0)
+        *out = PARTITION_SLICE;
     else
         return -1;
     return 0;
@@ -74,8 +79,10 @@ void plan_free(Plan *plan)
 {
     if (!plan || !plan->layers)
         return;
-    for (int l = 0; l < plan->n_layers; l++)
+    for (int l = 0; l < plan->n_layers; l++) {
         free(plan->layers[l].parts);
+        free(plan->layers[l].slices);
+    }
     free(plan->layers);
     plan->layers = NULL;
 }
@@ -243,6 +250,34 @@ static void build_random(Plan *p, const ModelConfig *c, int n, uint64_t seed)
     }
 }
 
+/* SLICE: every worker in every layer; parts dealt round-robin (largest first), the FFN cut
+ * into slices proportional to device speed. */
+static void build_slice(Plan *p, const ModelConfig *c, const PlanRequest *req)
+{
+    const int n = req->n_workers;
+    double total = 0;
+    for (int r = 1; r <= n; r++)
+        total += speed_of(req, r);
+    for (int l = 0; l < c->n_layers; l++) {
+        LayerPlan *lp = &p->layers[l];
+        lp->mode = LAYER_SLICE;
+        for (int k = 0; k < lp->n_parts; k++)
+            lp->parts[k].rank = (k + l) % n + 1;
+        lp->proj_rank = lp->ffn_rank = 1;
+        lp->n_slices = n;
+        lp->slices = xcalloc((size_t)n, sizeof(FfnSlice));
+        double acc = 0;
+        int f = 0;
+        for (int r = 1; r <= n; r++) {
+            acc += speed_of(req, r);
+            int end = r == n ? c->ffn_dim : (int)(acc / total * c->ffn_dim + 0.5);
+            end = end < f ? f : end;
+            lp->slices[r - 1] = (FfnSlice){r, f, end};
+            f = end;
+        }
+    }
+}
+
 int plan_build(Plan *plan, const ModelConfig *c, const PlanRequest *req, char *err,
                size_t errlen)
 {
@@ -259,7 +294,7 @@ int plan_build(Plan *plan, const ModelConfig *c, const PlanRequest *req, char *e
         plan->partition = PARTITION_LAYER;
     /* With more workers than units, split units into parts of query heads. */
     int split = 1;
-    if (plan->partition == PARTITION_HEAD) {
+    if (plan->partition != PARTITION_LAYER) {
         split = (n + c->n_kv_heads - 1) / c->n_kv_heads;
         if (split > config_q_per_kv(c))
             split = config_q_per_kv(c);
@@ -271,7 +306,10 @@ int plan_build(Plan *plan, const ModelConfig *c, const PlanRequest *req, char *e
     Tally t = {c, req, xcalloc((size_t)n + 1, sizeof(size_t)), xcalloc((size_t)n + 1,
                sizeof(double))};
     int rc = 0;
-    switch (req->placement) {
+    if (plan->partition == PARTITION_SLICE) {
+        build_slice(plan, c, req);
+        plan->placement = PLACEMENT_GREEDY;
+    } else switch (req->placement) {
     case PLACEMENT_LAYER: rc = build_layerwise(plan, &t, err, errlen); break;
     case PLACEMENT_GREEDY: rc = build_greedy(plan, &t, err, errlen); break;
     case PLACEMENT_ROUNDROBIN: build_roundrobin(plan, c, n); break;
@@ -319,6 +357,27 @@ int plan_validate(const Plan *plan, const ModelConfig *c, char *err, size_t errl
             for (int q = p->q0; q < p->q1; q++)
                 seen[p->unit * Q + q]++;
         }
+        if (lp->mode == LAYER_SLICE) {
+            int f = 0;
+            for (int k = 0; k < lp->n_slices && rc == 0; k++) {
+                const FfnSlice *sl = &lp->slices[k];
+                if (sl->f0 != f || sl->f1 < sl->f0 || sl->rank < 1 || sl->rank > maxr ||
+                    (k > 0 && sl->rank <= lp->slices[k - 1].rank))
+                    rc = util_err(err, errlen, "plan: layer %d FFN slice %d is malformed", l, k);
+                f = sl->f1;
+            }
+            if (rc == 0 && f != c->ffn_dim)
+                rc = util_err(err, errlen, "plan: layer %d FFN slices cover %d of %d columns",
+                              l, f, c->ffn_dim);
+            for (int k = 0; k < lp->n_parts && rc == 0; k++) {
+                int member = 0;
+                for (int j = 0; j < lp->n_slices; j++)
+                    member |= lp->slices[j].rank == lp->parts[k].rank;
+                if (!member)
+                    rc = util_err(err, errlen, "plan: layer %d part %d on rank %d, which holds "
+                                  "no FFN slice", l, k, lp->parts[k].rank);
+            }
+        }
         for (int h = 0; h < c->n_heads && rc == 0; h++)
             if (seen[h] != 1)
                 rc = util_err(err, errlen, "plan: layer %d covers query head %d %d times", l, h,
@@ -334,9 +393,19 @@ size_t plan_rank_weight_bytes(const Plan *plan, const ModelConfig *c, int rank)
     for (int l = 0; l < plan->n_layers; l++) {
         const LayerPlan *lp = &plan->layers[l];
         for (int k = 0; k < lp->n_parts; k++)
-            if (lp->parts[k].rank == rank)
-                b += config_attn_unit_floats(c, lp->parts[k].q1 - lp->parts[k].q0) *
-                     sizeof(float);
+            if (lp->parts[k].rank == rank) {
+                int nq = lp->parts[k].q1 - lp->parts[k].q0;
+                b += config_attn_unit_floats(c, nq) * sizeof(float);
+                if (lp->mode == LAYER_SLICE) /* its columns of the output projection */
+                    b += (size_t)c->dim * (size_t)nq * (size_t)c->head_dim * sizeof(float);
+            }
+        if (lp->mode == LAYER_SLICE) {
+            for (int k = 0; k < lp->n_slices; k++)
+                if (lp->slices[k].rank == rank)
+                    b += config_ffn_floats(c, lp->slices[k].f1 - lp->slices[k].f0) *
+                         sizeof(float);
+            continue;
+        }
         if (lp->proj_rank == rank)
             b += config_proj_floats(c) * sizeof(float);
         if (lp->ffn_rank == rank)
@@ -363,7 +432,18 @@ int plan_rank_in_layer(const Plan *plan, int layer, int rank)
     for (int k = 0; k < lp->n_parts; k++)
         if (lp->parts[k].rank == rank)
             return 1;
+    for (int k = 0; k < lp->n_slices; k++)
+        if (lp->slices[k].rank == rank)
+            return 1;
     return 0;
+}
+
+int plan_slice_members(const Plan *plan, int layer, int *out)
+{
+    const LayerPlan *lp = &plan->layers[layer];
+    for (int k = 0; out && k < lp->n_slices; k++)
+        out[k] = lp->slices[k].rank;
+    return lp->n_slices;
 }
 
 void plan_print(const Plan *plan, const ModelConfig *c, FILE *out)
@@ -375,7 +455,15 @@ void plan_print(const Plan *plan, const ModelConfig *c, FILE *out)
     fprintf(out, "%-6s %-6s %-6s  attention parts (unit:heads@rank)\n", "layer", "proj", "ffn");
     for (int l = 0; l < plan->n_layers; l++) {
         const LayerPlan *lp = &plan->layers[l];
-        fprintf(out, "%-6d %-6d %-6d ", l, lp->proj_rank, lp->ffn_rank);
+        if (lp->mode == LAYER_SLICE) {
+            fprintf(out, "%-6d %-13s", l, "row-par");
+            for (int k = 0; k < lp->n_slices; k++)
+                fprintf(out, " ffn[%d:%d]@%d", lp->slices[k].f0, lp->slices[k].f1,
+                        lp->slices[k].rank);
+            fprintf(out, " |");
+        } else {
+            fprintf(out, "%-6d %-6d %-6d ", l, lp->proj_rank, lp->ffn_rank);
+        }
         for (int k = 0; k < lp->n_parts; k++) {
             const AttnPart *p = &lp->parts[k];
             if (p->q0 == 0 && p->q1 == Q)
@@ -405,6 +493,15 @@ json_t *plan_to_json(const Plan *plan, const ModelConfig *c)
             json_array_append_new(parts, json_pack("{s:i,s:i,s:i,s:i}", "rank", lp->parts[k].rank,
                                                    "unit", lp->parts[k].unit, "q0",
                                                    lp->parts[k].q0, "q1", lp->parts[k].q1));
+        json_object_set_new(lo, "mode", json_string(lp->mode == LAYER_SLICE ? "slice" : "pipe"));
+        if (lp->mode == LAYER_SLICE) {
+            json_t *sl = json_array();
+            for (int k = 0; k < lp->n_slices; k++)
+                json_array_append_new(sl, json_pack("{s:i,s:i,s:i}", "rank", lp->slices[k].rank,
+                                                    "f0", lp->slices[k].f0, "f1",
+                                                    lp->slices[k].f1));
+            json_object_set_new(lo, "ffn_slices", sl);
+        }
         json_object_set_new(lo, "proj_rank", json_integer(lp->proj_rank));
         json_object_set_new(lo, "ffn_rank", json_integer(lp->ffn_rank));
         json_object_set_new(lo, "parts", parts);

@@ -224,7 +224,7 @@ static inline int file_exists(const char *p) { return access(p, F_OK) == 0; }
 /* After a failure: the message names `named` and contains `what`; no output was left. */
 static inline void expect_fail(int rc, const char *out, const char *named, const char *what)
 {
-    char partial[300];
+    char partial[1100];
     assert_int_equal(rc, -1);
     if (!strstr(err, named) || !strstr(err, what))
         fail_msg("message '%s' lacks '%s' or '%s'", err, named, what);

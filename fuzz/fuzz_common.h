@@ -1,0 +1,123 @@
+/* fuzz_common.h: helpers shared by the libFuzzer targets in fuzz/ (built by scripts/fuzz.sh).
+ * Each target defines LLVMFuzzerTestOneInput; inputs that the code under test refuses are
+ * fine, anything else (a crash, a sanitizer report, a broken invariant) aborts. */
+#ifndef HEADSPLIT_FUZZ_COMMON_H
+#define HEADSPLIT_FUZZ_COMMON_H
+
+#include <hdf5.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+/* Aborts with a message when an invariant of the code under test does not hold. */
+#define FUZZ_ASSERT(cond, ...)                                                                 \
+    do {                                                                                       \
+        if (!(cond)) {                                                                         \
+            fprintf(stderr, "FUZZ INVARIANT FAILED at %s:%d: %s: ", __FILE__, __LINE__, #cond);\
+            fprintf(stderr, __VA_ARGS__);                                                      \
+            fputc('\n', stderr);                                                               \
+            abort();                                                                           \
+        }                                                                                      \
+    } while (0)
+
+/* A private scratch directory for this fuzzing process (tmpfs when available). */
+static inline const char *fuzz_scratch_dir(void)
+{
+    static char dir[256];
+    if (!dir[0]) {
+        const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR");
+        snprintf(dir, sizeof dir, "%s/hsfuzz.XXXXXX", base ? base : "/tmp");
+        if (!mkdtemp(dir)) {
+            perror("mkdtemp");
+            abort();
+        }
+    }
+    return dir;
+}
+
+/* "<scratch>/<name>" in a static buffer of its own per slot (0..3). */
+static inline const char *fuzz_path(int slot, const char *name)
+{
+    static char buf[4][512];
+    snprintf(buf[slot & 3], sizeof buf[0], "%s/%s", fuzz_scratch_dir(), name);
+    return buf[slot & 3];
+}
+
+/* Writes n bytes to path (truncating); aborts on I/O errors, which are not findings. */
+static inline void fuzz_write_file(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f || (n && fwrite(data, 1, n, f) != n) || fclose(f) != 0) {
+        perror(path);
+        abort();
+    }
+}
+
+/* Sequential reader of the fuzz input for structure-aware targets: runs out into zeros. */
+typedef struct {
+    const uint8_t *p;
+    size_t n;
+} FuzzIn;
+
+static inline uint8_t fuzz_u8(FuzzIn *in)
+{
+    if (in->n == 0)
+        return 0;
+    in->n--;
+    return *in->p++;
+}
+
+static inline uint32_t fuzz_u32(FuzzIn *in)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++)
+        v |= (uint32_t)fuzz_u8(in) << (8 * i);
+    return v;
+}
+
+static inline uint64_t fuzz_u64(FuzzIn *in)
+{
+    uint64_t lo = fuzz_u32(in);
+    return lo | (uint64_t)fuzz_u32(in) << 32;
+}
+
+/* A small int most of the time (so that fields are often valid), a raw one otherwise. */
+static inline int32_t fuzz_int(FuzzIn *in)
+{
+    uint8_t mode = fuzz_u8(in);
+    if (mode < 192)
+        return (int32_t)(fuzz_u8(in) | (uint32_t)(mode & 0x3f) << 8) - (mode & 0x80 ? 8 : 0);
+    uint32_t u = fuzz_u32(in);
+    int32_t v;
+    memcpy(&v, &u, sizeof v);
+    return v;
+}
+
+static inline double fuzz_double(FuzzIn *in)
+{
+    uint64_t u = fuzz_u64(in);
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return d;
+}
+
+/* An in-memory HDF5 file (core driver, no backing store) for structure-aware targets. */
+static inline hid_t fuzz_h5_memfile(const char *name)
+{
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl < 0 || H5Pset_fapl_core(fapl, 1 << 16, 0) < 0)
+        abort();
+    hid_t f = H5Fcreate(name, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    H5Pclose(fapl);
+    if (f < 0)
+        abort();
+    return f;
+}
+
+#endif

@@ -1,0 +1,162 @@
+/* sim.h: discrete-event simulator of HeadSplit token generation over N devices.  It replays
+ * the engine's flow for a Plan (the same struct plan_build makes): Ibcast of each layer input
+ * from its producer to the head and projection ranks, Igatherv of head outputs to the
+ * projection rank, Z to the FFN rank, the last output back to the controller, one token in
+ * flight.  Decode is memory-bandwidth bound, so a device is a speed in bytes/s of weights (and
+ * KV cache) streamed.  No MPI: the simulator links hs_plan, never hs_dist. */
+#ifndef HEADSPLIT_SIM_H
+#define HEADSPLIT_SIM_H
+
+#include "plan.h"
+
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct {
+    double latency;   /* one-way seconds */
+    double jitter;    /* sigma of the half-normal extra delay per message, seconds */
+    double bandwidth; /* bytes/s */
+} SimLink;
+
+typedef struct {
+    char name[24];
+    double speed;       /* bytes/s of weights and KV cache streamed by the decode kernels */
+    double op_overhead; /* seconds added to every compute op (calls, norms, RoPE) */
+    size_t mem_budget;  /* bytes for weights and KV cache; 0: unlimited */
+    double load_bw;     /* bytes/s of weight (re)loading from local storage */
+} SimDevice;
+
+/* How the layer-input broadcast is modelled: the root sends to every member in turn (linear),
+ * a binomial tree (MPICH/libnbc), or libnbc's rule (linear up to 4 members, else binomial). */
+typedef enum { SIM_BCAST_LINEAR = 0, SIM_BCAST_BINOMIAL = 1, SIM_BCAST_AUTO = 2 } SimBcast;
+/* Switched: each device has its own uplink and downlink.  Shared: one radio channel, every
+ * transmission in the cell takes turns (WiFi). */
+typedef enum { SIM_MEDIUM_SWITCHED = 0, SIM_MEDIUM_SHARED = 1 } SimMedium;
+
+typedef struct {
+    int n_workers;  /* devices 1..n_workers; rank 0 is the controller */
+    SimDevice *dev; /* [n_workers+1] */
+    SimLink *link;  /* [(n_workers+1)^2], link[a*(n_workers+1)+b] from a to b */
+    SimMedium medium;
+    SimBcast bcast;
+    char links_name[24];
+} SimCluster;
+
+typedef enum {
+    SIM_POLICY_LAYER_DP = 0, /* EdgeShard-style contiguous blocks chosen by DP */
+    SIM_POLICY_GALAXY = 1,   /* tensor-parallel attention and FFN over all devices */
+    SIM_POLICY_GREEDY = 2,   /* head-level, plan_build greedy, KV reserved for all tokens */
+    SIM_POLICY_DYNAMIC = 3,  /* head-level greedy, re-placed when a device passes 85% */
+    SIM_POLICY_PLAN = 4,     /* a given Plan (engine placements, exact solver) */
+    SIM_POLICY_COUNT
+} SimPolicy;
+
+typedef struct {
+    SimPolicy policy;
+    const Plan *plan;      /* SIM_POLICY_PLAN: replayed as is */
+    int n_tokens;          /* positions 0..n_tokens-1 */
+    uint64_t seed;         /* jitter and speculation draws */
+    int speculate;         /* next layer's heads start on Z while the FFN runs */
+    const double *accept;  /* [n_layers] P(speculation l -> l+1 kept); NULL: accept_all */
+    double accept_all;
+    double replan_at;      /* dynamic: fraction of a budget that triggers re-placement */
+    int kv_horizon;        /* dynamic: KV positions the first plan reserves */
+    FILE *trace;           /* event trace or NULL */
+} SimOptions;
+
+/* Operation kinds counted and timed by the simulator. */
+typedef enum {
+    SIM_TAG_EMBED, SIM_TAG_HEAD, SIM_TAG_ATTN, SIM_TAG_SPEC_ATTN, SIM_TAG_REEXEC, SIM_TAG_PROJ,
+    SIM_TAG_FFN, SIM_TAG_BCAST, SIM_TAG_SPEC_BCAST, SIM_TAG_GATHER, SIM_TAG_Z, SIM_TAG_OUT,
+    SIM_TAG_ALLREDUCE, SIM_TAG_KV_MOVE, SIM_TAG_RELOAD, SIM_TAG_JOIN, SIM_TAG_COUNT
+} SimTag;
+
+typedef struct {
+    int n_tokens;         /* tokens simulated (fewer than asked when out of memory) */
+    double *token_ms;     /* [n_tokens] latency of each token, migration included */
+    double *migrate_ms;   /* [n_tokens] part of it spent re-placing before the token */
+    double total_s;
+    long ops[SIM_TAG_COUNT];      /* operations of each kind */
+    double busy_s[SIM_TAG_COUNT]; /* device or link seconds of each kind */
+    double bytes_sent, messages;
+    long spec_tried, spec_rejected;
+    int replans;
+    double migrated_bytes;
+    double peak_mem_frac; /* highest (weights + KV) / budget over devices and tokens */
+    char status[160];     /* "ok" or why the run stopped */
+    Plan plan;            /* the plan in use at the end (empty for Galaxy) */
+} SimResult;
+
+/* Built-in model shapes: tinyllama-1.1b, gpt2-small, stories260k; layers > 0 overrides. */
+int sim_model_preset(ModelConfig *c, const char *name, int layers, char *err, size_t errlen);
+/* Reads the config of a HeadSplit HDF5 model file. */
+int sim_model_read(ModelConfig *c, const char *path, char *err, size_t errlen);
+
+/* n heterogeneous devices (classes from Raspberry Pi to laptop, drawn with seed; seed 0:
+ * identical devices).  mem_slack > 0 scales budgets so that together they hold mem_slack
+ * times the model's layers with KV for kv_positions; 0 keeps the class memory. */
+int sim_cluster_generate(SimCluster *cl, int n, uint64_t seed, const ModelConfig *c,
+                         double mem_slack, int kv_positions, char *err, size_t errlen);
+/* Link presets: wifi (~10 ms RTT, jitter 2 ms, 50-200 Mbit/s, shared channel), gbit (1-10
+ * Gbit/s, 0.1-0.5 ms, switched), loopback; drawn per device with seed. */
+int sim_cluster_set_links(SimCluster *cl, const char *preset, uint64_t seed, char *err,
+                          size_t errlen);
+/* JSON devices description (see docs/simulator.md). */
+int sim_cluster_read(SimCluster *cl, const char *path, char *err, size_t errlen);
+int sim_cluster_write(const SimCluster *cl, const char *path, char *err, size_t errlen);
+json_t *sim_cluster_to_json(const SimCluster *cl);
+void sim_cluster_init(SimCluster *cl, int n_workers);
+void sim_cluster_free(SimCluster *cl);
+/* Relative speeds and budgets in the form plan_build takes ([n_workers], caller frees). */
+Device *sim_cluster_plan_devices(const SimCluster *cl, double budget_frac);
+
+/* Per-operation costs in seconds (no jitter): compute on device rank, messages a -> b. */
+double sim_cost_attn(const ModelConfig *c, const SimCluster *cl, int rank, int n_q, int pos);
+double sim_cost_proj(const ModelConfig *c, const SimCluster *cl, int rank);
+double sim_cost_ffn(const ModelConfig *c, const SimCluster *cl, int rank);
+double sim_cost_controller(const ModelConfig *c, const SimCluster *cl, int embed);
+double sim_cost_msg(const SimCluster *cl, int a, int b, double bytes);
+/* Bytes of one pipeline message (16-byte header + dim floats). */
+double sim_msg_bytes(const ModelConfig *c);
+
+/* Runs the simulation; 0, or -1 with err (a policy that does not fit is an error). */
+int sim_run(SimResult *res, const ModelConfig *c, const SimCluster *cl, const SimOptions *o,
+            char *err, size_t errlen);
+void sim_result_free(SimResult *res);
+int sim_result_write_csv(const SimResult *res, const char *path, char *err, size_t errlen);
+json_t *sim_result_to_json(const SimResult *res, const SimOptions *o);
+const char *sim_policy_name(SimPolicy p);
+int sim_parse_policy(const char *s, SimPolicy *out);
+const char *sim_tag_name(SimTag t);
+
+/* Deterministic (jitter-free) time of one token at position pos under plan, by the same
+ * event simulation; and of one layer whose input comes from rank producer. */
+double sim_plan_token_time(const ModelConfig *c, const SimCluster *cl, const Plan *plan,
+                           int pos);
+double sim_layer_time(const ModelConfig *c, const SimCluster *cl, const LayerPlan *lp,
+                      int producer, int pos);
+
+/* Calibration: derives a cluster (device speed, per-op overhead, link latency) from the
+ * engine's --metrics JSON of a run, and the model and plan of that run.  Caller frees. */
+typedef struct {
+    ModelConfig model;
+    Plan plan;
+    int n_tokens;
+    double measured_ms;   /* median ms/token of the run */
+    double *token_ms;     /* [n_tokens] measured per-token latency */
+    double speed, op_overhead, latency, bandwidth;
+    double fit_rms_ms;    /* residual of the per-op fit */
+    char placement[32];
+} SimCalibration;
+
+int sim_calibrate_read(SimCalibration *cal, const char *metrics_path, char *err, size_t errlen);
+/* Fits speed and overhead from the per-layer timers, then the link latency that makes the
+ * simulated median ms/token match. */
+int sim_calibrate_fit(SimCalibration *cal, SimBcast bcast, char *err, size_t errlen);
+/* A cluster of n_workers identical devices with the calibrated costs. */
+void sim_calibrate_cluster(const SimCalibration *cal, SimCluster *cl, int n_workers,
+                           SimBcast bcast);
+void sim_calibrate_free(SimCalibration *cal);
+
+#endif

@@ -1,0 +1,103 @@
+# Device emulation (scripts/emulate-device): a CPU-bound process under the pi4 profile runs at
+# the configured share (CPU time / wall time = 0.35 +- 0.05), a process that allocates beyond
+# its memory limit is reported as killed by it, groups are removed afterwards, signals reach
+# the command, and ranks get groups of their own.  Skipped (77) where cgroups cannot be used.
+. "$(dirname "$0")/common.sh"
+E="$SRC/scripts/emulate-device"
+
+if ! "$E" --check pi4 > "$T/check" 2>&1; then
+  echo "SKIP: device emulation needs writable cgroups (root, cgroup v2 with cpu+memory delegated or v1 cpu+memory mounted read-write):"
+  cat "$T/check"
+  exit 77
+fi
+cat "$T/check"
+
+# 1. CPU share.  A busy loop for 3 s; bash's `time` gives wall and CPU seconds.  The machine
+# may be busy with other work, which can only lower the share: up to three tries.
+burn() {
+  "$E" pi4 bash -c 'TIMEFORMAT="%R %U %S"; time timeout 3 sh -c "while :; do :; done"' \
+    > /dev/null 2> "$T/burn" || true
+  tail -n 1 "$T/burn" | awk '{ if (NF != 3 || $1 <= 0) exit 1; printf "%.3f %.2f %.2f\n", ($2 + $3) / $1, $2 + $3, $1 }'
+}
+ok=0
+for try in 1 2 3; do
+  read -r share cpu wall < <(burn) || { cat "$T/burn"; fail "no timing from the CPU burner"; }
+  echo "pi4 CPU share, try $try: $cpu s CPU over $wall s wall = $share (want 0.35 +- 0.05)"
+  if awk -v s="$share" 'BEGIN { exit !(s >= 0.30 && s <= 0.40) }'; then ok=1; break; fi
+  # Above the quota is a real failure, not load.
+  awk -v s="$share" 'BEGIN { exit !(s > 0.40) }' && fail "CPU share $share exceeds the pi4 quota"
+done
+[ $ok = 1 ] || fail "CPU share $share is not 0.35 +- 0.05 after 3 tries"
+
+# Overrides: HEADSPLIT_EMU_CPU=0.7 doubles it.
+HEADSPLIT_EMU_CPU=0.7 "$E" pi4 bash -c 'TIMEFORMAT="%R %U %S"; time timeout 1 sh -c "while :; do :; done"' \
+  > /dev/null 2> "$T/burn" || true
+s2=$(tail -n 1 "$T/burn" | awk '{ printf "%.3f", ($2 + $3) / $1 }')
+echo "HEADSPLIT_EMU_CPU=0.7: share $s2"
+awk -v s="$s2" 'BEGIN { exit !(s >= 0.55 && s <= 0.75) }' || fail "HEADSPLIT_EMU_CPU=0.7 gave share $s2"
+
+# 2. Memory limit: 256 MiB through a pipe into tail (which holds a line without newlines
+# whole) under a 64 MiB limit must be killed and reported; 16 MiB must pass.
+set +e
+HEADSPLIT_EMU_MEM=64M timeout -k 5 60 "$E" pi4 sh -c 'head -c 256M /dev/zero | tail > /dev/null' \
+  > "$T/out" 2> "$T/err"
+rc=$?
+set -e
+[ $rc -ne 0 ] || fail "allocation beyond the limit exited 0"
+[ $rc -ne 124 ] || fail "allocation beyond the limit hung"
+grep -q "emulate-device: rank 0 exceeded its memory limit of 64M (oom_kill)" "$T/err" ||
+  { cat "$T/err"; fail "OOM kill not reported"; }
+echo "memory: exit $rc, reported: $(grep exceeded "$T/err")"
+HEADSPLIT_EMU_MEM=64M "$E" pi4 sh -c 'head -c 16M /dev/zero | tail > /dev/null' 2> "$T/err" ||
+  { cat "$T/err"; fail "16 MiB under a 64 MiB limit failed"; }
+! grep -q exceeded "$T/err" || fail "false OOM report"
+
+# 3. The group is removed after the command ends; the command sees its profile.
+"$E" pi4 sh -c 'cat /proc/self/cgroup; env' > "$T/cg"
+grep -q "^HEADSPLIT_DEVICE_PROFILE=pi4$" "$T/cg" || fail "HEADSPLIT_DEVICE_PROFILE not exported"
+grep -q "^HEADSPLIT_DEVICE_CPU=0.35$" "$T/cg" || fail "HEADSPLIT_DEVICE_CPU not exported"
+while IFS=: read -r _ ctl path; do
+  case ",$ctl," in
+    *,cpu,* | *,memory,* | ,,)
+      [ -n "$path" ] && [ "$path" != / ] || continue
+      for mnt in /sys/fs/cgroup /sys/fs/cgroup/cpu /sys/fs/cgroup/memory /sys/fs/cgroup/unified; do
+        case "$path" in */headsplit-emu/*) [ ! -d "$mnt$path" ] || fail "group $mnt$path left behind" ;; esac
+      done ;;
+  esac
+done < <(grep -E '^[0-9]+:' "$T/cg")
+grep -q "headsplit-emu/" "$T/cg" || fail "command did not run in a headsplit-emu group"
+
+# 4. Signals reach the command; the wrapper exits with its status.
+"$E" pi4 sleep 30 &
+w=$!
+sleep 0.5
+kill -TERM $w
+t0=$SECONDS
+set +e
+wait $w
+rc=$?
+set -e
+[ $rc -eq 143 ] || fail "SIGTERM: wrapper exited $rc, want 143"
+[ $((SECONDS - t0)) -lt 5 ] || fail "SIGTERM took too long"
+
+# 5. Without cgroups: refuse by default, run with HEADSPLIT_EMU_ALLOW_NONE=1.
+set +e
+HEADSPLIT_EMU_CGROUP=none "$E" pi4 true 2> "$T/err"
+rc=$?
+set -e
+[ $rc -eq 3 ] || fail "unavailable cgroups: exit $rc, want 3"
+grep -q "cgroups unavailable" "$T/err" && grep -q HEADSPLIT_EMU_ALLOW_NONE "$T/err" ||
+  { cat "$T/err"; fail "refusal message unclear"; }
+HEADSPLIT_EMU_CGROUP=none HEADSPLIT_EMU_ALLOW_NONE=1 "$E" pi4 true 2> "$T/err" ||
+  fail "HEADSPLIT_EMU_ALLOW_NONE=1 did not run the command"
+grep -q "WITHOUT device limits" "$T/err" || fail "no warning when running unconstrained"
+
+# 6. Under mpirun: one group per rank, rank 0 with the controller profile.
+HEADSPLIT_EMU_CONTROLLER=unlimited timeout -k 5 60 mpirun $MPI_FLAGS -np 3 "$E" pi4 \
+  sh -c 'echo "$OMPI_COMM_WORLD_RANK $HEADSPLIT_DEVICE_PROFILE $(grep -m1 headsplit-emu /proc/self/cgroup | sed "s|.*/||")"' \
+  > "$T/mpi"
+sort "$T/mpi"
+[ "$(awk '{ print $3 }' "$T/mpi" | sort -u | wc -l)" -eq 3 ] || fail "ranks share a group"
+grep -q "^0 unlimited .*-r0$" "$T/mpi" || fail "rank 0 did not get the controller profile"
+grep -q "^1 pi4 .*-r1$" "$T/mpi" || fail "rank 1 group or profile wrong"
+echo "PASS: emulated devices keep their CPU share and memory limit"
