@@ -29,18 +29,24 @@ static const char *shared_path(int slot, const char *rel)
 }
 
 /* What decode(encode(text)) must give: the text itself, except that Hugging Face Llama
- * tokenizers read a literal U+2581 as a space (tokenizer.c, spm_add_group). */
+ * tokenizers read a literal U+2581 as a space (tokenizer.c, spm_add_group): a character group
+ * (a byte and up to three continuation bytes, as llama2.c groups) that is exactly U+2581. */
 static size_t expected_text(const Tokenizer *t, const char *text, size_t len, char *out)
 {
+    const unsigned char *s = (const unsigned char *)text;
     size_t k = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (tokenizer_kind(t) == TOKENIZER_SPM_MERGES && i + 2 < len &&
-            memcmp(text + i, "\xe2\x96\x81", 3) == 0) {
+    for (size_t i = 0; i < len;) {
+        size_t g = 1;
+        while (g < 4 && i + g < len && (s[i + g] & 0xC0) == 0x80)
+            g++;
+        if (tokenizer_kind(t) == TOKENIZER_SPM_MERGES && g == 3 &&
+            memcmp(s + i, "\xe2\x96\x81", 3) == 0) {
             out[k++] = ' ';
-            i += 2;
         } else {
-            out[k++] = text[i];
+            memcpy(out + k, s + i, g);
+            k += g;
         }
+        i += g;
     }
     return k;
 }

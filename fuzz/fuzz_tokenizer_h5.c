@@ -121,5 +121,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     free(offs);
     H5Fclose(f);
+    H5garbage_collect();
     return 0;
 }

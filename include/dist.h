@@ -28,6 +28,16 @@ void dist_controller_stop(DistEngine *e);
 /* Worker: runs layers until the controller's stop message passes through. */
 void dist_worker_loop(DistEngine *e);
 
+/* Inter-layer speculation: transition l -> l+1 speculates where mask[l] is set and the plan
+ * allows it (PIPE layers, projection and FFN on one rank, the next layer's heads reached by a
+ * broadcast).  Must be called with the same arguments on every rank.  Returns how many
+ * transitions speculate.  With --adaptive the FFN ranks switch transitions on and off from
+ * the acceptance they observe. */
+int dist_set_speculation(DistEngine *e, const unsigned char *mask, float tolerance,
+                         float min_acceptance, int adaptive);
+/* [n_layers]: which transitions the plan allows to speculate. */
+const unsigned char *dist_spec_eligible(const DistEngine *e);
+
 /* Network hops on the critical path of one token under the plan. */
 int dist_hops_per_token(const Plan *plan);
 

@@ -145,6 +145,7 @@ typedef struct {
     int n_tokens;
     double measured_ms;   /* median ms/token of the run */
     double *token_ms;     /* [n_tokens] measured per-token latency */
+    double *layer_ms;     /* [n_layers][3] slowest rank's attention, projection, FFN ms/token */
     double speed, op_overhead, latency, bandwidth;
     double fit_rms_ms;    /* residual of the per-op fit */
     char placement[32];

@@ -7,13 +7,20 @@
 #define WIRE_MAGIC 0x48530002u /* "HS", protocol version 2 */
 
 typedef enum { WIRE_STEP = 1, WIRE_STOP = 2, WIRE_PING = 3 } WireCmd;
+/* Flags above the command byte of WireHdr.cmd, set by the FFN rank that decides speculation
+ * for the transition out of its layer. */
+enum {
+    WIRE_FLAG_ACCEPT = 0x100,    /* keep the attention computed on Z */
+    WIRE_FLAG_SPEC_ON = 0x200,   /* adaptive: the next bit sets the next token's state */
+    WIRE_FLAG_SPEC_NEXT = 0x400, /* adaptive: speculate at this transition next token */
+};
 
 /* Precedes every message of the engine: activations along the pipeline, head outputs in a
  * gather, partial sums in an exchange.  t_send lets a receiver on the same host emulate the
  * link the message would have crossed (--emulate-link). */
 typedef struct {
     uint32_t magic;
-    int32_t cmd;    /* WireCmd */
+    int32_t cmd;    /* WireCmd in the low byte, WIRE_FLAG_* above */
     int32_t pos;    /* position of the token in the sequence */
     int32_t token;  /* token id (informational) */
     int32_t src;    /* sending world rank */

@@ -10,6 +10,7 @@
 #include "h5io.h"
 #include "kernels.h"
 #include "plan.h"
+#include "profile.h"
 #include "tokenizer.h"
 #include "util.h"
 
@@ -45,6 +46,11 @@ typedef struct {
     double timeout_s;
     int stall_rank, stall_pos;
     double stall_s;
+    const char *speculate; /* auto | all | none */
+    float tolerance, min_acceptance;
+    int adaptive;
+    const char *profile;
+    int verbose;
 } Options;
 
 static void usage(FILE *out)
@@ -70,6 +76,14 @@ static void usage(FILE *out)
         "  --rtt-pings N         ping-pongs per rank pair at start-up (default 5)\n"
         "  --timeout SECONDS     end the run when a peer sends nothing this long (default 10)\n"
         "  --inject-stall R:P:S  test aid: delay rank R's messages at position P by S seconds\n"
+        "  --speculate auto|all|none      inter-layer speculation (default none): auto follows\n"
+        "                        the profile's decision table, all tries every transition\n"
+        "  --tolerance T         keep speculative attention when ||FFN(Z)||/||Z|| < T (0.05);\n"
+        "                        0 is bit-identical to exact execution\n"
+        "  --min-acceptance A    auto: speculate where profiled acceptance >= A (0.7)\n"
+        "  --adaptive            switch transitions on/off from the acceptance observed\n"
+        "  --profile FILE        speculation profile (default MODEL.profile.json)\n"
+        "  --verbose             debug log (each speculation decision)\n"
         "  --metrics FILE        write one JSON object of results and measurements\n"
         "  --logits-out FILE     write raw float32 logits of every position\n"
         "  --transcript FILE     write prompt and token ids as they are produced\n"
@@ -82,7 +96,8 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
 {
     enum { O_MODEL = 256, O_PROMPT, O_STEPS, O_TEMP, O_TOPP, O_SEED, O_METRICS, O_PART, O_PLACE,
            O_SHOW, O_WAIT, O_BUDGET, O_MATVEC, O_LOGITS, O_QUIET, O_HELP, O_TRANSCRIPT,
-           O_EMU, O_MATRIX, O_PINGS, O_TIMEOUT, O_STALL };
+           O_EMU, O_MATRIX, O_PINGS, O_TIMEOUT, O_STALL, O_SPEC, O_TOL, O_MINACC, O_ADAPT,
+           O_PROFILE, O_VERBOSE };
     static const struct option longopts[] = {
         {"model", required_argument, 0, O_MODEL}, {"prompt", required_argument, 0, O_PROMPT},
         {"steps", required_argument, 0, O_STEPS}, {"temperature", required_argument, 0, O_TEMP},
@@ -100,6 +115,10 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
         {"rtt-pings", required_argument, 0, O_PINGS},
         {"timeout", required_argument, 0, O_TIMEOUT},
         {"inject-stall", required_argument, 0, O_STALL},
+        {"speculate", required_argument, 0, O_SPEC}, {"tolerance", required_argument, 0, O_TOL},
+        {"min-acceptance", required_argument, 0, O_MINACC},
+        {"adaptive", no_argument, 0, O_ADAPT}, {"profile", required_argument, 0, O_PROFILE},
+        {"verbose", no_argument, 0, O_VERBOSE},
         {"quiet", no_argument, 0, O_QUIET}, {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->prompt = "";
@@ -111,6 +130,9 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
     o->rtt_pings = 5;
     o->timeout_s = 10.0;
     o->stall_rank = -1;
+    o->speculate = "none";
+    o->tolerance = 0.05f;
+    o->min_acceptance = 0.7f;
     opterr = 0;
     int ch;
     while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -178,6 +200,25 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
                 return util_err(err, errlen, "--matvec: '%s' is not own or blas", optarg);
             break;
         case O_QUIET: o->quiet = 1; break;
+        case O_SPEC:
+            if (strcmp(optarg, "auto") && strcmp(optarg, "all") && strcmp(optarg, "none"))
+                return util_err(err, errlen, "--speculate: '%s' is not auto, all or none",
+                                optarg);
+            o->speculate = optarg;
+            break;
+        case O_TOL:
+            o->tolerance = strtof(optarg, &end);
+            if (*end || errno || !(o->tolerance >= 0 && o->tolerance < 1e6))
+                return util_err(err, errlen, "--tolerance: '%s' is not a number >= 0", optarg);
+            break;
+        case O_MINACC:
+            o->min_acceptance = strtof(optarg, &end);
+            if (*end || errno || !(o->min_acceptance >= 0 && o->min_acceptance <= 1))
+                return util_err(err, errlen, "--min-acceptance: '%s' is not in 0..1", optarg);
+            break;
+        case O_ADAPT: o->adaptive = 1; break;
+        case O_PROFILE: o->profile = optarg; break;
+        case O_VERBOSE: o->verbose = 1; break;
         case O_EMU: o->emulate_link = optarg; break;
         case O_MATRIX: o->link_matrix = optarg; break;
         case O_PINGS: {
@@ -217,7 +258,7 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
 
 static json_t *options_json(const Options *o, int n_ranks)
 {
-    return json_pack("{s:s,s:s,s:i,s:f,s:f,s:I,s:s,s:s,s:s,s:I,s:s,s:i,s:s}",
+    json_t *j = json_pack("{s:s,s:s,s:i,s:f,s:f,s:I,s:s,s:s,s:s,s:I,s:s,s:i,s:s}",
                      "model", o->model, "prompt", o->prompt, "steps", o->steps,
                      "temperature", (double)o->temperature, "top_p", (double)o->top_p,
                      "seed", (json_int_t)o->seed,
@@ -227,6 +268,16 @@ static json_t *options_json(const Options *o, int n_ranks)
                      "mem_budget", (json_int_t)o->mem_budget,
                      "matvec", o->matvec == MATVEC_BLAS ? "blas" : "own",
                      "ranks", n_ranks, "git_revision", HEADSPLIT_GIT_REV);
+    json_object_set_new(j, "speculate", json_string(o->speculate));
+    json_object_set_new(j, "tolerance", json_real(o->tolerance));
+    json_object_set_new(j, "min_acceptance", json_real(o->min_acceptance));
+    json_object_set_new(j, "adaptive", json_boolean(o->adaptive));
+    json_object_set_new(j, "emulate_link", o->emulate_link ? json_string(o->emulate_link)
+                                                           : json_null());
+    json_object_set_new(j, "link_matrix", o->link_matrix ? json_string(o->link_matrix)
+                                                         : json_null());
+    json_object_set_new(j, "timeout_s", json_real(o->timeout_s));
+    return j;
 }
 
 static json_t *model_json(const ModelConfig *c)
@@ -273,6 +324,69 @@ static FILE *open_out(const char *path, const char *opt, char *err, size_t errle
     return f;
 }
 
+/* Which transitions speculate (--speculate): all, none, or auto from the profile's decision
+ * table.  Returns 0, or -1 with err (an explicit --profile that cannot be used). */
+static int decide_mask(const Options *o, const ModelConfig *c, unsigned char *mask, char *err,
+                       size_t errlen)
+{
+    const int L = c->n_layers;
+    memset(mask, 0, (size_t)L);
+    if (strcmp(o->speculate, "all") == 0) {
+        memset(mask, 1, (size_t)L - 1);
+        return 0;
+    }
+    if (strcmp(o->speculate, "auto") != 0)
+        return 0;
+    char path[1024];
+    snprintf(path, sizeof path, "%s%s", o->profile ? o->profile : o->model,
+             o->profile ? "" : ".profile.json");
+    Profile p;
+    if (profile_load(&p, path, c, err, errlen) < 0) {
+        if (o->profile)
+            return -1;
+        LOG_INFO("headsplit: no speculation profile (%s): speculation off; run "
+                 "headsplit-profile to make one", err);
+        err[0] = '\0';
+        return 0;
+    }
+    double *attn = xcalloc((size_t)L, sizeof(double)), *ffn = xcalloc((size_t)L, sizeof(double));
+    double *re = xcalloc((size_t)L, sizeof(double));
+    profile_default_costs(&p, 0.01, attn, ffn, re);
+    for (int l = 0; l + 1 < L; l++)
+        mask[l] = (unsigned char)profile_decide(&p, l, o->tolerance, o->min_acceptance, attn[l],
+                                                ffn[l], re[l], NULL);
+    if (!o->quiet)
+        profile_print_decisions(&p, stderr, o->tolerance, o->min_acceptance, attn, ffn, re);
+    free(attn);
+    free(ffn);
+    free(re);
+    profile_free(&p);
+    return 0;
+}
+
+/* Decides at rank 0 which transitions speculate, then tells every rank. */
+static int setup_speculation(const Options *o, Comm *cm, const ModelConfig *c, DistEngine *d)
+{
+    const int L = c->n_layers;
+    unsigned char *mask = xcalloc((size_t)L, 1);
+    char err[600] = "";
+    if (cm->rank == 0)
+        decide_mask(o, c, mask, err, sizeof err);
+    if (comm_agree_errors(cm, MPI_COMM_WORLD, err)) {
+        free(mask);
+        return -1;
+    }
+    MPI_Request req;
+    MPI_CHECK(MPI_Ibcast(mask, L, MPI_UNSIGNED_CHAR, 0, MPI_COMM_WORLD, &req));
+    comm_wait(cm, &req);
+    int n = dist_set_speculation(d, mask, o->tolerance, o->min_acceptance, o->adaptive);
+    if (cm->rank == 0 && strcmp(o->speculate, "none") != 0)
+        LOG_INFO("headsplit: speculation at %d of %d layer transitions (tolerance %g%s)", n,
+                 L - 1, (double)o->tolerance, o->adaptive ? ", adaptive" : "");
+    free(mask);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     Comm cm;
@@ -292,6 +406,8 @@ int main(int argc, char **argv)
         return prc > 0 ? 0 : 2;
     }
     cm.wait_mode = o.wait_mode;
+    if (o.verbose)
+        util_set_log_level(2);
     kernels_set_matvec(o.matvec);
     const int distributed = cm.size > 1;
     if (!distributed && (o.partition_set || o.placement_set)) {
@@ -345,6 +461,18 @@ int main(int argc, char **argv)
             return 1;
         }
         plan_build_local(&plan, &cfg, 0);
+        if (strcmp(o.speculate, "none") != 0) {
+            /* One process has nothing to overlap, but computes exactly what speculation would,
+             * which is the reference the distributed runs are tested against. */
+            unsigned char *mask = xcalloc((size_t)cfg.n_layers, 1);
+            if (decide_mask(&o, &cfg, mask, err, sizeof err) < 0) {
+                fprintf(stderr, "headsplit: error: %s\n", err);
+                MPI_Finalize();
+                return 1;
+            }
+            local_model_set_speculation(local, mask, o.tolerance);
+            free(mask);
+        }
     } else {
         if (comm_agree_errors(&cm, MPI_COMM_WORLD, err)) {
             MPI_Finalize();
@@ -393,6 +521,10 @@ int main(int argc, char **argv)
         if (o.show_placement && cm.rank == 0)
             plan_print(&plan, &cfg, stderr);
         if (dist_setup(&dist, &cm, &cfg, &plan, file, o.model, kv_cap) < 0) {
+            MPI_Finalize();
+            return 1;
+        }
+        if (setup_speculation(&o, &cm, &cfg, dist) < 0) {
             MPI_Finalize();
             return 1;
         }

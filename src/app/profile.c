@@ -23,6 +23,8 @@ typedef struct {
     float min_acceptance, tolerance;
     double overhead_ms;
     int no_quality;
+    float qtol[PROFILE_MAX_QUALITY];
+    int n_qtol;
 } Options;
 
 static void usage(FILE *out)
@@ -41,6 +43,8 @@ static void usage(FILE *out)
         "  --tolerance T          tolerance of the decision table (default 0.05)\n"
         "  --overhead-ms MS       critical-path cost of a discarded speculation beyond waiting\n"
         "                         for the heads (default 0.01: one small message)\n"
+        "  --quality-tolerances L comma-separated tolerances of the quality runs, at most 8\n"
+        "                         (default 0.02,0.05,0.10; 1e9 keeps every speculation)\n"
         "  --no-quality           skip the agreement and perplexity runs\n"
         "  --help\n");
 }
@@ -56,11 +60,31 @@ static int parse_double(const char *s, double lo, double hi, double *out)
     return 0;
 }
 
+/* Parses "0.02,0.05" into at most PROFILE_MAX_QUALITY values in [0, 1e9]; 0 or -1. */
+static int parse_list(const char *s, float *out, int *n)
+{
+    char buf[256];
+    if (strlen(s) >= sizeof buf)
+        return -1;
+    strcpy(buf, s);
+    int k = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        double v;
+        if (k == PROFILE_MAX_QUALITY || parse_double(t, 0, 1e9, &v) < 0)
+            return -1;
+        out[k++] = (float)v;
+    }
+    if (k == 0)
+        return -1;
+    *n = k;
+    return 0;
+}
+
 /* Parses argv; returns 0, 1 for --help, or -1 with err naming the option. */
 static int parse_args(Options *o, int argc, char **argv, char *err, size_t errlen)
 {
     enum { O_MODEL = 256, O_CORPUS, O_TOKENS, O_OUT, O_HELDOUT, O_GEN, O_PROMPT, O_MINACC,
-           O_TOL, O_OVER, O_NOQ, O_HELP };
+           O_TOL, O_OVER, O_NOQ, O_QTOL, O_HELP };
     static const struct option longopts[] = {
         {"model", required_argument, 0, O_MODEL}, {"corpus", required_argument, 0, O_CORPUS},
         {"tokens", required_argument, 0, O_TOKENS}, {"out", required_argument, 0, O_OUT},
@@ -69,6 +93,7 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
         {"min-acceptance", required_argument, 0, O_MINACC},
         {"tolerance", required_argument, 0, O_TOL},
         {"overhead-ms", required_argument, 0, O_OVER},
+        {"quality-tolerances", required_argument, 0, O_QTOL},
         {"no-quality", no_argument, 0, O_NOQ}, {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->tokens = 8192;
@@ -76,6 +101,9 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
     o->min_acceptance = 0.7f;
     o->tolerance = 0.05f;
     o->overhead_ms = 0.01;
+    for (int k = 0; k < PROFILE_N_TOL; k++)
+        o->qtol[k] = profile_tolerances[k];
+    o->n_qtol = PROFILE_N_TOL;
     opterr = 0;
     int ch;
     double v;
@@ -111,6 +139,11 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
             if (parse_double(optarg, 0, 1e6, &v) < 0)
                 return util_err(err, errlen, "--overhead-ms: '%s' is not >= 0", optarg);
             o->overhead_ms = v;
+            break;
+        case O_QTOL:
+            if (parse_list(optarg, o->qtol, &o->n_qtol) < 0)
+                return util_err(err, errlen, "--quality-tolerances: '%s' is not a list of 1..%d "
+                                "tolerances in [0, 1e9]", optarg, PROFILE_MAX_QUALITY);
             break;
         case O_HELP: return 1;
         default:
@@ -237,8 +270,8 @@ static int profile_main(const Options *o, Run *r, char *err, size_t errlen)
                              errlen) < 0)
             goto out;
         t0 = time_now();
-        if (profile_quality(&r->prof, &r->cfg, r->tok, &r->head, r->local, profile_tolerances,
-                            PROFILE_N_TOL, r->prompt, o->gen_tokens, r->held, r->n_held, hbos,
+        if (profile_quality(&r->prof, &r->cfg, r->tok, &r->head, r->local, o->qtol,
+                            o->n_qtol, r->prompt, o->gen_tokens, r->held, r->n_held, hbos,
                             o->tokens, err, errlen) < 0)
             goto out;
         r->prof.heldout_path = xstrdup(r->heldout_name);

@@ -41,7 +41,7 @@ static const char usage[] =
     "                       heads 8 (gpt2: 4), kv_heads = heads, head_dim = dim/heads,\n"
     "                       ffn 4*dim, vocab 512, ctx 512 (gpt2: 128), tied 1, eps 1e-5,\n"
     "                       theta 10000, rope interleaved.\n"
-    "  --seed N           Seed of the synthetic weights (default 1); same seed, same bytes.\n"
+    "  --seed N           Seed of the synthetic weights (default 1); same seed, same weights.\n"
     "  --layers N         Synthetic: override the number of layers.\n"
     "  --tokenizer FILE   llama2c: the tokenizer.bin.  Synthetic: optional real tokenizer of\n"
     "                     the same vocabulary size (llama2.c tokenizer.bin, tokenizer.json,\n"

@@ -66,7 +66,46 @@ struct DistEngine {
     double *timers;      /* [L][T_COUNT] seconds */
     size_t weight_bytes;
     int active;          /* has any role */
+    /* Inter-layer speculation, per transition l -> l+1 (see dist_set_speculation). */
+    unsigned char *eligible; /* [L] PIPE -> PIPE, projection and FFN together, heads elsewhere */
+    unsigned char *spec;     /* [L] speculating now */
+    unsigned char *spec_pending; /* [L] decider: state from the next token on (adaptive) */
+    unsigned char *zspec;    /* [hdr | dim] Z received speculatively */
+    float tolerance, min_acceptance;
+    int adaptive;
+    double *acc_ewma;        /* [L] decider: observed acceptance */
+    long *spec_tried, *spec_kept; /* [L] decider */
+    double *spec_attn_s;     /* [L] attention time spent on Z (heads of layer l) */
+    double *ffn_s_spec;      /* [L] decider: FFN time of speculated transitions */
 };
+
+/* Decides a speculation at the FFN rank of layer l (r = ||FFN(Z)|| / ||Z||); returns the
+ * header flags for X'.  Logged at debug level. */
+static int spec_decide(DistEngine *e, int l, float ratio, int s_out)
+{
+    int flags = 0, ok = ratio < e->tolerance;
+    if (s_out) {
+        e->spec_tried[l]++;
+        if (ok) {
+            e->spec_kept[l]++;
+            flags |= WIRE_FLAG_ACCEPT;
+        }
+        LOG_DEBUG("speculation layer %d->%d: r = %.5f, tolerance %.4f: %s", l, l + 1,
+                  (double)ratio, (double)e->tolerance, ok ? "kept" : "re-executed");
+    }
+    if (e->adaptive && e->eligible[l]) {
+        /* Moving average with hysteresis around --min-acceptance. */
+        e->acc_ewma[l] = 0.9 * e->acc_ewma[l] + 0.1 * ok;
+        int next = e->spec[l];
+        if (next && e->acc_ewma[l] < e->min_acceptance - 0.05)
+            next = 0;
+        else if (!next && e->acc_ewma[l] >= e->min_acceptance + 0.05)
+            next = 1;
+        e->spec_pending[l] = (unsigned char)next;
+        flags |= WIRE_FLAG_SPEC_ON | (next ? WIRE_FLAG_SPEC_NEXT : 0);
+    }
+    return flags;
+}
 
 static float *payload(unsigned char *msg) { return (float *)(void *)(msg + sizeof(WireHdr)); }
 
@@ -333,6 +372,20 @@ int dist_setup(DistEngine **out, Comm *cm, const ModelConfig *c, const Plan *pla
     e->heads = xcalloc(qd, sizeof(float));
     e->acc = xcalloc((size_t)c->dim, sizeof(float));
     e->timers = xcalloc((size_t)e->L * T_COUNT, sizeof(double));
+    e->eligible = xcalloc((size_t)e->L, 1);
+    e->spec = xcalloc((size_t)e->L, 1);
+    e->spec_pending = xcalloc((size_t)e->L, 1);
+    e->zspec = xcalloc(e->msg_bytes, 1);
+    e->acc_ewma = xcalloc((size_t)e->L, sizeof(double));
+    e->spec_tried = xcalloc((size_t)e->L, sizeof(long));
+    e->spec_kept = xcalloc((size_t)e->L, sizeof(long));
+    e->spec_attn_s = xcalloc((size_t)e->L, sizeof(double));
+    e->ffn_s_spec = xcalloc((size_t)e->L, sizeof(double));
+    for (int l = 0; l + 1 < e->L; l++) {
+        const LayerPlan *a = &plan->layers[l], *b = &plan->layers[l + 1];
+        e->eligible[l] = a->mode == LAYER_PIPE && b->mode == LAYER_PIPE &&
+                         a->proj_rank == a->ffn_rank && e->lr[l + 1].in_size > 1;
+    }
     model_scratch_init(&e->scratch, c, kv_cap);
     *out = e;
     if (comm_agree_errors(cm, MPI_COMM_WORLD, err)) {
@@ -379,6 +432,15 @@ void dist_free(DistEngine *e)
     free(e->heads);
     free(e->acc);
     free(e->timers);
+    free(e->eligible);
+    free(e->spec);
+    free(e->spec_pending);
+    free(e->zspec);
+    free(e->acc_ewma);
+    free(e->spec_tried);
+    free(e->spec_kept);
+    free(e->spec_attn_s);
+    free(e->ffn_s_spec);
     model_scratch_free(&e->scratch);
     free(e);
 }
@@ -389,8 +451,8 @@ static WireHdr read_hdr(const unsigned char *msg, int layer)
     memcpy(&h, msg, sizeof h);
     CHECK(h.magic == WIRE_MAGIC, "layer %d: message with a bad magic 0x%08x (protocol "
           "mismatch between ranks?)", layer, h.magic);
-    CHECK(h.cmd == WIRE_STEP || h.cmd == WIRE_STOP, "layer %d: unknown command %d", layer,
-          h.cmd);
+    CHECK((h.cmd & 0xff) == WIRE_STEP || (h.cmd & 0xff) == WIRE_STOP,
+          "layer %d: unknown command %d", layer, h.cmd);
     return h;
 }
 
@@ -510,6 +572,141 @@ forward:
     return h.cmd == WIRE_STOP;
 }
 
+/* Computes this rank's attention parts of layer l on input x into gbuf's payload. */
+static void attn_parts(DistEngine *e, int l, const float *x, int pos)
+{
+    LayerRt *r = &e->lr[l];
+    float *mine = payload(e->gbuf);
+    double t = time_now();
+    for (int k = 0, off = 0; k < r->n_parts; k++) {
+        model_attn_part_forward(e->c, &r->parts[k], &e->scratch, x, pos, mine + off);
+        off += (r->parts[k].q1 - r->parts[k].q0) * e->c->head_dim;
+    }
+    e->timers[(size_t)l * T_COUNT + T_ATTN] += time_now() - t;
+}
+
+/* Posts this rank's contribution to layer l's gather of head outputs. */
+static void gather_post(DistEngine *e, int l, const WireHdr *h, MPI_Request *req)
+{
+    LayerRt *r = &e->lr[l];
+    WireHdr gh = *h;
+    gh.layer = l;
+    comm_stamp(e->cm, &gh);
+    memcpy(e->gbuf, &gh, sizeof gh);
+    int bytes = (int)sizeof(WireHdr) + r->my_floats * (int)sizeof(float);
+    MPI_CHECK(MPI_Igatherv(e->gbuf, bytes, MPI_BYTE, e->staging, r->g_counts, r->g_displs,
+                           MPI_BYTE, 0, r->g_comm, req));
+    if (!r->is_proj) {
+        e->cm->bytes_sent += (uint64_t)bytes;
+        e->cm->msgs_sent++;
+    }
+}
+
+/* Completes the gather; at the projection rank, waits out the emulated links and assembles
+ * the head outputs in head order into e->heads. */
+static void gather_finish(DistEngine *e, int l, MPI_Request *req)
+{
+    LayerRt *r = &e->lr[l];
+    const unsigned char *src = e->gbuf;
+    double t = time_now();
+    if (r->g_comm != MPI_COMM_NULL) {
+        if (!r->is_proj) {
+            comm_wait(e->cm, req);
+        } else {
+            comm_wait_link(e->cm, req, r->g_members[r->g_size - 1], "head outputs", l,
+                           &r->ewma[W_GATHER]);
+            for (int m = 1; m < r->g_size; m++) {
+                WireHdr mh = read_hdr(e->staging + r->g_displs[m], l);
+                comm_deliver(e->cm, &mh, (size_t)r->g_counts[m]);
+            }
+        }
+        src = e->staging;
+    }
+    e->timers[(size_t)l * T_COUNT + T_GATHER] += time_now() - t;
+    if (r->is_proj)
+        for (int k = 0; k < r->g_n_parts; k++)
+            memcpy(e->heads + r->g_part_dst[k], src + r->g_part_src[k],
+                   (size_t)r->g_part_len[k] * sizeof(float));
+}
+
+/* Attention and gather of a consumer of layer l.  Without speculation: one round on X.  With
+ * speculation into l: a round on Z of layer l-1 (sent before that layer's FFN ran), then X'
+ * with the decision; a second round on X' only when the speculation was rejected. */
+static WireHdr pipe_attention(DistEngine *e, int l)
+{
+    LayerRt *r = &e->lr[l];
+    double *tm = e->timers + (size_t)l * T_COUNT, t;
+    const int recv = r->in_comm != MPI_COMM_NULL && !r->in_root;
+    const int s_in = l > 0 && e->spec[l - 1];
+    MPI_Request g1 = MPI_REQUEST_NULL, g2 = MPI_REQUEST_NULL;
+    WireHdr h;
+    if (!s_in) {
+        if (recv) {
+            t = time_now();
+            bcast_input(e, l, e->xmsg);
+            tm[T_BCAST] += time_now() - t;
+        }
+        h = read_hdr(e->xmsg, l);
+        if (!r->in_root && l > 0 && (h.cmd & WIRE_FLAG_SPEC_ON))
+            e->spec[l - 1] = (h.cmd & WIRE_FLAG_SPEC_NEXT) != 0; /* adaptive switch */
+        h.cmd &= 0xff;
+        if (h.cmd == WIRE_STOP)
+            return h;
+        attn_parts(e, l, payload(e->xmsg), h.pos);
+        if (r->g_comm != MPI_COMM_NULL)
+            gather_post(e, l, &h, &g1);
+        gather_finish(e, l, &g1);
+        return h;
+    }
+    /* Speculation into layer l. The root of the input (the previous FFN rank) already knows
+     * the decision; everyone else learns it from X''s header. */
+    unsigned char *zin = r->in_root ? e->zmsg : e->zspec;
+    int known_reject = 0;
+    if (r->in_root) {
+        WireHdr xh = read_hdr(e->xmsg, l);
+        known_reject = !(xh.cmd & WIRE_FLAG_ACCEPT);
+    } else {
+        t = time_now();
+        bcast_input(e, l, e->zspec);
+        tm[T_BCAST] += time_now() - t;
+    }
+    h = read_hdr(zin, l);
+    h.cmd &= 0xff;
+    if (h.cmd == WIRE_STOP) {
+        if (recv)
+            bcast_input(e, l, e->xmsg);
+        h = read_hdr(e->xmsg, l);
+        h.cmd &= 0xff;
+        return h;
+    }
+    double ts = time_now();
+    if (!known_reject)
+        attn_parts(e, l, payload(zin), h.pos);
+    e->spec_attn_s[l] += time_now() - ts;
+    if (r->g_comm != MPI_COMM_NULL)
+        gather_post(e, l, &h, &g1);
+    if (recv) {
+        /* Post the receive of X' before completing the gather, so that neither side waits
+         * for the other to finish first. */
+        t = time_now();
+        bcast_input(e, l, e->xmsg);
+        tm[T_BCAST] += time_now() - t;
+    }
+    WireHdr xh = read_hdr(e->xmsg, l);
+    const int accept = (xh.cmd & WIRE_FLAG_ACCEPT) != 0;
+    if (!r->in_root && (xh.cmd & WIRE_FLAG_SPEC_ON))
+        e->spec[l - 1] = (xh.cmd & WIRE_FLAG_SPEC_NEXT) != 0; /* adaptive switch */
+    gather_finish(e, l, &g1);
+    if (!accept) {
+        attn_parts(e, l, payload(e->xmsg), xh.pos); /* re-executed: K/V at pos overwritten */
+        if (r->g_comm != MPI_COMM_NULL)
+            gather_post(e, l, &xh, &g2);
+        gather_finish(e, l, &g2);
+    }
+    xh.cmd &= 0xff;
+    return xh;
+}
+
 /* One PIPE layer on this rank; returns 1 if the message was a stop. */
 static int worker_pipe_layer(DistEngine *e, int l)
 {
@@ -517,59 +714,31 @@ static int worker_pipe_layer(DistEngine *e, int l)
     const ModelConfig *c = e->c;
     double *tm = e->timers + (size_t)l * T_COUNT, t;
     WireHdr h = {0, WIRE_STEP, 0, 0, 0, 0, 0};
+    const int s_out = e->spec[l];
+    MPI_Request zreq = MPI_REQUEST_NULL;
     if (r->consumer) {
-        if (r->in_comm != MPI_COMM_NULL && !r->in_root) {
-            t = time_now();
-            bcast_input(e, l, e->xmsg);
-            tm[T_BCAST] += time_now() - t;
-        }
-        h = read_hdr(e->xmsg, l);
+        h = pipe_attention(e, l);
         const int stop = h.cmd == WIRE_STOP;
-        const float *x = payload(e->xmsg);
-        float *mine = payload(e->gbuf);
-        t = time_now();
-        for (int k = 0, off = 0; k < r->n_parts && !stop; k++) {
-            model_attn_part_forward(c, &r->parts[k], &e->scratch, x, h.pos, mine + off);
-            off += (r->parts[k].q1 - r->parts[k].q0) * c->head_dim;
-        }
-        tm[T_ATTN] += time_now() - t;
-        const unsigned char *gathered = e->gbuf;
-        if (r->g_comm != MPI_COMM_NULL) {
-            t = time_now();
-            WireHdr gh = h;
-            gh.layer = l;
-            comm_stamp(e->cm, &gh);
-            memcpy(e->gbuf, &gh, sizeof gh);
-            int bytes = (int)sizeof(WireHdr) + r->my_floats * (int)sizeof(float);
-            MPI_Request req;
-            MPI_CHECK(MPI_Igatherv(e->gbuf, bytes, MPI_BYTE, e->staging, r->g_counts,
-                                   r->g_displs, MPI_BYTE, 0, r->g_comm, &req));
-            if (!r->is_proj) {
-                e->cm->bytes_sent += (uint64_t)bytes;
-                e->cm->msgs_sent++;
-                comm_wait(e->cm, &req);
-            } else {
-                comm_wait_link(e->cm, &req, r->g_members[r->g_size - 1], "head outputs", l,
-                               &r->ewma[W_GATHER]);
-                for (int m = 1; m < r->g_size; m++) {
-                    WireHdr mh = read_hdr(e->staging + r->g_displs[m], l);
-                    comm_deliver(e->cm, &mh, (size_t)r->g_counts[m]);
-                }
-            }
-            tm[T_GATHER] += time_now() - t;
-            gathered = e->staging;
-        }
         if (r->is_proj) {
             t = time_now();
-            if (!stop) {
-                for (int k = 0; k < r->g_n_parts; k++)
-                    memcpy(e->heads + r->g_part_dst[k], gathered + r->g_part_src[k],
-                           (size_t)r->g_part_len[k] * sizeof(float));
-                model_proj_forward(c, &r->proj, &e->scratch, x, e->heads, payload(e->zmsg));
-            }
+            if (!stop)
+                model_proj_forward(c, &r->proj, &e->scratch, payload(e->xmsg), e->heads,
+                                   payload(e->zmsg));
             memcpy(e->zmsg, &h, sizeof h);
             tm[T_PROJ] += time_now() - t;
-            if (!r->is_ffn) {
+            if (s_out) {
+                /* Z goes to the next layer's ranks now; they start its attention while our
+                 * FFN runs (proj and FFN share this rank where speculation is allowed). */
+                LayerRt *next = &e->lr[l + 1];
+                WireHdr zh = h;
+                zh.layer = l;
+                comm_stamp(e->cm, &zh);
+                memcpy(e->zmsg, &zh, sizeof zh);
+                MPI_CHECK(MPI_Ibcast(e->zmsg, (int)e->msg_bytes, MPI_BYTE, 0, next->in_comm,
+                                     &zreq));
+                e->cm->bytes_sent += e->msg_bytes * (uint64_t)(next->in_size - 1);
+                e->cm->msgs_sent += (uint64_t)(next->in_size - 1);
+            } else if (!r->is_ffn) {
                 t = time_now();
                 WireHdr zh = h;
                 zh.layer = l;
@@ -597,11 +766,20 @@ static int worker_pipe_layer(DistEngine *e, int l)
             tm[T_ZSEND] += time_now() - t;
         }
         h = read_hdr(e->zmsg, l);
+        h.cmd &= 0xff;
         t = time_now();
-        if (h.cmd != WIRE_STOP)
-            model_ffn_forward(c, &r->ffn, &e->scratch, payload(e->zmsg), payload(e->xmsg));
+        if (h.cmd != WIRE_STOP) {
+            float ratio = model_ffn_forward(c, &r->ffn, &e->scratch, payload(e->zmsg),
+                                            payload(e->xmsg));
+            if (s_out || e->adaptive)
+                h.cmd |= spec_decide(e, l, ratio, s_out);
+            if (s_out)
+                e->ffn_s_spec[l] += time_now() - t;
+        }
         memcpy(e->xmsg, &h, sizeof h);
         tm[T_FFN] += time_now() - t;
+        if (zreq != MPI_REQUEST_NULL)
+            comm_wait(e->cm, &zreq);
         LayerRt *next = &e->lr[l + 1];
         if (next->in_comm != MPI_COMM_NULL) {
             t = time_now();
@@ -609,7 +787,7 @@ static int worker_pipe_layer(DistEngine *e, int l)
             tm[T_BCAST] += time_now() - t;
         }
     }
-    return h.cmd == WIRE_STOP;
+    return (h.cmd & 0xff) == WIRE_STOP;
 }
 
 void dist_worker_loop(DistEngine *e)
@@ -618,6 +796,10 @@ void dist_worker_loop(DistEngine *e)
         return;
     for (;;) {
         int stop = 0;
+        if (e->adaptive)
+            for (int l = 0; l < e->L; l++)
+                if (e->lr[l].is_ffn && e->eligible[l])
+                    e->spec[l] = e->spec_pending[l];
         for (int l = 0; l < e->L; l++) {
             if (!plan_rank_in_layer(e->plan, l, e->cm->rank))
                 continue;
@@ -639,6 +821,23 @@ static void controller_send(DistEngine *e, int cmd, const float *x, int pos, int
     bcast_input(e, e->L, e->xmsg);
 }
 
+int dist_set_speculation(DistEngine *e, const unsigned char *mask, float tolerance,
+                         float min_acceptance, int adaptive)
+{
+    int n = 0;
+    for (int l = 0; l < e->L; l++) {
+        e->spec[l] = e->spec_pending[l] = mask && mask[l] && e->eligible[l];
+        e->acc_ewma[l] = e->spec[l] ? 1.0 : 0.0;
+        n += e->spec[l];
+    }
+    e->tolerance = tolerance;
+    e->min_acceptance = min_acceptance;
+    e->adaptive = adaptive;
+    return n;
+}
+
+const unsigned char *dist_spec_eligible(const DistEngine *e) { return e->eligible; }
+
 static void controller_forward(void *ctx, float *x, int pos, int token)
 {
     DistEngine *e = ctx;
@@ -654,7 +853,7 @@ json_t *dist_collect_metrics(DistEngine *e, int n_tokens)
 {
     enum { R_WEIGHT, R_RSS, R_BYTES, R_MSGS, R_WAIT, R_CPU, R_WALL, R_COUNT };
     const int size = e->cm->size;
-    const int per = R_COUNT + e->L * T_COUNT + 3 * size;
+    const int per = R_COUNT + e->L * T_COUNT + 3 * size + 4 * e->L;
     double *send = xcalloc((size_t)per, sizeof(double));
     double mine[R_COUNT] = {(double)e->weight_bytes, (double)util_peak_rss(),
                             (double)e->cm->bytes_sent, (double)e->cm->msgs_sent, e->cm->wait_s,
@@ -666,6 +865,13 @@ json_t *dist_collect_metrics(DistEngine *e, int n_tokens)
         ls[3 * p] = (double)e->cm->links[p].misses;
         ls[3 * p + 1] = (double)e->cm->links[p].retries;
         ls[3 * p + 2] = e->cm->links[p].max_wait_s;
+    }
+    double *sp = ls + 3 * size;
+    for (int l = 0; l < e->L; l++) {
+        sp[4 * l] = (double)e->spec_tried[l];
+        sp[4 * l + 1] = (double)e->spec_kept[l];
+        sp[4 * l + 2] = e->spec_attn_s[l];
+        sp[4 * l + 3] = e->ffn_s_spec[l];
     }
     double *all = e->cm->rank == 0 ? xmalloc((size_t)per * (size_t)size * sizeof(double)) : NULL;
     MPI_Request req;
@@ -700,8 +906,35 @@ json_t *dist_collect_metrics(DistEngine *e, int n_tokens)
             }
     }
     double nt = n_tokens > 0 ? n_tokens : 1;
+    long tried_all = 0, kept_all = 0;
     for (int l = 0; l < e->L; l++) {
         json_t *lo = json_pack("{s:i}", "layer", l);
+        double tried = 0, kept = 0, sattn = 0, sffn = 0;
+        for (int r = 1; r < size; r++) {
+            const double *v = all + (size_t)r * (size_t)per + R_COUNT + (size_t)e->L * T_COUNT +
+                              3 * (size_t)size + 4 * (size_t)l;
+            tried += v[0];
+            kept += v[1];
+            sattn = v[2] > sattn ? v[2] : sattn; /* heads of layer l (attention on Z) */
+            sffn += v[3];
+        }
+        /* Transition l -> l+1 is decided at layer l's FFN rank; its hidden work is layer
+         * l+1's speculative attention, measured on that layer's head ranks. */
+        double next_attn = 0;
+        if (l + 1 < e->L)
+            for (int r = 1; r < size; r++) {
+                const double *v = all + (size_t)r * (size_t)per + R_COUNT +
+                                  (size_t)e->L * T_COUNT + 3 * (size_t)size + 4 * (size_t)(l + 1);
+                next_attn = v[2] > next_attn ? v[2] : next_attn;
+            }
+        (void)sattn;
+        tried_all += (long)tried;
+        kept_all += (long)kept;
+        json_object_set_new(lo, "spec_tried", json_integer((json_int_t)tried));
+        json_object_set_new(lo, "spec_kept", json_integer((json_int_t)kept));
+        json_object_set_new(lo, "spec_reexecuted", json_integer((json_int_t)(tried - kept)));
+        json_object_set_new(lo, "spec_overlap",
+                            json_real(sffn > 0 ? (next_attn < sffn ? next_attn : sffn) / sffn : 0));
         for (int t = 0; t < T_COUNT; t++) {
             /* The slowest rank of a role sets the layer's pace: report the max. */
             double mx = 0;
@@ -715,6 +948,10 @@ json_t *dist_collect_metrics(DistEngine *e, int n_tokens)
     }
     json_object_set_new(o, "ranks", ranks);
     json_object_set_new(o, "layers", layers);
+    json_object_set_new(o, "spec_tried", json_integer(tried_all));
+    json_object_set_new(o, "spec_kept", json_integer(kept_all));
+    json_object_set_new(o, "spec_acceptance",
+                        json_real(tried_all ? (double)kept_all / (double)tried_all : 0));
     json_object_set_new(o, "links", links);
     json_object_set_new(o, "deadline_misses", json_integer((json_int_t)misses));
     json_object_set_new(o, "retries", json_integer((json_int_t)retries));

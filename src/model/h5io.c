@@ -259,7 +259,11 @@ hid_t h5io_create_tensor(hid_t file, const char *path, int rank, const uint64_t 
     hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
     H5Pset_create_intermediate_group(lcpl, 1);
     hid_t s = H5Screate_simple(rank, hd, NULL);
-    hid_t d = H5Dcreate2(file, path, H5T_IEEE_F32LE, s, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+    /* No modification times: the same model converts to the same bytes. */
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_obj_track_times(dcpl, 0);
+    hid_t d = H5Dcreate2(file, path, H5T_IEEE_F32LE, s, lcpl, dcpl, H5P_DEFAULT);
+    H5Pclose(dcpl);
     H5Sclose(s);
     H5Pclose(lcpl);
     if (d < 0)

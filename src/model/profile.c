@@ -178,7 +178,7 @@ void profile_print_quality(const Profile *p, FILE *out)
             snprintf(div, sizeof div, "none");
         else
             snprintf(div, sizeof div, "%d", q->first_divergence);
-        fprintf(out, "| %.2f | %.3f | %s | %d | %.4f | %+.4f | %.3f |\n", (double)q->tolerance,
+        fprintf(out, "| %g | %.3f | %s | %d | %.4f | %+.4f | %.3f |\n", (double)q->tolerance,
                 q->agreement, div, q->gen_tokens, q->ppl_spec, q->ppl_spec - p->ppl_exact,
                 q->kept_fraction);
     }

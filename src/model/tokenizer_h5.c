@@ -56,8 +56,10 @@ static int h5_write_dataset(hid_t g, const char *name, hid_t ftype, hid_t mtype,
 {
     int rc = -1;
     hid_t sp = H5Screate_simple(rank, dims, NULL);
-    hid_t d = sp < 0 ? -1 : H5Dcreate2(g, name, ftype, sp, H5P_DEFAULT, H5P_DEFAULT,
-                                      H5P_DEFAULT);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_obj_track_times(dcpl, 0); /* reproducible bytes */
+    hid_t d = sp < 0 ? -1 : H5Dcreate2(g, name, ftype, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    H5Pclose(dcpl);
     if (d < 0 || H5Dwrite(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
         goto fail;
     rc = 0;

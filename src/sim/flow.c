@@ -20,7 +20,7 @@ void flow_init(SimFlow *f, SimDes *d, const ModelConfig *c, const SimCluster *cl
     f->d = d;
     f->c = c;
     f->cl = cl;
-    f->cap = cl->n_workers + 2 + max_parts;
+    f->cap = 2 * (cl->n_workers + 2) + max_parts;
     f->members = xmalloc((size_t)f->cap * sizeof(int));
     f->others = xmalloc((size_t)f->cap * sizeof(int));
     f->recv = xmalloc((size_t)f->cap * sizeof(int));

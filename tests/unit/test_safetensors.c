@@ -78,8 +78,8 @@ static void write_st(const char *path, const TensorSpec *t, int n)
     size_t off = 0, pos = 0;
     pos += (size_t)snprintf(hdr + pos, sizeof hdr - pos, "{\"__metadata__\":{\"format\":\"pt\"}");
     for (int i = 0; i < n; i++) {
-        pos += (size_t)snprintf(hdr + pos, sizeof hdr - pos, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[",
-                                t[i].name, t[i].dtype);
+        pos += (size_t)snprintf(hdr + pos, sizeof hdr - pos,
+                                ",\"%s\":{\"dtype\":\"%s\",\"shape\":[", t[i].name, t[i].dtype);
         for (int r = 0; r < t[i].rank; r++)
             pos += (size_t)snprintf(hdr + pos, sizeof hdr - pos, "%s%llu", r ? "," : "",
                                     (unsigned long long)t[i].shape[r]);

@@ -1,0 +1,274 @@
+/* cluster.c: device and link descriptions: generated heterogeneous scenarios, link presets,
+ * and the JSON devices file (read and written; the calibration writes one). */
+#include "sim.h"
+
+#include "util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Device classes: decode streams weights, so speed is the memory bandwidth a CPU decode loop
+ * reaches; memory is what is left for the model; load_bw the storage read speed. */
+typedef struct {
+    const char *name;
+    double speed_gbs, mem_gb, load_mbs;
+} DeviceClass;
+
+static const DeviceClass classes[] = {
+    {"rpi4", 4.0, 2.0, 80},      {"rpi5", 9.0, 4.0, 200},  {"jetson-nano", 10.0, 3.0, 150},
+    {"orin-nano", 34.0, 6.0, 1000}, {"phone", 18.0, 4.0, 800}, {"laptop", 25.0, 8.0, 2000},
+};
+enum { N_CLASSES = sizeof classes / sizeof classes[0] };
+
+static double uniform(uint64_t *st, double lo, double hi)
+{
+    return lo + (hi - lo) * (double)(rng_next(st) >> 11) / 9007199254740992.0;
+}
+
+void sim_cluster_init(SimCluster *cl, int n_workers)
+{
+    memset(cl, 0, sizeof *cl);
+    cl->n_workers = n_workers;
+    cl->dev = xcalloc((size_t)n_workers + 1, sizeof(SimDevice));
+    size_t n = (size_t)(n_workers + 1) * (size_t)(n_workers + 1);
+    cl->link = xcalloc(n, sizeof(SimLink));
+    for (size_t i = 0; i < n; i++)
+        cl->link[i] = (SimLink){20e-6, 0, 5e9};
+    cl->bcast = SIM_BCAST_AUTO;
+    snprintf(cl->links_name, sizeof cl->links_name, "loopback");
+}
+
+void sim_cluster_free(SimCluster *cl)
+{
+    if (!cl)
+        return;
+    free(cl->dev);
+    free(cl->link);
+    memset(cl, 0, sizeof *cl);
+}
+
+int sim_cluster_generate(SimCluster *cl, int n, uint64_t seed, const ModelConfig *c,
+                         double mem_slack, int kv_positions, char *err, size_t errlen)
+{
+    if (n < 1 || n > 4096)
+        return util_err(err, errlen, "--devices: %d is not a device count of 1..4096", n);
+    sim_cluster_init(cl, n);
+    uint64_t st = seed * 0x9e3779b97f4a7c15ull + 0x1234567ull;
+    /* The controller: a hub of laptop class holding embeddings and the LM head. */
+    cl->dev[0] = (SimDevice){"controller", 20e9, 0, 0, 1e9};
+    double mem_total = 0;
+    for (int r = 1; r <= n; r++) {
+        int k = seed ? (int)(rng_next(&st) % N_CLASSES) : 1;
+        double fs = seed ? uniform(&st, 0.85, 1.15) : 1.0, fm = seed ? uniform(&st, 0.85, 1.15) : 1.0;
+        SimDevice *d = &cl->dev[r];
+        snprintf(d->name, sizeof d->name, "%s", classes[k].name);
+        d->speed = classes[k].speed_gbs * 1e9 * fs;
+        d->mem_budget = (size_t)(classes[k].mem_gb * 1e9 * fm);
+        d->load_bw = classes[k].load_mbs * 1e6;
+        mem_total += (double)d->mem_budget;
+    }
+    if (mem_slack > 0) {
+        /* Budgets that together hold mem_slack times the layers and their KV cache. */
+        double need = (double)c->n_layers *
+                      ((double)config_layer_floats(c) * sizeof(float) +
+                       (double)c->n_kv_heads * (double)config_kv_bytes(c, kv_positions));
+        for (int r = 1; r <= n; r++)
+            cl->dev[r].mem_budget =
+                (size_t)((double)cl->dev[r].mem_budget * mem_slack * need / mem_total);
+    }
+    return sim_cluster_set_links(cl, "gbit", seed, err, errlen);
+}
+
+int sim_cluster_set_links(SimCluster *cl, const char *preset, uint64_t seed, char *err,
+                          size_t errlen)
+{
+    /* Per device: a link rate and a one-way latency share; a pair gets the slower rate and
+     * the sum of the two shares. */
+    double rate_lo, rate_hi, lat_lo, lat_hi, jitter;
+    SimMedium medium = SIM_MEDIUM_SWITCHED;
+    if (strcmp(preset, "wifi") == 0) {
+        /* ~10 ms RTT: 3-4 ms one way plus half-normal jitter (sigma 2 ms, mean 1.6 ms). */
+        rate_lo = 50e6 / 8, rate_hi = 200e6 / 8, lat_lo = 1.5e-3, lat_hi = 2.0e-3;
+        jitter = 2e-3;
+        medium = SIM_MEDIUM_SHARED;
+    } else if (strcmp(preset, "gbit") == 0) {
+        rate_lo = 1e9 / 8, rate_hi = 10e9 / 8, lat_lo = 0.05e-3, lat_hi = 0.25e-3;
+        jitter = 0.02e-3;
+    } else if (strcmp(preset, "loopback") == 0) {
+        rate_lo = rate_hi = 5e9, lat_lo = lat_hi = 10e-6;
+        jitter = 0;
+    } else {
+        return util_err(err, errlen, "--links: unknown preset '%s' (wifi, gbit, loopback)",
+                        preset);
+    }
+    const int n = cl->n_workers + 1;
+    double *rate = xmalloc((size_t)n * sizeof(double)), *lat = xmalloc((size_t)n * sizeof(double));
+    uint64_t st = seed * 0xbf58476d1ce4e5b9ull + 0x51ed27ull;
+    for (int r = 0; r < n; r++) {
+        rate[r] = uniform(&st, rate_lo, rate_hi);
+        lat[r] = uniform(&st, lat_lo, lat_hi);
+    }
+    for (int a = 0; a < n; a++)
+        for (int b = 0; b < n; b++)
+            cl->link[(size_t)a * (size_t)n + (size_t)b] =
+                (SimLink){lat[a] + lat[b], jitter, rate[a] < rate[b] ? rate[a] : rate[b]};
+    free(rate);
+    free(lat);
+    cl->medium = medium;
+    snprintf(cl->links_name, sizeof cl->links_name, "%s", preset);
+    return 0;
+}
+
+Device *sim_cluster_plan_devices(const SimCluster *cl, double budget_frac)
+{
+    double mean = 0;
+    for (int r = 1; r <= cl->n_workers; r++)
+        mean += cl->dev[r].speed / cl->n_workers;
+    Device *d = xcalloc((size_t)cl->n_workers, sizeof(Device));
+    for (int r = 1; r <= cl->n_workers; r++)
+        d[r - 1] = (Device){(size_t)((double)cl->dev[r].mem_budget * budget_frac),
+                            cl->dev[r].speed / mean};
+    return d;
+}
+
+static json_t *matrix_json(const SimCluster *cl, int what)
+{
+    const int n = cl->n_workers + 1;
+    json_t *m = json_array();
+    for (int a = 0; a < n; a++) {
+        json_t *row = json_array();
+        for (int b = 0; b < n; b++) {
+            const SimLink *lk = &cl->link[(size_t)a * (size_t)n + (size_t)b];
+            double v = what == 0 ? lk->latency * 1e3 : what == 1 ? lk->jitter * 1e3
+                                                                 : lk->bandwidth * 8 / 1e6;
+            json_array_append_new(row, json_real(v));
+        }
+        json_array_append_new(m, row);
+    }
+    return m;
+}
+
+json_t *sim_cluster_to_json(const SimCluster *cl)
+{
+    json_t *o = json_object(), *devs = json_array();
+    for (int r = 0; r <= cl->n_workers; r++) {
+        const SimDevice *d = &cl->dev[r];
+        json_array_append_new(devs, json_pack("{s:s,s:f,s:f,s:f,s:f}", "name", d->name,
+                              "speed_gbs", d->speed / 1e9, "op_overhead_us",
+                              d->op_overhead * 1e6, "mem_mb", (double)d->mem_budget / 1e6,
+                              "load_mbs", d->load_bw / 1e6));
+    }
+    json_object_set_new(o, "links", json_string(cl->links_name));
+    json_object_set_new(o, "medium", json_string(cl->medium == SIM_MEDIUM_SHARED ? "shared"
+                                                                                 : "switched"));
+    static const char *bc[] = {"linear", "binomial", "auto"};
+    json_object_set_new(o, "bcast", json_string(bc[cl->bcast]));
+    json_object_set_new(o, "devices", devs);
+    json_object_set_new(o, "link_latency_ms", matrix_json(cl, 0));
+    json_object_set_new(o, "link_jitter_ms", matrix_json(cl, 1));
+    json_object_set_new(o, "link_bandwidth_mbit", matrix_json(cl, 2));
+    return o;
+}
+
+int sim_cluster_write(const SimCluster *cl, const char *path, char *err, size_t errlen)
+{
+    json_t *o = sim_cluster_to_json(cl);
+    int rc = json_dump_file(o, path, JSON_INDENT(1)) == 0
+                 ? 0 : util_err(err, errlen, "%s: cannot write the devices file", path);
+    json_decref(o);
+    return rc;
+}
+
+static double num(json_t *o, const char *key, double dflt)
+{
+    json_t *v = json_object_get(o, key);
+    return json_is_number(v) ? json_number_value(v) : dflt;
+}
+
+/* Reads matrix key (n x n numbers) into the links; 1 if present, 0 if absent, -1 malformed. */
+static int read_matrix(SimCluster *cl, json_t *o, const char *key, int what)
+{
+    json_t *m = json_object_get(o, key);
+    const int n = cl->n_workers + 1;
+    if (!m)
+        return 0;
+    if (!json_is_array(m) || (int)json_array_size(m) != n)
+        return -1;
+    for (int a = 0; a < n; a++) {
+        json_t *row = json_array_get(m, (size_t)a);
+        if (!json_is_array(row) || (int)json_array_size(row) != n)
+            return -1;
+        for (int b = 0; b < n; b++) {
+            json_t *v = json_array_get(row, (size_t)b);
+            if (!json_is_number(v))
+                return -1;
+            double x = json_number_value(v);
+            SimLink *lk = &cl->link[(size_t)a * (size_t)n + (size_t)b];
+            if (what == 0)
+                lk->latency = x / 1e3;
+            else if (what == 1)
+                lk->jitter = x / 1e3;
+            else
+                lk->bandwidth = x * 1e6 / 8;
+        }
+    }
+    return 1;
+}
+
+int sim_cluster_read(SimCluster *cl, const char *path, char *err, size_t errlen)
+{
+    json_error_t je;
+    json_t *o = json_load_file(path, 0, &je);
+    if (!o)
+        return util_err(err, errlen, "%s:%d: %s", path, je.line, je.text);
+    json_t *devs = json_object_get(o, "devices");
+    int n = json_is_array(devs) ? (int)json_array_size(devs) - 1 : -1;
+    if (n < 1) {
+        json_decref(o);
+        return util_err(err, errlen, "%s: field devices must list the controller and at least "
+                        "one worker", path);
+    }
+    sim_cluster_init(cl, n);
+    int rc = 0;
+    for (int r = 0; r <= n && rc == 0; r++) {
+        json_t *d = json_array_get(devs, (size_t)r);
+        SimDevice *sd = &cl->dev[r];
+        json_t *nm = json_object_get(d, "name");
+        snprintf(sd->name, sizeof sd->name, "%s", json_is_string(nm) ? json_string_value(nm)
+                                                                     : r ? "worker" : "controller");
+        sd->speed = num(d, "speed_gbs", 0) * 1e9;
+        sd->op_overhead = num(d, "op_overhead_us", 0) / 1e6;
+        sd->mem_budget = (size_t)(num(d, "mem_mb", 0) * 1e6);
+        sd->load_bw = num(d, "load_mbs", 200) * 1e6;
+        if (!(sd->speed > 0) || sd->op_overhead < 0 || !(sd->load_bw > 0))
+            rc = util_err(err, errlen, "%s: devices[%d]: speed_gbs and load_mbs must be > 0, "
+                          "op_overhead_us >= 0", path, r);
+    }
+    json_t *links = json_object_get(o, "links");
+    if (rc == 0 && json_is_string(links))
+        rc = sim_cluster_set_links(cl, json_string_value(links), (uint64_t)num(o, "link_seed", 1),
+                                   err, errlen);
+    const char *keys[3] = {"link_latency_ms", "link_jitter_ms", "link_bandwidth_mbit"};
+    for (int w = 0; w < 3 && rc == 0; w++)
+        if (read_matrix(cl, o, keys[w], w) < 0)
+            rc = util_err(err, errlen, "%s: field %s must be a %d x %d matrix of numbers", path,
+                          keys[w], n + 1, n + 1);
+    json_t *med = json_object_get(o, "medium"), *bc = json_object_get(o, "bcast");
+    if (rc == 0 && json_is_string(med))
+        cl->medium = strcmp(json_string_value(med), "shared") == 0 ? SIM_MEDIUM_SHARED
+                                                                   : SIM_MEDIUM_SWITCHED;
+    if (rc == 0 && json_is_string(bc)) {
+        const char *s = json_string_value(bc);
+        cl->bcast = strcmp(s, "linear") == 0 ? SIM_BCAST_LINEAR
+                    : strcmp(s, "binomial") == 0 ? SIM_BCAST_BINOMIAL : SIM_BCAST_AUTO;
+    }
+    for (size_t i = 0; rc == 0 && i < (size_t)(n + 1) * (size_t)(n + 1); i++)
+        if (!(cl->link[i].bandwidth > 0) || cl->link[i].latency < 0 || cl->link[i].jitter < 0)
+            rc = util_err(err, errlen, "%s: links need bandwidth > 0, latency and jitter >= 0",
+                          path);
+    json_decref(o);
+    if (rc < 0)
+        sim_cluster_free(cl);
+    return rc;
+}

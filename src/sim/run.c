@@ -1,0 +1,352 @@
+/* run.c: the token loop of the simulator: builds the policy's placement, then for every token
+ * draws the speculation outcomes, builds the token's task graph (flow.c or galaxy.c) and runs
+ * it on the event core; the dynamic policy re-places (plan_build with the KV cache grown so
+ * far) when a device passes its threshold, and pays for moving KV caches and reloading
+ * weights before the token.  Also the jitter-free single-token and single-layer times that
+ * the solvers use, and the CSV/JSON results. */
+#include "sim_internal.h"
+#include "solver.h"
+
+#include "util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void run_plan_copy(Plan *dst, const Plan *src)
+{
+    *dst = *src;
+    dst->layers = xcalloc((size_t)src->n_layers, sizeof(LayerPlan));
+    for (int l = 0; l < src->n_layers; l++) {
+        dst->layers[l] = src->layers[l];
+        dst->layers[l].parts = xmalloc((size_t)src->layers[l].n_parts * sizeof(AttnPart));
+        memcpy(dst->layers[l].parts, src->layers[l].parts,
+               (size_t)src->layers[l].n_parts * sizeof(AttnPart));
+    }
+}
+
+static int max_parts(const Plan *p)
+{
+    int m = 1;
+    for (int l = 0; p->layers && l < p->n_layers; l++)
+        if (p->layers[l].n_parts > m)
+            m = p->layers[l].n_parts;
+    return m;
+}
+
+/* Highest (weights + KV for positions) / budget over the workers with a budget. */
+static double mem_frac(const Plan *p, const GalaxySplit *g, const ModelConfig *c,
+                       const SimCluster *cl, int positions, int *worst)
+{
+    double mx = 0;
+    for (int r = 1; r <= cl->n_workers; r++) {
+        if (!cl->dev[r].mem_budget)
+            continue;
+        double b = g ? (double)galaxy_rank_bytes(g, c, r, positions)
+                     : (double)(plan_rank_weight_bytes(p, c, r) +
+                                plan_rank_kv_bytes(p, c, r, positions));
+        double f = b / (double)cl->dev[r].mem_budget;
+        if (f > mx) {
+            mx = f;
+            if (worst)
+                *worst = r;
+        }
+    }
+    return mx;
+}
+
+static int build_head_plan(Plan *p, const ModelConfig *c, const SimCluster *cl, double frac,
+                           int kv_positions, char *err, size_t errlen)
+{
+    Device *dv = sim_cluster_plan_devices(cl, frac);
+    PlanRequest req = {PARTITION_HEAD, PLACEMENT_GREEDY, 0, cl->n_workers, dv, kv_positions};
+    int rc = plan_build(p, c, &req, err, errlen);
+    free(dv);
+    return rc;
+}
+
+/* Migration from old to new before the token at pos: KV caches move over the links, the new
+ * holder of a piece reloads its weights from storage.  Returns the seconds it takes. */
+static double migrate(SimDes *d, const Plan *old, const Plan *nw, const ModelConfig *c,
+                      const SimCluster *cl, int pos, double now, SimResult *res)
+{
+    des_reset(d);
+    for (int l = 0; l < nw->n_layers; l++) {
+        const LayerPlan *a = &old->layers[l], *b = &nw->layers[l];
+        for (int k = 0; k < b->n_parts && k < a->n_parts; k++) {
+            int from = a->parts[k].rank, to = b->parts[k].rank;
+            if (from == to)
+                continue;
+            double kv = (double)config_kv_bytes(c, pos);
+            double w = (double)config_attn_unit_floats(c, b->parts[k].q1 - b->parts[k].q0) *
+                       sizeof(float);
+            if (kv > 0)
+                des_msg(d, SIM_TAG_KV_MOVE, l, from, to, kv);
+            des_compute(d, SIM_TAG_RELOAD, l, to, w / cl->dev[to].load_bw);
+            res->migrated_bytes += kv + w;
+        }
+        double pw = (double)config_proj_floats(c) * sizeof(float),
+               fw = (double)config_ffn_floats(c, c->ffn_dim) * sizeof(float);
+        if (a->proj_rank != b->proj_rank) {
+            des_compute(d, SIM_TAG_RELOAD, l, b->proj_rank, pw / cl->dev[b->proj_rank].load_bw);
+            res->migrated_bytes += pw;
+        }
+        if (a->ffn_rank != b->ffn_rank) {
+            des_compute(d, SIM_TAG_RELOAD, l, b->ffn_rank, fw / cl->dev[b->ffn_rank].load_bw);
+            res->migrated_bytes += fw;
+        }
+    }
+    return des_run(d, now, res) - now;
+}
+
+/* Dynamic policy, before the token at pos: re-places when a device passes the threshold.
+ * Returns migration seconds, or -1 when the cache no longer fits anywhere. */
+static double dynamic_step(SimDes *d, Plan *plan, const ModelConfig *c, const SimCluster *cl,
+                           const SimOptions *o, int pos, double now, SimResult *res)
+{
+    int worst = 0;
+    double frac = mem_frac(plan, NULL, c, cl, pos + 1, &worst);
+    if (frac <= o->replan_at)
+        return 0;
+    char err[256];
+    Plan np;
+    int horizon = 2 * (pos + 1);
+    if (horizon > c->context_length)
+        horizon = c->context_length;
+    int rc = build_head_plan(&np, c, cl, o->replan_at, horizon, err, sizeof err);
+    if (rc < 0)
+        rc = build_head_plan(&np, c, cl, 1.0, pos + 1 + (horizon - pos - 1) / 4, err, sizeof err);
+    if (rc < 0) {
+        if (frac > 1.0) {
+            snprintf(res->status, sizeof res->status, "out of memory at token %d: rank %d needs "
+                     "%.0f%% of its budget and no re-placement fits", pos, worst, frac * 100);
+            return -1;
+        }
+        return 0;
+    }
+    if (o->trace)
+        fprintf(o->trace, "# replan token %d rank %d at %.1f%%\n", pos, worst, frac * 100);
+    double t = migrate(d, plan, &np, c, cl, pos, now, res);
+    plan_free(plan);
+    *plan = np;
+    res->replans++;
+    return t;
+}
+
+/* 1 if some head rank of layer l is not the previous FFN rank (it can speculate). */
+static int spec_possible(const Plan *p, int l)
+{
+    for (int k = 0; k < p->layers[l].n_parts; k++)
+        if (p->layers[l].parts[k].rank != p->layers[l - 1].ffn_rank)
+            return 1;
+    return 0;
+}
+
+static int setup_policy(Plan *plan, GalaxySplit *gs, const ModelConfig *c, const SimCluster *cl,
+                        const SimOptions *o, char *err, size_t errlen)
+{
+    SolverRequest req = {o->n_tokens / 2, o->n_tokens, 0, 0};
+    int horizon = o->kv_horizon > 0 && o->kv_horizon < o->n_tokens ? o->kv_horizon : o->n_tokens;
+    switch (o->policy) {
+    case SIM_POLICY_LAYER_DP: return solver_layer_dp(plan, NULL, c, cl, &req, err, errlen);
+    case SIM_POLICY_GALAXY: return galaxy_split(gs, c, cl, o->n_tokens, err, errlen);
+    case SIM_POLICY_GREEDY: return build_head_plan(plan, c, cl, 1.0, o->n_tokens, err, errlen);
+    case SIM_POLICY_DYNAMIC: return build_head_plan(plan, c, cl, 1.0, horizon, err, errlen);
+    case SIM_POLICY_PLAN:
+        if (!o->plan || o->plan->n_layers != c->n_layers || o->plan->n_workers != cl->n_workers)
+            return util_err(err, errlen, "the plan does not match the model and devices");
+        run_plan_copy(plan, o->plan);
+        return plan_validate(plan, c, err, errlen);
+    default: return util_err(err, errlen, "unknown policy %d", (int)o->policy);
+    }
+}
+
+int sim_run(SimResult *res, const ModelConfig *c, const SimCluster *cl, const SimOptions *o,
+            char *err, size_t errlen)
+{
+    memset(res, 0, sizeof *res);
+    if (o->n_tokens < 1 || o->n_tokens > c->context_length)
+        return util_err(err, errlen, "--tokens: %d is outside 1..%d (the model's context)",
+                        o->n_tokens, c->context_length);
+    Plan plan;
+    GalaxySplit gs;
+    memset(&plan, 0, sizeof plan);
+    memset(&gs, 0, sizeof gs);
+    const int galaxy = o->policy == SIM_POLICY_GALAXY;
+    if (setup_policy(&plan, &gs, c, cl, o, err, errlen) < 0)
+        return -1;
+    if (o->policy != SIM_POLICY_DYNAMIC &&
+        mem_frac(&plan, galaxy ? &gs : NULL, c, cl, o->n_tokens, NULL) > 1.0) {
+        plan_free(&plan);
+        galaxy_free(&gs);
+        return util_err(err, errlen, "the %s placement does not fit the memory budgets with KV "
+                        "cache for %d tokens", sim_policy_name(o->policy), o->n_tokens);
+    }
+    uint64_t jit = o->seed ^ 0x6a09e667f3bcc908ull, spc = o->seed ^ 0xbb67ae8584caa73bull;
+    SimDes d;
+    des_init(&d, cl, &jit, o->trace);
+    SimFlow f;
+    flow_init(&f, &d, c, cl, max_parts(&plan));
+    unsigned char *spec = xcalloc((size_t)c->n_layers, 1);
+    res->token_ms = xcalloc((size_t)o->n_tokens, sizeof(double));
+    res->migrate_ms = xcalloc((size_t)o->n_tokens, sizeof(double));
+    snprintf(res->status, sizeof res->status, "ok");
+    double now = 0;
+    for (int t = 0; t < o->n_tokens; t++) {
+        double t_start = now, mig = 0;
+        if (o->policy == SIM_POLICY_DYNAMIC) {
+            mig = dynamic_step(&d, &plan, c, cl, o, t, now, res);
+            if (mig < 0)
+                break;
+            now += mig;
+        }
+        if (o->trace)
+            fprintf(o->trace, "# token %d start %.9f\n", t, now);
+        /* One draw per transition and token, whatever the policy: common random numbers. */
+        for (int l = 1; l < c->n_layers; l++) {
+            double u = (double)(rng_next(&spc) >> 11) / 9007199254740992.0;
+            double p = o->accept ? o->accept[l - 1] : o->accept_all;
+            spec[l] = FLOW_SPEC_NONE;
+            if (o->speculate && !galaxy && spec_possible(&plan, l)) {
+                spec[l] = u < p ? FLOW_SPEC_KEEP : FLOW_SPEC_REJECT;
+                res->spec_tried++;
+                res->spec_rejected += spec[l] == FLOW_SPEC_REJECT;
+            }
+        }
+        des_reset(&d);
+        f.pos = t;
+        if (galaxy)
+            flow_galaxy_token(&f, &gs);
+        else
+            flow_token(&f, &plan, spec);
+        now = des_run(&d, now, res);
+        res->token_ms[t] = (now - t_start) * 1e3;
+        res->migrate_ms[t] = mig * 1e3;
+        res->n_tokens = t + 1;
+        double mf = mem_frac(&plan, galaxy ? &gs : NULL, c, cl, t + 1, NULL);
+        if (mf > res->peak_mem_frac)
+            res->peak_mem_frac = mf;
+    }
+    res->total_s = now;
+    res->plan = plan;
+    free(spec);
+    flow_free(&f);
+    des_free(&d);
+    galaxy_free(&gs);
+    return 0;
+}
+
+void sim_result_free(SimResult *res)
+{
+    if (!res)
+        return;
+    free(res->token_ms);
+    free(res->migrate_ms);
+    plan_free(&res->plan);
+    memset(res, 0, sizeof *res);
+}
+
+double sim_plan_token_time(const ModelConfig *c, const SimCluster *cl, const Plan *plan, int pos)
+{
+    SimDes d;
+    des_init(&d, cl, NULL, NULL);
+    SimFlow f;
+    flow_init(&f, &d, c, cl, max_parts(plan));
+    f.pos = pos;
+    flow_token(&f, plan, NULL);
+    double t = des_run(&d, 0, NULL);
+    flow_free(&f);
+    des_free(&d);
+    return t;
+}
+
+double sim_layer_time(const ModelConfig *c, const SimCluster *cl, const LayerPlan *lp,
+                      int producer, int pos)
+{
+    SimDes d;
+    des_init(&d, cl, NULL, NULL);
+    SimFlow f;
+    flow_init(&f, &d, c, cl, lp->n_parts);
+    f.pos = pos;
+    flow_layer(&f, lp, 0, producer, -1, FLOW_SPEC_NONE, 0, -1, NULL);
+    double t = des_run(&d, 0, NULL);
+    flow_free(&f);
+    des_free(&d);
+    return t;
+}
+
+int sim_result_write_csv(const SimResult *res, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return util_err(err, errlen, "%s: cannot write the CSV", path);
+    fprintf(f, "token,latency_ms,migrate_ms,time_s\n");
+    double t = 0;
+    for (int i = 0; i < res->n_tokens; i++) {
+        t += res->token_ms[i] / 1e3;
+        fprintf(f, "%d,%.6f,%.6f,%.6f\n", i + 1, res->token_ms[i], res->migrate_ms[i], t);
+    }
+    return fclose(f) == 0 ? 0 : util_err(err, errlen, "%s: write failed", path);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+json_t *sim_result_to_json(const SimResult *res, const SimOptions *o)
+{
+    json_t *j = json_object();
+    int n = res->n_tokens;
+    double *v = xmalloc(((size_t)n + 1) * sizeof(double)), mean = 0, mig = 0;
+    for (int i = 0; i < n; i++) {
+        v[i] = res->token_ms[i];
+        mean += v[i] / n;
+        mig += res->migrate_ms[i];
+    }
+    /* The engine's median leaves out the first token; so does this one. */
+    int skip = n > 1;
+    qsort(v + skip, (size_t)(n - skip), sizeof(double), cmp_double);
+    double med = n ? v[skip + (n - skip) / 2] : 0, p95 = n ? v[skip + (int)((n - skip - 1) * 0.95)]
+                                                          : 0;
+    json_object_set_new(j, "policy", json_string(sim_policy_name(o->policy)));
+    json_object_set_new(j, "speculate", json_boolean(o->speculate));
+    json_object_set_new(j, "accept", json_real(o->accept_all));
+    json_object_set_new(j, "seed", json_integer((json_int_t)o->seed));
+    json_object_set_new(j, "status", json_string(res->status));
+    json_object_set_new(j, "tokens", json_integer(n));
+    json_object_set_new(j, "ms_per_token_mean", json_real(mean));
+    json_object_set_new(j, "ms_per_token_median", json_real(med));
+    json_object_set_new(j, "ms_per_token_p95", json_real(p95));
+    json_object_set_new(j, "ms_first", json_real(n ? res->token_ms[0] : 0));
+    json_object_set_new(j, "ms_last", json_real(n ? res->token_ms[n - 1] : 0));
+    json_object_set_new(j, "total_s", json_real(res->total_s));
+    json_t *ops = json_object(), *busy = json_object();
+    for (int t = 0; t < SIM_TAG_COUNT; t++)
+        if (res->ops[t] && t != SIM_TAG_JOIN) {
+            json_object_set_new(ops, sim_tag_name((SimTag)t), json_real((double)res->ops[t] / n));
+            json_object_set_new(busy, sim_tag_name((SimTag)t), json_real(res->busy_s[t] * 1e3 / n));
+        }
+    json_object_set_new(j, "ops_per_token", ops);
+    json_object_set_new(j, "busy_ms_per_token", busy);
+    json_object_set_new(j, "bytes_per_token", json_real(n ? res->bytes_sent / n : 0));
+    json_object_set_new(j, "messages_per_token", json_real(n ? res->messages / n : 0));
+    json_object_set_new(j, "spec_tried", json_integer(res->spec_tried));
+    json_object_set_new(j, "spec_rejected", json_integer(res->spec_rejected));
+    json_object_set_new(j, "replans", json_integer(res->replans));
+    json_object_set_new(j, "migrated_bytes", json_real(res->migrated_bytes));
+    json_object_set_new(j, "migrate_ms_total", json_real(mig));
+    json_object_set_new(j, "peak_mem_frac", json_real(res->peak_mem_frac));
+    int used = 0;
+    if (res->plan.layers)
+        for (int r = 1; r <= res->plan.n_workers; r++)
+            for (int l = 0; l < res->plan.n_layers; l++)
+                if (plan_rank_in_layer(&res->plan, l, r)) {
+                    used++;
+                    break;
+                }
+    json_object_set_new(j, "devices_used", json_integer(used));
+    free(v);
+    return j;
+}

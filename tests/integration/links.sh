@@ -1,0 +1,28 @@
+# Link awareness: the RTT matrix is measured (and reflects an emulated link), a stalled link
+# is waited for and counted, and a link stalled past the timeout ends the run cleanly.
+. "$(dirname "$0")/common.sh"
+"$CONVERT" --synthetic stories260k --seed 2 --out "$T/m.h5"
+run_hs 3 --model "$T/m.h5" --prompt hi --steps 8 --quiet --emulate-link rtt=10ms,jitter=1ms \
+  --metrics "$T/e.json" 2>/dev/null
+rtt=$(jq '.rtt_ms[0][1]' "$T/e.json")
+awk -v r="$rtt" 'BEGIN { exit !(r > 8 && r < 20) }' || fail "emulated 10 ms RTT measured as $rtt"
+jq -e '.rtt_p95_ms | length == 3' "$T/e.json" >/dev/null || fail "no p95 matrix"
+# A 1.5 s stall on rank 1's messages at position 3: recovered, counted as deadline misses.
+run_hs 3 --model "$T/m.h5" --prompt hi --steps 8 --quiet --inject-stall 1:3:1.5 \
+  --metrics "$T/s.json" --partition layer 2>/dev/null || fail "a recoverable stall failed the run"
+[ "$(jq .deadline_misses "$T/s.json")" -ge 1 ] || fail "the stall was not counted"
+jq -c .tokens "$T/s.json" > "$T/a"
+run_hs 3 --model "$T/m.h5" --prompt hi --steps 8 --quiet --metrics "$T/n.json" --partition layer
+jq -c .tokens "$T/n.json" | cmp -s - "$T/a" || fail "the stall changed the tokens"
+# A stall longer than the timeout: the run ends within seconds, naming the link.
+set +e
+start=$(date +%s)
+timeout -k 5 60 mpirun $MPI_FLAGS -np 3 "$HS" --model "$T/m.h5" --prompt hi --steps 8 --quiet \
+  --inject-stall 1:3:30 --timeout 2 --partition layer > "$T/out" 2> "$T/err"
+rc=$?
+set -e
+took=$(( $(date +%s) - start ))
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "stall past the timeout: rc $rc"
+[ $took -le 15 ] || fail "took $took s to end"
+grep -q "no message from rank 1" "$T/err" || { cat "$T/err"; fail "the stalled rank is not named"; }
+echo "PASS: links measured, stalls recovered or ended cleanly"
