@@ -31,8 +31,9 @@ typedef struct {
  * a binomial tree (MPICH/libnbc), or libnbc's rule (linear up to 4 members, else binomial). */
 typedef enum { SIM_BCAST_LINEAR = 0, SIM_BCAST_BINOMIAL = 1, SIM_BCAST_AUTO = 2 } SimBcast;
 /* Switched: each device has its own uplink and downlink.  Shared: one radio channel, every
- * transmission in the cell takes turns (WiFi). */
-typedef enum { SIM_MEDIUM_SWITCHED = 0, SIM_MEDIUM_SHARED = 1 } SimMedium;
+ * transmission in the cell takes turns (WiFi).  Ideal: no queueing, every message is only
+ * delayed by latency + bytes/bandwidth (what the engine's --emulate-link does). */
+typedef enum { SIM_MEDIUM_SWITCHED = 0, SIM_MEDIUM_SHARED = 1, SIM_MEDIUM_IDEAL = 2 } SimMedium;
 
 typedef struct {
     int n_workers;  /* devices 1..n_workers; rank 0 is the controller */
@@ -45,7 +46,8 @@ typedef struct {
 
 typedef enum {
     SIM_POLICY_LAYER_DP = 0, /* EdgeShard-style contiguous blocks chosen by DP */
-    SIM_POLICY_GALAXY = 1,   /* tensor-parallel attention and FFN over all devices */
+    SIM_POLICY_GALAXY = 1,   /* SLICE layers over all devices: tensor-parallel attention and
+                              * FFN, partial sums exchanged twice per layer */
     SIM_POLICY_GREEDY = 2,   /* head-level, plan_build greedy, KV reserved for all tokens */
     SIM_POLICY_DYNAMIC = 3,  /* head-level greedy, re-placed when a device passes 85% */
     SIM_POLICY_PLAN = 4,     /* a given Plan (engine placements, exact solver) */
@@ -69,7 +71,7 @@ typedef struct {
 typedef enum {
     SIM_TAG_EMBED, SIM_TAG_HEAD, SIM_TAG_ATTN, SIM_TAG_SPEC_ATTN, SIM_TAG_REEXEC, SIM_TAG_PROJ,
     SIM_TAG_FFN, SIM_TAG_BCAST, SIM_TAG_SPEC_BCAST, SIM_TAG_GATHER, SIM_TAG_Z, SIM_TAG_OUT,
-    SIM_TAG_ALLREDUCE, SIM_TAG_KV_MOVE, SIM_TAG_RELOAD, SIM_TAG_JOIN, SIM_TAG_COUNT
+    SIM_TAG_EXCHANGE, SIM_TAG_KV_MOVE, SIM_TAG_RELOAD, SIM_TAG_JOIN, SIM_TAG_COUNT
 } SimTag;
 
 typedef struct {
@@ -85,7 +87,8 @@ typedef struct {
     double migrated_bytes;
     double peak_mem_frac; /* highest (weights + KV) / budget over devices and tokens */
     char status[160];     /* "ok" or why the run stopped */
-    Plan plan;            /* the plan in use at the end (empty for Galaxy) */
+    int devices_used;     /* workers with a role */
+    Plan plan;            /* the plan in use at the end */
 } SimResult;
 
 /* Built-in model shapes: tinyllama-1.1b, gpt2-small, stories260k; layers > 0 overrides. */
@@ -117,7 +120,7 @@ double sim_cost_proj(const ModelConfig *c, const SimCluster *cl, int rank);
 double sim_cost_ffn(const ModelConfig *c, const SimCluster *cl, int rank);
 double sim_cost_controller(const ModelConfig *c, const SimCluster *cl, int embed);
 double sim_cost_msg(const SimCluster *cl, int a, int b, double bytes);
-/* Bytes of one pipeline message (16-byte header + dim floats). */
+/* Bytes of one pipeline message (the 32-byte WireHdr + dim floats). */
 double sim_msg_bytes(const ModelConfig *c);
 
 /* Runs the simulation; 0, or -1 with err (a policy that does not fit is an error). */

@@ -7,6 +7,7 @@
 
 #include "h5io.h"
 #include "util.h"
+#include "wire.h"
 
 #include <string.h>
 
@@ -52,7 +53,11 @@ double sim_cost_msg(const SimCluster *cl, int a, int b, double bytes)
     return lk->latency + bytes / lk->bandwidth;
 }
 
-double sim_msg_bytes(const ModelConfig *c) { return 16.0 + (double)c->dim * sizeof(float); }
+/* Every engine message starts with the wire header (include/wire.h, MPI-free). */
+double sim_msg_bytes(const ModelConfig *c)
+{
+    return (double)sizeof(WireHdr) + (double)c->dim * sizeof(float);
+}
 
 typedef struct {
     const char *name;
@@ -124,6 +129,6 @@ const char *sim_tag_name(SimTag t)
 {
     static const char *names[SIM_TAG_COUNT] = {
         "embed", "head", "attn", "spec_attn", "reexec", "proj", "ffn", "bcast", "spec_bcast",
-        "gather", "z", "out", "allreduce", "kv_move", "reload", "join"};
+        "gather", "z", "out", "exchange", "kv_move", "reload", "join"};
     return (unsigned)t < SIM_TAG_COUNT ? names[t] : "?";
 }

@@ -161,10 +161,13 @@ static const SimLink *link_of(const SimDes *d, int a, int b)
     return &d->cl->link[(size_t)a * (size_t)(d->cl->n_workers + 1) + (size_t)b];
 }
 
+/* The resource an op occupies; -1: none (messages on ideal links). */
 static int resource_of(const SimDes *d, const DesOp *o)
 {
     if (o->kind == DES_COMPUTE)
         return 2 * o->src;
+    if (d->cl->medium == SIM_MEDIUM_IDEAL)
+        return -1;
     return d->cl->medium == SIM_MEDIUM_SHARED ? d->n_res - 1 : 2 * o->src + 1;
 }
 
@@ -208,6 +211,11 @@ static void on_ready(SimDes *d, int op)
         return;
     }
     int r = resource_of(d, o);
+    if (r < 0) {
+        trace_op(d, "start", op);
+        push(d, d->now + o->amount / link_of(d, o->src, o->dst)->bandwidth, EV_TXDONE, op);
+        return;
+    }
     o->qnext = -1;
     if (d->q_tail[r] < 0)
         d->q_head[r] = op;
@@ -221,8 +229,10 @@ static void on_txdone(SimDes *d, int op)
 {
     DesOp *o = &d->ops[op];
     int r = resource_of(d, o);
-    d->busy[r] = 0;
-    start_next(d, r);
+    if (r >= 0) {
+        d->busy[r] = 0;
+        start_next(d, r);
+    }
     const SimLink *lk = link_of(d, o->src, o->dst);
     double arrive = d->now + lk->latency;
     if (d->jitter_rng)

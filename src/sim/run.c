@@ -35,16 +35,15 @@ static int max_parts(const Plan *p)
 }
 
 /* Highest (weights + KV for positions) / budget over the workers with a budget. */
-static double mem_frac(const Plan *p, const GalaxySplit *g, const ModelConfig *c,
-                       const SimCluster *cl, int positions, int *worst)
+static double mem_frac(const Plan *p, const ModelConfig *c, const SimCluster *cl, int positions,
+                       int *worst)
 {
     double mx = 0;
     for (int r = 1; r <= cl->n_workers; r++) {
         if (!cl->dev[r].mem_budget)
             continue;
-        double b = g ? (double)galaxy_rank_bytes(g, c, r, positions)
-                     : (double)(plan_rank_weight_bytes(p, c, r) +
-                                plan_rank_kv_bytes(p, c, r, positions));
+        double b = (double)(plan_rank_weight_bytes(p, c, r) +
+                            plan_rank_kv_bytes(p, c, r, positions));
         double f = b / (double)cl->dev[r].mem_budget;
         if (f > mx) {
             mx = f;
@@ -99,29 +98,31 @@ static double migrate(SimDes *d, const Plan *old, const Plan *nw, const ModelCon
     return des_run(d, now, res) - now;
 }
 
-/* Dynamic policy, before the token at pos: re-places when a device passes the threshold.
- * Returns migration seconds, or -1 when the cache no longer fits anywhere. */
-static double dynamic_step(SimDes *d, Plan *plan, const ModelConfig *c, const SimCluster *cl,
-                           const SimOptions *o, int pos, double now, SimResult *res)
+/* Dynamic policy, before the token at pos: when a device passes the threshold because its
+ * KV cache grew past what the plan reserved (*horizon positions), re-places with
+ * plan_build for twice the current positions within threshold * budget (else the whole
+ * budget).  Returns migration seconds, or -1 when the cache no longer fits anywhere. */
+static double dynamic_step(SimDes *d, Plan *plan, int *horizon, const ModelConfig *c,
+                           const SimCluster *cl, const SimOptions *o, int pos, double now,
+                           SimResult *res)
 {
     int worst = 0;
-    double frac = mem_frac(plan, NULL, c, cl, pos + 1, &worst);
-    if (frac <= o->replan_at)
+    double frac = mem_frac(plan, c, cl, pos + 1, &worst);
+    if (frac <= o->replan_at || pos + 1 <= *horizon)
         return 0;
     char err[256];
     Plan np;
-    int horizon = 2 * (pos + 1);
-    if (horizon > c->context_length)
-        horizon = c->context_length;
-    int rc = build_head_plan(&np, c, cl, o->replan_at, horizon, err, sizeof err);
+    int h = 2 * (pos + 1) < c->context_length ? 2 * (pos + 1) : c->context_length;
+    int rc = build_head_plan(&np, c, cl, o->replan_at, h, err, sizeof err);
     if (rc < 0)
-        rc = build_head_plan(&np, c, cl, 1.0, pos + 1 + (horizon - pos - 1) / 4, err, sizeof err);
+        rc = build_head_plan(&np, c, cl, 1.0, h, err, sizeof err);
     if (rc < 0) {
         if (frac > 1.0) {
             snprintf(res->status, sizeof res->status, "out of memory at token %d: rank %d needs "
                      "%.0f%% of its budget and no re-placement fits", pos, worst, frac * 100);
             return -1;
         }
+        *horizon = pos + 1 + (h - pos - 1) / 4; /* try again a little later */
         return 0;
     }
     if (o->trace)
@@ -129,29 +130,25 @@ static double dynamic_step(SimDes *d, Plan *plan, const ModelConfig *c, const Si
     double t = migrate(d, plan, &np, c, cl, pos, now, res);
     plan_free(plan);
     *plan = np;
+    *horizon = h;
     res->replans++;
     return t;
 }
 
-/* 1 if some head rank of layer l is not the previous FFN rank (it can speculate). */
-static int spec_possible(const Plan *p, int l)
-{
-    for (int k = 0; k < p->layers[l].n_parts; k++)
-        if (p->layers[l].parts[k].rank != p->layers[l - 1].ffn_rank)
-            return 1;
-    return 0;
-}
-
-static int setup_policy(Plan *plan, GalaxySplit *gs, const ModelConfig *c, const SimCluster *cl,
+static int setup_policy(Plan *plan, const ModelConfig *c, const SimCluster *cl,
                         const SimOptions *o, char *err, size_t errlen)
 {
     SolverRequest req = {o->n_tokens / 2, o->n_tokens, 0, 0};
     int horizon = o->kv_horizon > 0 && o->kv_horizon < o->n_tokens ? o->kv_horizon : o->n_tokens;
     switch (o->policy) {
     case SIM_POLICY_LAYER_DP: return solver_layer_dp(plan, NULL, c, cl, &req, err, errlen);
-    case SIM_POLICY_GALAXY: return galaxy_split(gs, c, cl, o->n_tokens, err, errlen);
+    case SIM_POLICY_GALAXY: return galaxy_build_plan(plan, c, cl, o->n_tokens, err, errlen);
     case SIM_POLICY_GREEDY: return build_head_plan(plan, c, cl, 1.0, o->n_tokens, err, errlen);
-    case SIM_POLICY_DYNAMIC: return build_head_plan(plan, c, cl, 1.0, horizon, err, errlen);
+    case SIM_POLICY_DYNAMIC:
+        /* Headroom for the KV cache to grow into; the whole budget if that does not fit. */
+        if (build_head_plan(plan, c, cl, o->replan_at, horizon, err, errlen) == 0)
+            return 0;
+        return build_head_plan(plan, c, cl, 1.0, horizon, err, errlen);
     case SIM_POLICY_PLAN:
         if (!o->plan || o->plan->n_layers != c->n_layers || o->plan->n_workers != cl->n_workers)
             return util_err(err, errlen, "the plan does not match the model and devices");
@@ -169,16 +166,11 @@ int sim_run(SimResult *res, const ModelConfig *c, const SimCluster *cl, const Si
         return util_err(err, errlen, "--tokens: %d is outside 1..%d (the model's context)",
                         o->n_tokens, c->context_length);
     Plan plan;
-    GalaxySplit gs;
     memset(&plan, 0, sizeof plan);
-    memset(&gs, 0, sizeof gs);
-    const int galaxy = o->policy == SIM_POLICY_GALAXY;
-    if (setup_policy(&plan, &gs, c, cl, o, err, errlen) < 0)
+    if (setup_policy(&plan, c, cl, o, err, errlen) < 0)
         return -1;
-    if (o->policy != SIM_POLICY_DYNAMIC &&
-        mem_frac(&plan, galaxy ? &gs : NULL, c, cl, o->n_tokens, NULL) > 1.0) {
+    if (o->policy != SIM_POLICY_DYNAMIC && mem_frac(&plan, c, cl, o->n_tokens, NULL) > 1.0) {
         plan_free(&plan);
-        galaxy_free(&gs);
         return util_err(err, errlen, "the %s placement does not fit the memory budgets with KV "
                         "cache for %d tokens", sim_policy_name(o->policy), o->n_tokens);
     }
@@ -192,10 +184,11 @@ int sim_run(SimResult *res, const ModelConfig *c, const SimCluster *cl, const Si
     res->migrate_ms = xcalloc((size_t)o->n_tokens, sizeof(double));
     snprintf(res->status, sizeof res->status, "ok");
     double now = 0;
+    int horizon = o->kv_horizon > 0 && o->kv_horizon < o->n_tokens ? o->kv_horizon : o->n_tokens;
     for (int t = 0; t < o->n_tokens; t++) {
         double t_start = now, mig = 0;
         if (o->policy == SIM_POLICY_DYNAMIC) {
-            mig = dynamic_step(&d, &plan, c, cl, o, t, now, res);
+            mig = dynamic_step(&d, &plan, &horizon, c, cl, o, t, now, res);
             if (mig < 0)
                 break;
             now += mig;
@@ -207,7 +200,7 @@ int sim_run(SimResult *res, const ModelConfig *c, const SimCluster *cl, const Si
             double u = (double)(rng_next(&spc) >> 11) / 9007199254740992.0;
             double p = o->accept ? o->accept[l - 1] : o->accept_all;
             spec[l] = FLOW_SPEC_NONE;
-            if (o->speculate && !galaxy && spec_possible(&plan, l)) {
+            if (o->speculate && flow_spec_eligible(&plan, l - 1)) {
                 spec[l] = u < p ? FLOW_SPEC_KEEP : FLOW_SPEC_REJECT;
                 res->spec_tried++;
                 res->spec_rejected += spec[l] == FLOW_SPEC_REJECT;
@@ -215,24 +208,26 @@ int sim_run(SimResult *res, const ModelConfig *c, const SimCluster *cl, const Si
         }
         des_reset(&d);
         f.pos = t;
-        if (galaxy)
-            flow_galaxy_token(&f, &gs);
-        else
-            flow_token(&f, &plan, spec);
+        flow_token(&f, &plan, spec);
         now = des_run(&d, now, res);
         res->token_ms[t] = (now - t_start) * 1e3;
         res->migrate_ms[t] = mig * 1e3;
         res->n_tokens = t + 1;
-        double mf = mem_frac(&plan, galaxy ? &gs : NULL, c, cl, t + 1, NULL);
+        double mf = mem_frac(&plan, c, cl, t + 1, NULL);
         if (mf > res->peak_mem_frac)
             res->peak_mem_frac = mf;
     }
     res->total_s = now;
+    for (int r = 1; r <= cl->n_workers; r++)
+        for (int l = 0; l < plan.n_layers; l++)
+            if (plan_rank_in_layer(&plan, l, r)) {
+                res->devices_used++;
+                break;
+            }
     res->plan = plan;
     free(spec);
     flow_free(&f);
     des_free(&d);
-    galaxy_free(&gs);
     return 0;
 }
 
@@ -268,7 +263,7 @@ double sim_layer_time(const ModelConfig *c, const SimCluster *cl, const LayerPla
     SimFlow f;
     flow_init(&f, &d, c, cl, lp->n_parts);
     f.pos = pos;
-    flow_layer(&f, lp, 0, producer, -1, FLOW_SPEC_NONE, 0, -1, NULL);
+    flow_layer(&f, lp, 0, producer, -1);
     double t = des_run(&d, 0, NULL);
     flow_free(&f);
     des_free(&d);
@@ -338,15 +333,7 @@ json_t *sim_result_to_json(const SimResult *res, const SimOptions *o)
     json_object_set_new(j, "migrated_bytes", json_real(res->migrated_bytes));
     json_object_set_new(j, "migrate_ms_total", json_real(mig));
     json_object_set_new(j, "peak_mem_frac", json_real(res->peak_mem_frac));
-    int used = 0;
-    if (res->plan.layers)
-        for (int r = 1; r <= res->plan.n_workers; r++)
-            for (int l = 0; l < res->plan.n_layers; l++)
-                if (plan_rank_in_layer(&res->plan, l, r)) {
-                    used++;
-                    break;
-                }
-    json_object_set_new(j, "devices_used", json_integer(used));
+    json_object_set_new(j, "devices_used", json_integer(res->devices_used));
     free(v);
     return j;
 }

@@ -62,7 +62,7 @@ double des_run(SimDes *d, double t0, SimResult *acc);
 /* Half-normal jitter draw (sigma s) from state. */
 double des_jitter(uint64_t *state, double s);
 
-/* Per-layer speculation decisions of a token: SPEC_NONE, or the transition into the layer
+/* Per-layer speculation decisions of a token: none, or the transition into the layer
  * speculates and is kept / rejected. */
 enum { FLOW_SPEC_NONE = 0, FLOW_SPEC_KEEP = 1, FLOW_SPEC_REJECT = 2 };
 
@@ -71,8 +71,13 @@ typedef struct {
     const ModelConfig *c;
     const SimCluster *cl;
     int pos;
-    int *members, *others, *recv, *ready, *scratch; /* scratch, sized by flow_init */
     int cap;
+    /* scratch, [cap] each */
+    int *members, *cons, *recv, *spec_recv, *ready, *g1, *tmp;
+    int *hold;   /* [n_workers+1] op after which a rank holds the layer input (-1: from t0),
+                  * -2: not a holder */
+    int *got;    /* [n_workers+1] op after which a consumer has the input */
+    int *got_z;  /* [n_workers+1] op after which a consumer has the speculative Z (-2: none) */
 } SimFlow;
 
 void flow_init(SimFlow *f, SimDes *d, const ModelConfig *c, const SimCluster *cl, int max_parts);
@@ -80,27 +85,20 @@ void flow_free(SimFlow *f);
 /* members[0] is the root; recv[i] receives the op after which member i holds the data. */
 void flow_bcast(SimFlow *f, SimTag tag, int layer, const int *members, int n, int dep,
                 double bytes, int *recv);
-/* One layer of the engine's flow, input X produced by rank producer at op in_op (< 0: at
- * t0).  spec: FLOW_SPEC_*; spec_src/spec_op: the previous layer's projection rank and op.
- * Returns the FFN op; *proj_op gets the projection op. */
-int flow_layer(SimFlow *f, const LayerPlan *lp, int l, int producer, int in_op, int spec,
-               int spec_src, int spec_op, int *proj_op);
-/* A whole token: embedding, layers, output to the controller, LM head.  spec: [n_layers]
- * FLOW_SPEC_* per layer (NULL: none).  Returns the final op. */
+/* 1 if transition l -> l+1 may speculate under the engine's rule: both layers PIPE, the
+ * projection and FFN of l on one rank, and layer l+1's input is broadcast. */
+int flow_spec_eligible(const Plan *p, int l);
+/* One PIPE layer whose input is held by producer from op in_op (< 0: from t0), no
+ * speculation; returns the FFN op (the solvers' layer cost). */
+int flow_layer(SimFlow *f, const LayerPlan *lp, int l, int producer, int in_op);
+/* A whole token: embedding, layers (PIPE or SLICE), output to the controller, LM head.
+ * spec: [n_layers] FLOW_SPEC_* for the transition into each layer (NULL: none).  Returns the
+ * final op. */
 int flow_token(SimFlow *f, const Plan *p, const unsigned char *spec);
 
-/* Galaxy-style tensor parallelism: query heads [h0, h0+heads) and FFN columns of each
- * device, the same for every layer. */
-typedef struct {
-    int n;
-    int *head0, *heads, *cols; /* [n_workers+1], index 0 unused */
-} GalaxySplit;
-
-int galaxy_split(GalaxySplit *g, const ModelConfig *c, const SimCluster *cl, int kv_positions,
-                 char *err, size_t errlen);
-void galaxy_free(GalaxySplit *g);
-size_t galaxy_rank_bytes(const GalaxySplit *g, const ModelConfig *c, int rank,
-                         int kv_positions);
-int flow_galaxy_token(SimFlow *f, const GalaxySplit *g);
+/* The Galaxy-style plan: SLICE layers over every device, attention parts and FFN columns in
+ * proportion to speed within the memory budgets (with KV for kv_positions). */
+int galaxy_build_plan(Plan *p, const ModelConfig *c, const SimCluster *cl, int kv_positions,
+                      char *err, size_t errlen);
 
 #endif

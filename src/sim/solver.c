@@ -53,7 +53,7 @@ static double layer_eval(Bnb *b, const LayerPlan *lp, int producer, int pos)
 {
     des_reset(&b->des);
     b->flow.pos = pos;
-    flow_layer(&b->flow, lp, 0, producer, -1, FLOW_SPEC_NONE, 0, -1, NULL);
+    flow_layer(&b->flow, lp, 0, producer, -1);
     return des_run(&b->des, 0, NULL);
 }
 

@@ -17,27 +17,41 @@ fi
 "$CONVERT" --synthetic stories260k --seed 3 --out "$T/synth.h5"
 models+=("$T/synth.h5")
 
+first=1
 for m in "${models[@]}"; do
   name=$(basename "$m" .h5)
   run_hs 1 --model "$m" --prompt "Once upon a time" --steps 24 --quiet \
     --metrics "$T/$name.base.json" --logits-out "$T/$name.base.bin"
   jq -c .tokens "$T/$name.base.json" > "$T/$name.base.tok"
   vocab=$(jq .model.vocab_size "$T/$name.base.json")
-  for part in layer head; do
-    for place in greedy roundrobin random layer; do
-      for w in 1 2 3 4; do
-        [ "$place" = layer ] && [ "$part" = head ] && continue   # same as layer/layer
+  # The first model gets every combination; the others a cross-section.
+  if [ $first = 1 ]; then counts="1 2 3 4"; places="greedy roundrobin random layer"; else
+    counts="2 3"; places="greedy random"; fi
+  n=0
+  for part in layer head slice; do
+    for place in $places; do
+      for w in $counts; do
+        [ "$place" = layer ] && [ "$part" != layer ] && continue   # same as layer/layer
+        [ "$part" = slice ] && [ "$place" != greedy ] && continue  # slice has one placement
         tag="$name $part/$place/$w"
         run_hs $((w + 1)) --model "$m" --prompt "Once upon a time" --steps 24 --quiet \
           --partition $part --placement $place --metrics "$T/r.json" --logits-out "$T/r.bin" \
-          || fail "$tag: run failed"
+          --rtt-pings 1 || fail "$tag: run failed"
         jq -c .tokens "$T/r.json" | cmp -s - "$T/$name.base.tok" || fail "$tag: tokens differ"
-        "$CMP" "$T/r.bin" "$T/$name.base.bin" --cols "$vocab" --exact >/dev/null \
-          || fail "$tag: logits not bit-identical"
+        if [ $part = slice ]; then
+          # Row-parallel partial sums add in another order: equal tokens, logits within 1e-4.
+          "$CMP" "$T/r.bin" "$T/$name.base.bin" --cols "$vocab" --tol 1e-4 >/dev/null \
+            || fail "$tag: logits differ by more than 1e-4"
+        else
+          "$CMP" "$T/r.bin" "$T/$name.base.bin" --cols "$vocab" --exact >/dev/null \
+            || fail "$tag: logits not bit-identical"
+        fi
+        n=$((n + 1))
       done
     done
   done
-  echo "ok: $name, 28 configurations bit-identical"
+  echo "ok: $name, $n configurations"
+  first=0
 done
 # Seven workers on a model with 4 KV groups of 2 heads: every group is split over two ranks.
 m=${models[0]}
