@@ -27,7 +27,9 @@ usage: $PROG add IFACE --rtt TIME [--jitter TIME] [--rate RATE] [--loss PCT] [--
           on lo in a throwaway network namespace when possible, never on IFACE itself)
 
   --rtt TIME      round-trip time to add between two shaped hosts, e.g. 10ms (us, ms, s)
-  --jitter TIME   round-trip jitter, e.g. 2ms (default 0)
+  --jitter TIME   jitter, e.g. 2ms: each way varies uniformly by +- half of it, as the
+                  engine's --emulate-link does (default 0).  netem reorders packets that
+                  jitter overtakes unless a --rate is set too (it then sends in order)
   --rate RATE     bandwidth cap of this host's egress, e.g. 200mbit (kbit, mbit, gbit, bps...)
   --loss PCT      random loss, e.g. 0.1% (default none)
   --limit PKTS    netem queue length in packets (default 10000: large MPI messages queue
@@ -256,7 +258,7 @@ done
 if [ "$WHOLE" = 1 ]; then DELAY_US=$RTT_US J_US=$JIT_US
 else DELAY_US=$((RTT_US / 2)) J_US=$((JIT_US / 2)); fi
 NETEM=(netem limit "$LIMIT" delay "${DELAY_US}us")
-[ "$J_US" -eq 0 ] || NETEM+=("${J_US}us" distribution normal)
+[ "$J_US" -eq 0 ] || NETEM+=("${J_US}us")   # uniform +- jitter/2 per way, as --emulate-link
 [ -z "$LOSS" ] || NETEM+=(loss "$LOSS")
 [ -z "$RATE" ] || NETEM+=(rate "$RATE")
 

@@ -107,13 +107,15 @@ class Block(nn.Module):
         if rope is not None:
             q = apply_rope(q, *rope)
             k = apply_rope(k, *rope)
-        if G != H:
-            k = k.repeat_interleave(H // G, dim=1)
-            v = v.repeat_interleave(H // G, dim=1)
-        att = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
-        att = att.masked_fill(mask[:T, :T], float("-inf"))
+        # GQA without copying K/V: the Q query heads of group g are stacked along time.
+        Q = H // G
+        q = q.reshape(B, G, Q * T, hd) * (1.0 / math.sqrt(hd))
+        att = torch.baddbmm(mask[:T, :T].repeat(Q, 1).expand(B * G, Q * T, T),
+                            q.reshape(B * G, Q * T, hd),
+                            k.reshape(B * G, T, hd).transpose(1, 2))
         att = torch.softmax(att, dim=-1)
-        y = (att @ v).transpose(1, 2).reshape(B, T, H * hd)
+        y = torch.bmm(att, v.reshape(B * G, T, hd))  # [B*G][Q*T][hd]
+        y = y.view(B, H, T, hd).transpose(1, 2).reshape(B, T, H * hd)
         x = x + self.wo(y)
         m = self.ffn_norm(x)
         if cfg.arch == "llama":
@@ -136,9 +138,9 @@ class Model(nn.Module):
         self.layers = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         if not cfg.tied:
             self.lm_head = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
-        self.register_buffer("mask", torch.triu(torch.ones(cfg.context_length,
-                                                           cfg.context_length,
-                                                           dtype=torch.bool), 1),
+        self.register_buffer("mask", torch.triu(torch.full((cfg.context_length,
+                                                            cfg.context_length),
+                                                           float("-inf")), 1),
                              persistent=False)
         self._rope = None
         self.reset_parameters()
