@@ -6,6 +6,7 @@
 #include "comm.h"
 #include "config.h"
 #include "dist.h"
+#include "energy.h"
 #include "generate.h"
 #include "h5io.h"
 #include "kernels.h"
@@ -534,6 +535,17 @@ int main(int argc, char **argv)
     H5Fclose(file);
     double load_s = time_now() - t_start;
 
+    /* Energy of this rank over the token loop: a power sensor when present, else the model. */
+    EnergyMeter meter;
+    EnergyConfig ecfg;
+    char eerr[256] = "";
+    energy_config_default(&ecfg);
+    int have_energy = energy_config_from_env(&ecfg, eerr, sizeof eerr) == 0 &&
+                      energy_init(&meter, &ecfg, eerr, sizeof eerr) == 0 &&
+                      energy_start(&meter, eerr, sizeof eerr) == 0;
+    if (!have_energy)
+        LOG_INFO("headsplit: energy not measured: %s", eerr);
+
     int rc = 0;
     GenResult res;
     memset(&res, 0, sizeof res);
@@ -558,6 +570,17 @@ int main(int argc, char **argv)
         dist_worker_loop(dist);
     }
     double gen_s = time_now() - t_gen;
+    double joules = have_energy ? energy_stop(&meter, eerr, sizeof eerr) : -1;
+    /* Every rank's joules, at rank 0. */
+    double *all_j = xcalloc((size_t)cm.size, sizeof(double));
+    if (distributed) {
+        MPI_Request req;
+        MPI_CHECK(MPI_Igather(&joules, 1, MPI_DOUBLE, all_j, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD,
+                              &req));
+        comm_wait(&cm, &req);
+    } else {
+        all_j[0] = joules;
+    }
 
     json_t *dm = distributed ? dist_collect_metrics(dist, res.n_forward) : NULL;
     if (dm && cm.rank == 0 && !o.quiet)
@@ -591,6 +614,27 @@ int main(int argc, char **argv)
             json_object_set_new(m, "openblas_corename", json_string(kernels_blas_corename()));
             json_object_set_new(m, "plan", plan_to_json(&plan, &cfg));
             json_object_set_new(m, "placement_ms", json_real(plan.build_ms));
+            double ej = 0;
+            int complete = 1;
+            for (int r = 0; r < cm.size; r++) {
+                complete &= all_j[r] >= 0;
+                ej += all_j[r] > 0 ? all_j[r] : 0;
+            }
+            if (complete && res.n_forward > 0) {
+                double per_tok = energy_per_token(ej, res.n_forward);
+                json_object_set_new(m, "energy_j", json_real(ej));
+                json_object_set_new(m, "energy_per_token_j", json_real(per_tok));
+                json_object_set_new(m, "edp_js", json_real(energy_delay_product(
+                                        per_tok, gen_s / res.n_forward)));
+                json_object_set_new(m, "energy_source", json_string(energy_source_name(&meter)));
+                char desc[256];
+                energy_describe(&meter, desc, sizeof desc);
+                json_object_set_new(m, "energy_source_detail", json_string(desc));
+                json_t *pr = json_array();
+                for (int r = 0; r < cm.size; r++)
+                    json_array_append_new(pr, json_real(all_j[r]));
+                json_object_set_new(m, "energy_j_per_rank", pr);
+            }
             if (dm) {
                 json_object_update(m, dm);
                 json_t *rj = comm_rtt_json(&cm);
@@ -611,6 +655,7 @@ int main(int argc, char **argv)
         }
     }
     json_decref(dm);
+    free(all_j);
     generate_result_free(&res);
     local_model_free(local);
     dist_free(dist);

@@ -1,0 +1,570 @@
+/* solver.c: exact head-level placement for a few devices by branch and bound.
+ * With one token in flight every device is idle when a layer's input is ready, so the token
+ * time is embed + sum of layer times + output + LM head, and a layer's time depends only on
+ * its own roles and on its producer (the previous FFN rank).  Attention parts of one size are
+ * interchangeable (the flow depends on how many each rank holds), so a layer configuration is
+ * a canonical part->rank assignment (ranks non-decreasing within a size) plus the projection
+ * and FFN ranks; each is timed once per producer by the event simulation.  The search picks
+ * one configuration per layer under the memory budgets, pruned by
+ *  - the incumbent (greedy's and layer-dp's plans to start with),
+ *  - a Lagrangian lower bound: with multipliers lam[d] >= 0 pricing device memory (fitted by
+ *    subgradient ascent at the root), V[r][p] = the cheapest r remaining layers from producer
+ *    p at cost + lam.bytes, by DP without budgets; then V[R][p] - lam.(free bytes) bounds
+ *    every completion that fits;
+ *  - FFN capacity: the remaining layers' FFNs on the fastest devices with room for them;
+ *  - a memo of (layer, producer, bytes per device) states reached before at no higher cost.
+ * Children are tried in order of their Lagrangian reduced cost, so the first dives are good
+ * placements and the bound check can stop the loop. */
+#include "solver.h"
+
+#include "sim_internal.h"
+#include "util.h"
+
+#include <float.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MEMO_BITS 19
+
+typedef struct {
+    const ModelConfig *c;
+    const SimCluster *cl;
+    int n, L, P, W;        /* workers, layers, parts per layer, W = P + 2 roles */
+    Plan tmpl;
+    int n_conf, cap_conf;
+    int *rank;             /* [n_conf][W]: part ranks, then proj, ffn */
+    size_t *mem;           /* [n_conf][n+1] */
+    double *cost;          /* [n_conf][n+1] with producer p */
+    double *ffn_t;         /* [n+1] FFN time on d */
+    int *by_ffn;           /* [n] devices by FFN time */
+    double rmin, tail_min, embed;
+    double *lam;           /* [n+1] multipliers of the memory budgets (s per byte) */
+    double *V;             /* [(L+1)][n+1] Lagrangian DP */
+    int *arg;              /* [(L+1)][n+1] its choices */
+    int *order;            /* [L][n+1][n_conf] children by reduced cost, r = 1..L */
+    double *tail;          /* [n+1] output message + LM head after the last FFN on p */
+    size_t ffn_bytes, *used, *budget;
+    int *choice, *best_choice;
+    double best;
+    long nodes, max_nodes;
+    double deadline;
+    int aborted;
+    size_t *memo_key;      /* [1<<MEMO_BITS][n+3], key[0] == 0: empty */
+    double *memo_g;
+    long memo_n;
+    SimDes des;
+    SimFlow flow;
+} Bnb;
+
+static double layer_eval(Bnb *b, const LayerPlan *lp, int producer, int pos)
+{
+    des_reset(&b->des);
+    b->flow.pos = pos;
+    flow_layer(&b->flow, lp, 0, producer, -1);
+    return des_run(&b->des, 0, NULL);
+}
+
+static void add_conf(Bnb *b, const int *ranks, int pos, int kv)
+{
+    if (b->n_conf == b->cap_conf) {
+        b->cap_conf = b->cap_conf ? 2 * b->cap_conf : 1024;
+        b->rank = xrealloc(b->rank, (size_t)b->cap_conf * (size_t)b->W * sizeof(int));
+        b->mem = xrealloc(b->mem, (size_t)b->cap_conf * (size_t)(b->n + 1) * sizeof(size_t));
+        b->cost = xrealloc(b->cost, (size_t)b->cap_conf * (size_t)(b->n + 1) * sizeof(double));
+    }
+    const ModelConfig *c = b->c;
+    int k = b->n_conf++;
+    memcpy(b->rank + (size_t)k * (size_t)b->W, ranks, (size_t)b->W * sizeof(int));
+    size_t *m = b->mem + (size_t)k * (size_t)(b->n + 1);
+    memset(m, 0, (size_t)(b->n + 1) * sizeof(size_t));
+    LayerPlan *lp = &b->tmpl.layers[0];
+    for (int j = 0; j < b->P; j++) {
+        lp->parts[j].rank = ranks[j];
+        m[ranks[j]] += config_attn_unit_floats(c, lp->parts[j].q1 - lp->parts[j].q0) *
+                       sizeof(float) + config_kv_bytes(c, kv);
+    }
+    lp->proj_rank = ranks[b->P];
+    lp->ffn_rank = ranks[b->P + 1];
+    m[lp->proj_rank] += config_proj_floats(c) * sizeof(float);
+    m[lp->ffn_rank] += b->ffn_bytes;
+    for (int p = 0; p <= b->n; p++)
+        b->cost[(size_t)k * (size_t)(b->n + 1) + (size_t)p] = layer_eval(b, lp, p, pos);
+}
+
+/* Canonical assignments: parts of one size get non-decreasing ranks. */
+static void enum_confs(Bnb *b, int *ranks, int j, int *last_of_size, int pos, int kv)
+{
+    if (j == b->W) {
+        add_conf(b, ranks, pos, kv);
+        return;
+    }
+    int lo = 1, sz = -1, saved = 0;
+    if (j < b->P) {
+        const AttnPart *pt = &b->tmpl.layers[0].parts[j];
+        sz = pt->q1 - pt->q0;
+        lo = last_of_size[sz] > 0 ? last_of_size[sz] : 1;
+        saved = last_of_size[sz];
+    }
+    for (int r = lo; r <= b->n; r++) {
+        ranks[j] = r;
+        if (sz >= 0)
+            last_of_size[sz] = r;
+        enum_confs(b, ranks, j + 1, last_of_size, pos, kv);
+    }
+    if (sz >= 0)
+        last_of_size[sz] = saved;
+}
+
+/* Lagrangian DP for multipliers b->lam: V[r][p], the cheapest r more layers from producer p
+ * (then the output and LM head), every layer charged cost + lam.bytes. */
+static void lagrange_dp(Bnb *b)
+{
+    const int n1 = b->n + 1;
+    for (int p = 0; p < n1; p++)
+        b->V[p] = b->tail[p];
+    for (int r = 1; r <= b->L; r++)
+        for (int p = 0; p < n1; p++) {
+            double best = DBL_MAX;
+            int arg = -1;
+            for (int k = 0; k < b->n_conf; k++) {
+                const size_t *m = b->mem + (size_t)k * (size_t)n1;
+                double v = b->cost[(size_t)k * (size_t)n1 + (size_t)p] +
+                           b->V[(size_t)(r - 1) * (size_t)n1 +
+                                (size_t)b->rank[(size_t)k * (size_t)b->W + (size_t)b->P + 1]];
+                for (int d = 1; d < n1; d++)
+                    v += b->lam[d] * (double)m[d];
+                if (v < best) {
+                    best = v;
+                    arg = k;
+                }
+            }
+            b->V[(size_t)r * (size_t)n1 + (size_t)p] = best;
+            b->arg[(size_t)r * (size_t)n1 + (size_t)p] = arg;
+        }
+}
+
+static double lam_dot_free(const Bnb *b)
+{
+    double s = 0;
+    for (int d = 1; d <= b->n; d++)
+        if (b->budget[d])
+            s += b->lam[d] * (double)(b->budget[d] - b->used[d]);
+    return s;
+}
+
+/* Subgradient ascent on the Lagrangian dual at the root (upper estimate ub). */
+static void lagrange_fit(Bnb *b, double ub)
+{
+    const int n1 = b->n + 1, L = b->L;
+    double *best_lam = xcalloc((size_t)n1, sizeof(double)), *g = xcalloc((size_t)n1,
+                                                                          sizeof(double));
+    double best = -DBL_MAX, theta = 1.0;
+    int stall = 0;
+    for (int it = 0; it < 2000; it++) {
+        lagrange_dp(b);
+        double phi = b->V[(size_t)L * (size_t)n1] - lam_dot_free(b);
+        if (phi > best + 1e-12) {
+            best = phi;
+            memcpy(best_lam, b->lam, (size_t)n1 * sizeof(double));
+            stall = 0;
+        } else if (++stall >= 20) {
+            theta /= 2;
+            stall = 0;
+        }
+        /* Subgradient: the relaxed path's bytes minus the budgets. */
+        memset(g, 0, (size_t)n1 * sizeof(double));
+        for (int r = L, p = 0; r >= 1; r--) {
+            int k = b->arg[(size_t)r * (size_t)n1 + (size_t)p];
+            for (int d = 1; d < n1; d++)
+                g[d] += (double)b->mem[(size_t)k * (size_t)n1 + (size_t)d];
+            p = b->rank[(size_t)k * (size_t)b->W + (size_t)b->P + 1];
+        }
+        double norm = 0;
+        for (int d = 1; d < n1; d++) {
+            g[d] = b->budget[d] ? g[d] - (double)b->budget[d] : 0;
+            if (b->lam[d] <= 0 && g[d] < 0)
+                g[d] = 0;
+            norm += g[d] * g[d];
+        }
+        if (norm == 0 || theta < 1e-4 || !(ub < DBL_MAX))
+            break; /* the relaxed path fits: the bound is tight, or nothing to aim at */
+        double step = theta * (ub - phi) / norm;
+        for (int d = 1; d < n1; d++) {
+            b->lam[d] += step * g[d];
+            if (b->lam[d] < 0)
+                b->lam[d] = 0;
+        }
+    }
+    memcpy(b->lam, best_lam, (size_t)n1 * sizeof(double));
+    lagrange_dp(b);
+    free(best_lam);
+    free(g);
+}
+
+static double lower_bound(const Bnb *b, int l, int prev)
+{
+    int R = b->L - l;
+    if (R == 0)
+        return b->tail[prev];
+    double a = b->V[(size_t)R * (size_t)(b->n + 1) + (size_t)prev] - lam_dot_free(b);
+    /* The FFN of every remaining layer runs on some device with room for it. */
+    double f = 0;
+    int left = R;
+    for (int i = 0; i < b->n && left > 0; i++) {
+        int d = b->by_ffn[i];
+        long cap = left;
+        if (b->budget[d])
+            cap = b->budget[d] > b->used[d] ? (long)((b->budget[d] - b->used[d]) / b->ffn_bytes) : 0;
+        if (cap > left)
+            cap = left;
+        f += (double)cap * b->ffn_t[d];
+        left -= (int)cap;
+    }
+    if (left > 0)
+        return DBL_MAX; /* the remaining FFNs cannot fit */
+    double bb = f + R * b->rmin + b->tail_min;
+    return a > bb ? a : bb;
+}
+
+static uint64_t memo_hash(const Bnb *b, int l, int prev)
+{
+    uint64_t h = (uint64_t)l * 0x9e3779b97f4a7c15ull ^ (uint64_t)prev * 0xc2b2ae3d27d4eb4full;
+    for (int d = 1; d <= b->n; d++) {
+        h ^= b->used[d] + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+        h *= 0xff51afd7ed558ccdull;
+    }
+    return h;
+}
+
+/* 1 if the state was reached before at cost <= g (prune); else records g. */
+static int memo_seen(Bnb *b, int l, int prev, double g)
+{
+    const size_t K = (size_t)b->n + 3, mask = ((size_t)1 << MEMO_BITS) - 1;
+    size_t i = (size_t)memo_hash(b, l, prev) & mask;
+    for (;; i = (i + 1) & mask) {
+        size_t *k = b->memo_key + i * K;
+        if (k[0] == 0) {
+            if (b->memo_n > (long)(mask * 7 / 10))
+                return 0; /* full: stop recording */
+            k[0] = 1;
+            k[1] = (size_t)l;
+            k[2] = (size_t)prev;
+            memcpy(k + 3, b->used + 1, (size_t)b->n * sizeof(size_t));
+            b->memo_g[i] = g;
+            b->memo_n++;
+            return 0;
+        }
+        if (k[1] == (size_t)l && k[2] == (size_t)prev &&
+            memcmp(k + 3, b->used + 1, (size_t)b->n * sizeof(size_t)) == 0) {
+            if (b->memo_g[i] <= g)
+                return 1;
+            b->memo_g[i] = g;
+            return 0;
+        }
+    }
+}
+
+/* cost + lam.bytes of configuration k after producer p, plus the best r-1 layers after it. */
+static double reduced(const Bnb *b, int k, int p, int r)
+{
+    const int n1 = b->n + 1;
+    double v = b->cost[(size_t)k * (size_t)n1 + (size_t)p] +
+               b->V[(size_t)(r - 1) * (size_t)n1 +
+                    (size_t)b->rank[(size_t)k * (size_t)b->W + (size_t)b->P + 1]];
+    for (int d = 1; d < n1; d++)
+        v += b->lam[d] * (double)b->mem[(size_t)k * (size_t)n1 + (size_t)d];
+    return v;
+}
+
+static void dfs(Bnb *b, int l, int prev, double g)
+{
+    if (b->aborted)
+        return;
+    if (++b->nodes > b->max_nodes || (b->deadline > 0 && (b->nodes & 4095) == 0 &&
+                                      time_now() > b->deadline)) {
+        b->aborted = 1;
+        return;
+    }
+    if (l == b->L) {
+        double total = g + b->tail[prev];
+        if (total < b->best) {
+            b->best = total;
+            memcpy(b->best_choice, b->choice, (size_t)b->L * sizeof(int));
+        }
+        return;
+    }
+    double lb = lower_bound(b, l, prev);
+    if (lb == DBL_MAX || g + lb >= b->best || memo_seen(b, l, prev, g))
+        return;
+    const int n1 = b->n + 1, R = b->L - l;
+    const int *ord = b->order + ((size_t)(R - 1) * (size_t)n1 + (size_t)prev) * (size_t)b->n_conf;
+    const double free_price = lam_dot_free(b);
+    for (int i = 0; i < b->n_conf && !b->aborted; i++) {
+        int k = ord[i];
+        double cc = b->cost[(size_t)k * (size_t)n1 + (size_t)prev];
+        if (g + reduced(b, k, prev, R) - free_price >= b->best)
+            break; /* sorted: every later configuration has a higher bound */
+        const size_t *m = b->mem + (size_t)k * (size_t)n1;
+        int ok = 1;
+        for (int d = 1; d <= b->n && ok; d++)
+            ok = !b->budget[d] || b->used[d] + m[d] <= b->budget[d];
+        if (!ok)
+            continue;
+        for (int d = 1; d <= b->n; d++)
+            b->used[d] += m[d];
+        b->choice[l] = k;
+        dfs(b, l + 1, b->rank[(size_t)k * (size_t)b->W + (size_t)b->P + 1], g + cc);
+        for (int d = 1; d <= b->n; d++)
+            b->used[d] -= m[d];
+    }
+}
+
+/* Merge sort of indices by key (stable: ties keep enumeration order). */
+static void sort_by_key(int *idx, int *tmp, const double *key, int lo, int hi)
+{
+    if (hi - lo < 2)
+        return;
+    int mid = (lo + hi) / 2;
+    sort_by_key(idx, tmp, key, lo, mid);
+    sort_by_key(idx, tmp, key, mid, hi);
+    int i = lo, j = mid, k = lo;
+    while (i < mid || j < hi) {
+        if (j >= hi || (i < mid && key[idx[i]] <= key[idx[j]]))
+            tmp[k++] = idx[i++];
+        else
+            tmp[k++] = idx[j++];
+    }
+    memcpy(idx + lo, tmp + lo, (size_t)(hi - lo) * sizeof(int));
+}
+
+/* Children orders by reduced cost for every (remaining layers, producer). */
+static void bnb_order(Bnb *b)
+{
+    const int n1 = b->n + 1;
+    b->order = xmalloc((size_t)b->L * (size_t)n1 * (size_t)b->n_conf * sizeof(int));
+    int *tmp = xmalloc((size_t)b->n_conf * sizeof(int));
+    double *key = xmalloc((size_t)b->n_conf * sizeof(double));
+    for (int r = 1; r <= b->L; r++)
+        for (int p = 0; p < n1; p++) {
+            int *idx = b->order + ((size_t)(r - 1) * (size_t)n1 + (size_t)p) * (size_t)b->n_conf;
+            for (int k = 0; k < b->n_conf; k++) {
+                idx[k] = k;
+                key[k] = reduced(b, k, p, r);
+            }
+            sort_by_key(idx, tmp, key, 0, b->n_conf);
+        }
+    free(tmp);
+    free(key);
+}
+
+static void bnb_prepare(Bnb *b, const SolverRequest *req)
+{
+    const int n = b->n, n1 = n + 1;
+    int *ranks = xcalloc((size_t)b->W, sizeof(int));
+    int *last = xcalloc((size_t)config_q_per_kv(b->c) + 1, sizeof(int));
+    enum_confs(b, ranks, 0, last, req->pos, req->kv_positions);
+    free(ranks);
+    free(last);
+    b->rmin = DBL_MAX;
+    for (int p = 0; p <= n; p++) {
+        for (int k = 0; k < b->n_conf; k++) {
+            int f = b->rank[(size_t)k * (size_t)b->W + (size_t)b->P + 1];
+            double r = b->cost[(size_t)k * (size_t)n1 + (size_t)p] - b->ffn_t[f];
+            if (r < b->rmin)
+                b->rmin = r;
+        }
+    }
+    if (b->rmin < 0)
+        b->rmin = 0;
+    b->lam = xcalloc((size_t)n1, sizeof(double));
+    b->V = xcalloc((size_t)(b->L + 1) * (size_t)n1, sizeof(double));
+    b->arg = xcalloc((size_t)(b->L + 1) * (size_t)n1, sizeof(int));
+}
+
+static void bnb_free(Bnb *b)
+{
+    plan_free(&b->tmpl);
+    free(b->rank);
+    free(b->mem);
+    free(b->cost);
+    free(b->order);
+    free(b->lam);
+    free(b->V);
+    free(b->arg);
+    free(b->ffn_t);
+    free(b->by_ffn);
+    free(b->tail);
+    free(b->used);
+    free(b->budget);
+    free(b->choice);
+    free(b->best_choice);
+    free(b->memo_key);
+    free(b->memo_g);
+    flow_free(&b->flow);
+    des_free(&b->des);
+}
+
+/* The structure (parts per layer) every head-level plan for n workers shares. */
+static int head_template(Plan *p, const ModelConfig *c, int n, int kv, char *err, size_t errlen)
+{
+    PlanRequest req = {PARTITION_HEAD, PLACEMENT_ROUNDROBIN, 0, n, NULL, kv};
+    return plan_build(p, c, &req, err, errlen);
+}
+
+static void bnb_init(Bnb *b, const ModelConfig *c, const SimCluster *cl)
+{
+    memset(b, 0, sizeof *b);
+    b->c = c;
+    b->cl = cl;
+    b->n = cl->n_workers;
+    b->L = c->n_layers;
+    const int n1 = b->n + 1;
+    b->ffn_bytes = config_ffn_floats(c, c->ffn_dim) * sizeof(float);
+    b->ffn_t = xcalloc((size_t)n1, sizeof(double));
+    b->by_ffn = xcalloc((size_t)b->n, sizeof(int));
+    b->tail = xcalloc((size_t)n1, sizeof(double));
+    b->used = xcalloc((size_t)n1, sizeof(size_t));
+    b->budget = xcalloc((size_t)n1, sizeof(size_t));
+    b->choice = xcalloc((size_t)b->L, sizeof(int));
+    b->best_choice = xcalloc((size_t)b->L, sizeof(int));
+    double head = sim_cost_controller(c, cl, 0);
+    b->tail_min = DBL_MAX;
+    for (int d = 0; d <= b->n; d++) {
+        b->tail[d] = sim_cost_msg(cl, d, 0, sim_msg_bytes(c)) + head;
+        if (d > 0) {
+            b->ffn_t[d] = sim_cost_ffn(c, cl, d);
+            b->budget[d] = cl->dev[d].mem_budget;
+            b->by_ffn[d - 1] = d;
+            if (b->tail[d] < b->tail_min)
+                b->tail_min = b->tail[d];
+        }
+    }
+    for (int i = 1; i < b->n; i++)
+        for (int j = i; j > 0 && b->ffn_t[b->by_ffn[j]] < b->ffn_t[b->by_ffn[j - 1]]; j--) {
+            int t = b->by_ffn[j];
+            b->by_ffn[j] = b->by_ffn[j - 1];
+            b->by_ffn[j - 1] = t;
+        }
+    b->embed = sim_cost_controller(c, cl, 1);
+    des_init(&b->des, cl, NULL, NULL);
+}
+
+/* Cost of a known plan as an incumbent (DBL_MAX if it does not fit or fails). */
+static double incumbent(const Plan *p, const ModelConfig *c, const SimCluster *cl, int pos,
+                        int kv)
+{
+    return solver_plan_fits(p, c, cl, kv) ? sim_plan_token_time(c, cl, p, pos) : DBL_MAX;
+}
+
+int solver_exact(Plan *plan, SolverStats *st, const ModelConfig *c, const SimCluster *cl,
+                 const SolverRequest *req, char *err, size_t errlen)
+{
+    double t0 = time_now();
+    memset(plan, 0, sizeof *plan);
+    if (cl->n_workers < 1 || cl->n_workers > 6)
+        return util_err(err, errlen, "the exact solver takes 1 to 6 devices, not %d",
+                        cl->n_workers);
+    Bnb b;
+    bnb_init(&b, c, cl);
+    if (head_template(&b.tmpl, c, b.n, req->kv_positions, err, errlen) < 0) {
+        bnb_free(&b);
+        return -1;
+    }
+    b.P = b.tmpl.layers[0].n_parts;
+    b.W = b.P + 2;
+    flow_init(&b.flow, &b.des, c, cl, b.P);
+    bnb_prepare(&b, req);
+    b.max_nodes = req->max_nodes > 0 ? req->max_nodes : 200000000L;
+    b.deadline = req->max_s > 0 ? t0 + req->max_s : 0;
+    b.memo_key = xcalloc(((size_t)1 << MEMO_BITS) * ((size_t)b.n + 3), sizeof(size_t));
+    b.memo_g = xcalloc((size_t)1 << MEMO_BITS, sizeof(double));
+    /* Incumbents: greedy and layer-dp (their configurations are in the search space). */
+    Plan known;
+    char kerr[256];
+    double inc = DBL_MAX;
+    Device *dv = sim_cluster_plan_devices(cl, 1.0);
+    PlanRequest greq = {PARTITION_HEAD, PLACEMENT_GREEDY, 0, b.n, dv, req->kv_positions};
+    if (plan_build(&known, c, &greq, kerr, sizeof kerr) == 0) {
+        inc = incumbent(&known, c, cl, req->pos, req->kv_positions);
+        plan_free(&known);
+    }
+    free(dv);
+    if (solver_layer_dp(&known, NULL, c, cl, req, kerr, sizeof kerr) == 0) {
+        double v = incumbent(&known, c, cl, req->pos, req->kv_positions);
+        if (v < inc)
+            inc = v;
+        plan_free(&known);
+    }
+    /* Slightly above, so the search itself finds a plan at least as good. */
+    b.best = inc == DBL_MAX ? DBL_MAX : inc * (1 + 1e-9) - b.embed;
+    double best0 = b.best;
+    lagrange_fit(&b, b.best);
+    bnb_order(&b);
+    double root_bound = lower_bound(&b, 0, 0);
+    if (getenv("HS_SOLVER_DEBUG"))
+        fprintf(stderr, "root bound %.6f ms (incumbent %.6f)\n", (root_bound + b.embed) * 1e3, (b.best + b.embed) * 1e3);
+    dfs(&b, 0, 0, 0);
+    int rc = 0;
+    if (b.best >= best0) {
+        rc = util_err(err, errlen, b.aborted ? "exact solver: no placement found within the "
+                      "limits" : "exact solver: no head-level placement fits the budgets");
+    } else {
+        *plan = b.tmpl;
+        memset(&b.tmpl, 0, sizeof b.tmpl);
+        for (int l = 0; l < b.L; l++) {
+            const int *r = b.rank + (size_t)b.best_choice[l] * (size_t)b.W;
+            for (int j = 0; j < b.P; j++)
+                plan->layers[l].parts[j].rank = r[j];
+            plan->layers[l].proj_rank = r[b.P];
+            plan->layers[l].ffn_rank = r[b.P + 1];
+        }
+        rc = plan_validate(plan, c, err, errlen);
+    }
+    if (st) {
+        double cost = rc == 0 ? b.best + b.embed : DBL_MAX;
+        double bound = b.aborted ? b.embed + root_bound : cost;
+        *st = (SolverStats){cost, bound, !b.aborted, b.nodes, b.n_conf, time_now() - t0};
+    }
+    bnb_free(&b);
+    if (rc < 0)
+        plan_free(plan);
+    return rc;
+}
+
+/* Brute force over every assignment of every role of every layer. */
+static void brute_rec(Plan *p, int v, int nv, int W, int n, const ModelConfig *c,
+                      const SimCluster *cl, const SolverRequest *req, double *best)
+{
+    if (v == nv) {
+        if (solver_plan_fits(p, c, cl, req->kv_positions)) {
+            double t = sim_plan_token_time(c, cl, p, req->pos);
+            if (t < *best)
+                *best = t;
+        }
+        return;
+    }
+    LayerPlan *lp = &p->layers[v / W];
+    int j = v % W;
+    for (int r = 1; r <= n; r++) {
+        if (j < lp->n_parts)
+            lp->parts[j].rank = r;
+        else if (j == lp->n_parts)
+            lp->proj_rank = r;
+        else
+            lp->ffn_rank = r;
+        brute_rec(p, v + 1, nv, W, n, c, cl, req, best);
+    }
+}
+
+double solver_exact_brute(const ModelConfig *c, const SimCluster *cl, const SolverRequest *req)
+{
+    Plan p;
+    char err[256];
+    if (head_template(&p, c, cl->n_workers, req->kv_positions, err, sizeof err) < 0)
+        return DBL_MAX;
+    const int W = p.layers[0].n_parts + 2;
+    double best = DBL_MAX;
+    brute_rec(&p, 0, W * c->n_layers, W, cl->n_workers, c, cl, req, &best);
+    plan_free(&p);
+    return best;
+}

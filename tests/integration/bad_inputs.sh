@@ -337,7 +337,10 @@ t_inputs=$(date +%s)
 run_case() { # run_case I: runs case I into $T/c.I.{rc,err}
   local i=$1
   set +e
-  eval "timeout -k 5 30 ${cmds[$i]}" > "$T/c.$i.out" 2> "$T/c.$i.err" < /dev/null
+  # A private TMPDIR: Open MPI singletons starting together race on their session directory.
+  mkdir -p "$T/tmp.$i"
+  TMPDIR="$T/tmp.$i" eval "timeout -k 5 30 ${cmds[$i]}" > "$T/c.$i.out" 2> "$T/c.$i.err" \
+    < /dev/null
   echo $? > "$T/c.$i.rc"
 }
 n=${#names[@]}
