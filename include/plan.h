@@ -70,6 +70,12 @@ typedef struct {
     int n_workers;
     const Device *devices; /* [n_workers] or NULL (identical, unlimited) */
     int kv_positions;      /* KV-cache positions to account for */
+    /* Link-aware costs (optional): one-way latency in ms between world ranks
+     * [(n_workers+1)^2] (NULL: 0), link bandwidth (0: unlimited), and the bytes per second a
+     * device of speed 1.0 streams through its matrix-vector kernel (0: 10 GB/s). */
+    const double *lat_ms;
+    double bw_Bps;
+    double ref_Bps;
 } PlanRequest;
 
 /* Builds a plan; returns 0 or -1 with err (e.g. a part that fits no device's budget). */
@@ -89,6 +95,20 @@ int plan_slice_members(const Plan *plan, int layer, int *out);
 
 /* Checks that the plan is well formed for the config (every head once, ranks in range). */
 int plan_validate(const Plan *plan, const ModelConfig *c, char *err, size_t errlen);
+
+/* Predicted milliseconds per token of a plan under req's speeds and links: the critical path
+ * of one token through every layer (weights streamed at each device's speed, one-way latency
+ * plus size over bandwidth per message), controller work excluded. */
+double plan_predict_ms(const Plan *plan, const ModelConfig *c, const PlanRequest *req);
+/* Builds the candidate plans (layer-wise, head-level greedy, slice) and keeps the one with
+ * the lowest predicted time; *pred_ms (may be NULL) receives it, names[]/preds[] (may be NULL,
+ * 3 entries) every candidate's prediction. */
+int plan_build_auto(Plan *plan, const ModelConfig *c, const PlanRequest *req, double *pred_ms,
+                    double *preds, char *err, size_t errlen);
+
+/* The cost model's pieces: ms for rank to stream bytes of weights; ms for a message a -> b. */
+double plan_cost_work_ms(const PlanRequest *req, int rank, double bytes);
+double plan_cost_hop_ms(const PlanRequest *req, int a, int b, double bytes);
 
 /* Human-readable table (--show-placement). */
 void plan_print(const Plan *plan, const ModelConfig *c, FILE *out);

@@ -36,6 +36,7 @@ typedef struct {
     Partition partition;
     PlacementKind placement;
     int partition_set, placement_set;
+    int partition_auto;
     int show_placement;
     WaitMode wait_mode;
     size_t mem_budget;
@@ -64,9 +65,10 @@ static void usage(FILE *out)
         "  --temperature T       0 = greedy, lowest id on ties (default 0)\n"
         "  --top-p P             nucleus sampling mass (default 1 = off)\n"
         "  --seed N              sampling and random-placement seed (default 42)\n"
-        "  --partition layer|head|slice   how the model is split over workers (default head):\n"
+        "  --partition layer|head|slice|auto  how the model is split over workers (default head):\n"
         "                        layer = whole layers (EdgeShard-style blocks), head = heads\n"
-        "                        spread, FFN whole; slice = heads + FFN slices on every worker\n"
+        "                        spread, FFN whole; slice = heads + FFN slices on every worker;\n"
+        "                        auto = the fastest predicted from measured speeds and RTTs\n"
         "  --placement greedy|roundrobin|random|layer   (default greedy)\n"
         "  --show-placement      print the placement table\n"
         "  --wait sleep|spin     how ranks wait for messages (default sleep)\n"
@@ -168,8 +170,10 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
         case O_LOGITS: o->logits_out = optarg; break;
         case O_TRANSCRIPT: o->transcript = optarg; break;
         case O_PART:
-            if (plan_parse_partition(optarg, &o->partition) < 0)
-                return util_err(err, errlen, "--partition: '%s' is not layer, head or slice", optarg);
+            o->partition_auto = strcmp(optarg, "auto") == 0;
+            if (!o->partition_auto && plan_parse_partition(optarg, &o->partition) < 0)
+                return util_err(err, errlen, "--partition: '%s' is not layer, head, slice or "
+                                "auto", optarg);
             o->partition_set = 1;
             break;
         case O_PLACE:
@@ -325,6 +329,49 @@ static FILE *open_out(const char *path, const char *opt, char *err, size_t errle
     return f;
 }
 
+/* This rank's matrix-vector streaming speed in bytes per second: a 64 MiB matrix, larger
+ * than the caches, best of three timings of two passes each (long enough to span several
+ * scheduling periods of an emulated device's CPU quota). */
+static double measure_speed(void)
+{
+    const int n = 2048, d = 8192;
+    float *w = xmalloc((size_t)n * (size_t)d * sizeof(float));
+    float *x = xmalloc((size_t)n * sizeof(float)), *y = xmalloc((size_t)d * sizeof(float));
+    for (size_t i = 0; i < (size_t)n * (size_t)d; i++)
+        w[i] = (float)(i % 7) * 0.01f;
+    for (int i = 0; i < n; i++)
+        x[i] = 1.0f;
+    kernels_matvec(y, w, x, n, d); /* warm-up: page faults */
+    double best = 1e9;
+    for (int rep = 0; rep < 3; rep++) {
+        double t0 = time_now();
+        kernels_matvec(y, w, x, n, d);
+        kernels_matvec(y, w, x, n, d);
+        double t = time_now() - t0;
+        best = t < best ? t : best;
+    }
+    free(w);
+    free(x);
+    free(y);
+    return 2.0 * (double)n * (double)d * sizeof(float) / best;
+}
+
+/* Every rank's speed, measured one rank at a time so that they do not compete. */
+static void measure_speeds(Comm *cm, double *speeds)
+{
+    double mine = 0;
+    for (int r = 0; r < cm->size; r++) {
+        if (r == cm->rank)
+            mine = measure_speed();
+        MPI_Request req;
+        MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
+        comm_wait(cm, &req);
+    }
+    MPI_Request req;
+    MPI_CHECK(MPI_Iallgather(&mine, 1, MPI_DOUBLE, speeds, 1, MPI_DOUBLE, MPI_COMM_WORLD, &req));
+    comm_wait(cm, &req);
+}
+
 /* Which transitions speculate (--speculate): all, none, or auto from the profile's decision
  * table.  Returns 0, or -1 with err (an explicit --profile that cannot be used). */
 static int decide_mask(const Options *o, const ModelConfig *c, unsigned char *mask, char *err,
@@ -450,6 +497,8 @@ int main(int argc, char **argv)
 
     Plan plan;
     memset(&plan, 0, sizeof plan);
+    double predicted_ms = 0;
+    json_t *speeds_json = NULL;
     LocalModel *local = NULL;
     DistEngine *dist = NULL;
     Device *devices = NULL;
@@ -506,12 +555,46 @@ int main(int argc, char **argv)
         if (cm.rank == 0 && util_log_level() >= 1)
             comm_print_rtt(&cm, stderr);
         /* The plan is a pure function of config and request: every rank builds the same. */
+        /* Measured inputs of the cost model: every rank's streaming speed and the one-way
+         * latencies (RTT/2 with the margin); identical on every rank after the allgather. */
+        double *speeds = xcalloc((size_t)cm.size, sizeof(double));
+        measure_speeds(&cm, speeds);
+        double ref = 0;
+        for (int r = 1; r < cm.size; r++)
+            ref = speeds[r] > ref ? speeds[r] : ref;
         devices = xcalloc((size_t)cm.size, sizeof(Device));
         for (int r = 0; r < cm.size - 1; r++)
-            devices[r] = (Device){o.mem_budget, 1.0};
-        PlanRequest req = {o.partition, o.placement, o.seed, cm.size - 1, devices, kv_cap};
+            devices[r] = (Device){o.mem_budget, ref > 0 ? speeds[r + 1] / ref : 1.0};
+        double *lat = xcalloc((size_t)cm.size * (size_t)cm.size, sizeof(double));
+        for (int i = 0; i < cm.size * cm.size; i++)
+            lat[i] = 0.5 * cm.rtt_ms[i] * (1.0 + cm.margin);
+        double bw = 0;
+        if (cm.emu)
+            bw = cm.emu[1].bw_Bps;
+        PlanRequest req = {.partition = o.partition, .placement = o.placement, .seed = o.seed,
+                           .n_workers = cm.size - 1, .devices = devices, .kv_positions = kv_cap,
+                           .lat_ms = lat, .bw_Bps = bw, .ref_Bps = ref};
         char perr[512] = "";
-        int bad = plan_build(&plan, &cfg, &req, perr, sizeof perr) < 0;
+        double preds[3] = {0, 0, 0}, pred = 0;
+        int bad = o.partition_auto
+                      ? plan_build_auto(&plan, &cfg, &req, &pred, preds, perr, sizeof perr) < 0
+                      : plan_build(&plan, &cfg, &req, perr, sizeof perr) < 0;
+        if (!bad) {
+            pred = plan_predict_ms(&plan, &cfg, &req);
+            if (cm.rank == 0 && o.partition_auto)
+                LOG_INFO("headsplit: auto partition: predicted ms/token layer %.1f, head %.1f, "
+                         "slice %.1f -> %s", preds[0], preds[1], preds[2],
+                         plan_partition_name(plan.partition));
+            o.partition = plan.partition;
+            o.placement = plan.placement;
+        }
+        predicted_ms = pred;
+        json_t *sp = json_array();
+        for (int r = 0; r < cm.size; r++)
+            json_array_append_new(sp, json_real(speeds[r] / 1e9));
+        speeds_json = sp;
+        free(speeds);
+        free(lat);
         if (bad) {
             if (cm.rank == 0)
                 fprintf(stderr, "headsplit: error: %s (--mem-budget %s)\n", perr,
@@ -614,6 +697,9 @@ int main(int argc, char **argv)
             json_object_set_new(m, "openblas_corename", json_string(kernels_blas_corename()));
             json_object_set_new(m, "plan", plan_to_json(&plan, &cfg));
             json_object_set_new(m, "placement_ms", json_real(plan.build_ms));
+            json_object_set_new(m, "predicted_ms_per_token", json_real(predicted_ms));
+            if (speeds_json)
+                json_object_set_new(m, "rank_speed_GBps", json_incref(speeds_json));
             double ej = 0;
             int complete = 1;
             for (int r = 0; r < cm.size; r++) {
@@ -655,6 +741,7 @@ int main(int argc, char **argv)
         }
     }
     json_decref(dm);
+    json_decref(speeds_json);
     free(all_j);
     generate_result_free(&res);
     local_model_free(local);

@@ -27,6 +27,8 @@ typedef struct {
     SimPolicy policy;
     PlacementKind engine_placement;
     int engine_placement_set;
+    Partition engine_partition;
+    int engine_partition_set;
     int speculate;
     double accept_all;
     double *accept;
@@ -56,6 +58,7 @@ static void usage(FILE *out)
         " policy:\n"
         "  --policy layer-dp|galaxy|greedy|dynamic   (default greedy)\n"
         "  --engine-placement greedy|roundrobin|random|layer   replay plan_build's placement\n"
+        "  --engine-partition layer|head|slice   its partition (default head; layer for layer)\n"
         "  --speculate P|P1,P2,..  speculate, keeping each layer's with probability P\n"
         "  --replan-at F           dynamic: re-place past this budget fraction (default 0.85)\n"
         "  --kv-horizon N          dynamic: KV positions the first plan reserves (default 128)\n"
@@ -113,7 +116,7 @@ static int parse_args(SimArgs *a, int argc, char **argv, char *err, size_t errle
     enum { O_MODEL = 256, O_SHAPE, O_LAYERS, O_DEVICES, O_HETERO, O_SLACK, O_LINKS, O_LSEED,
            O_BCAST, O_MEDIUM, O_WDEV, O_POLICY, O_EPLACE, O_SPEC, O_REPLAN, O_HORIZON, O_SHOW,
            O_TOKENS, O_SEED, O_CSV, O_JSON, O_TRACE, O_SOLVE, O_SPOS, O_SLIMIT, O_CAL, O_PRED,
-           O_CALOUT, O_HELP };
+           O_CALOUT, O_EPART, O_HELP };
     static const struct option lo[] = {
         {"model", 1, 0, O_MODEL}, {"shape", 1, 0, O_SHAPE}, {"layers", 1, 0, O_LAYERS},
         {"devices", 1, 0, O_DEVICES}, {"hetero", 1, 0, O_HETERO}, {"mem-slack", 1, 0, O_SLACK},
@@ -126,7 +129,8 @@ static int parse_args(SimArgs *a, int argc, char **argv, char *err, size_t errle
         {"json", 1, 0, O_JSON}, {"trace", 1, 0, O_TRACE}, {"solve", 0, 0, O_SOLVE},
         {"solve-pos", 1, 0, O_SPOS}, {"solve-limit", 1, 0, O_SLIMIT},
         {"calibrate", 1, 0, O_CAL}, {"predict", 1, 0, O_PRED},
-        {"calibrate-out", 1, 0, O_CALOUT}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+        {"calibrate-out", 1, 0, O_CALOUT}, {"engine-partition", 1, 0, O_EPART},
+        {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
     a->shape = "tinyllama-1.1b";
     a->devices = "4";
@@ -209,6 +213,12 @@ static int parse_args(SimArgs *a, int argc, char **argv, char *err, size_t errle
                 return util_err(err, errlen, "--engine-placement: '%s' is not greedy, roundrobin,"
                                 " random or layer", optarg);
             a->engine_placement_set = 1;
+            break;
+        case O_EPART:
+            if (plan_parse_partition(optarg, &a->engine_partition) < 0)
+                return util_err(err, errlen, "--engine-partition: '%s' is not layer, head or "
+                                "slice", optarg);
+            a->engine_partition_set = a->engine_placement_set = 1;
             break;
         case O_SPEC:
             if (parse_accept(a, optarg, err, errlen) < 0)
@@ -354,8 +364,9 @@ static double engine_cost(const ModelConfig *c, const SimCluster *cl, PlacementK
                           const SolverRequest *req, int show)
 {
     Device *dv = sim_cluster_plan_devices(cl, 1.0);
-    PlanRequest pr = {k == PLACEMENT_LAYER ? PARTITION_LAYER : PARTITION_HEAD, k, 1,
-                      cl->n_workers, dv, req->kv_positions};
+    PlanRequest pr = {.partition = k == PLACEMENT_LAYER ? PARTITION_LAYER : PARTITION_HEAD,
+                      .placement = k, .seed = 1, .n_workers = cl->n_workers, .devices = dv,
+                      .kv_positions = req->kv_positions};
     Plan p;
     char e[256];
     double t = -1;
@@ -425,9 +436,12 @@ static int run_sim(const SimArgs *a, const ModelConfig *c, const SimCluster *cl,
     if (a->engine_placement_set) {
         /* The engine's own plan_build, as headsplit --placement would build it. */
         Device *dv = sim_cluster_plan_devices(cl, 1.0);
-        PlanRequest req = {a->engine_placement == PLACEMENT_LAYER ? PARTITION_LAYER
-                                                                  : PARTITION_HEAD,
-                           a->engine_placement, a->seed, cl->n_workers, dv, a->tokens};
+        Partition part = a->engine_partition_set ? a->engine_partition
+                         : a->engine_placement == PLACEMENT_LAYER ? PARTITION_LAYER
+                                                                  : PARTITION_HEAD;
+        PlanRequest req = {.partition = part, .placement = a->engine_placement,
+                           .seed = a->seed, .n_workers = cl->n_workers, .devices = dv,
+                           .kv_positions = a->tokens};
         int rc = plan_build(&eplan, c, &req, err, errlen);
         free(dv);
         if (rc < 0)

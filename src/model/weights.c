@@ -11,6 +11,10 @@ static float *read_vec(hid_t f, const char *fname, const char *path, int n, char
                        size_t errlen)
 {
     uint64_t dims[1] = {(uint64_t)n}, start[1] = {0};
+    /* Shape first: a file whose config promises more than it holds is refused before any
+     * allocation of the promised size. */
+    if (h5io_check_shape(f, path, 1, dims, fname, err, errlen) < 0)
+        return NULL;
     float *p = xmalloc((size_t)n * sizeof(float));
     if (h5io_read_slab(f, path, 1, dims, start, dims, p, fname, err, errlen) < 0) {
         free(p);
@@ -30,7 +34,13 @@ static float *read_slab(hid_t f, const char *fname, const char *path, int rank,
             util_err(err, errlen, "%s: %s: slab size overflows", fname, path);
             return NULL;
         }
-    float *p = xmalloc(n * sizeof(float));
+    if (size_mul(&n, n, sizeof(float)) < 0) {
+        util_err(err, errlen, "%s: %s: slab size overflows", fname, path);
+        return NULL;
+    }
+    if (h5io_check_shape(f, path, rank, dims, fname, err, errlen) < 0)
+        return NULL;
+    float *p = xmalloc(n);
     if (h5io_read_slab(f, path, rank, dims, start, count, p, fname, err, errlen) < 0) {
         free(p);
         return NULL;

@@ -144,6 +144,30 @@ static int pick_least(const Tally *t, size_t add, const char *avoid)
     return best;
 }
 
+/* Link-aware choice of a part's rank: the one whose result reaches the projection rank
+ * soonest (input hop + its queued work + this part + hop to the projection); ties go to the
+ * less loaded.  busy[] accumulates each rank's work in this layer. */
+static int pick_soonest(const Tally *t, size_t add, int producer, int proj, double *busy)
+{
+    const double msg = 32.0 + 4.0 * t->c->dim;
+    int best = -1;
+    double best_v = 0;
+    for (int r = 1; r <= t->req->n_workers; r++) {
+        if (!fits(t, r, add))
+            continue;
+        double v = plan_cost_hop_ms(t->req, producer, r, msg) + busy[r] +
+                   plan_cost_work_ms(t->req, r, (double)add) +
+                   plan_cost_hop_ms(t->req, r, proj, msg);
+        if (best < 0 || v < best_v - 1e-9 || (v <= best_v + 1e-9 && t->load[r] < t->load[best])) {
+            best = r;
+            best_v = v;
+        }
+    }
+    if (best >= 0)
+        busy[best] += plan_cost_work_ms(t->req, best, (double)add);
+    return best;
+}
+
 static int build_layerwise(Plan *p, Tally *t, char *err, size_t errlen)
 {
     /* EdgeShard-style: contiguous blocks, sized by device speed, then checked by memory. */
@@ -172,6 +196,7 @@ static int build_greedy(Plan *p, Tally *t, char *err, size_t errlen)
     const ModelConfig *c = t->c;
     const int L = c->n_layers, n = t->req->n_workers;
     char *used = xcalloc((size_t)n + 1, 1);
+    double *layer_busy = xcalloc((size_t)n + 1, sizeof(double));
     int rc = 0;
     for (int l = 0; l < L && rc == 0; l++) {
         LayerPlan *lp = &p->layers[l];
@@ -202,10 +227,15 @@ static int build_greedy(Plan *p, Tally *t, char *err, size_t errlen)
         charge(t, r, b);
         used[r] = 1;
         /* Then the heads, spread over devices this layer does not use yet, so that they run
-         * in parallel. */
+         * in parallel; with measured links, each goes where it reaches the projection
+         * soonest (on a slow network that is the projection rank itself). */
+        int producer = l == 0 ? 0 : p->layers[l - 1].ffn_rank;
+        for (int q = 0; q <= n; q++)
+            layer_busy[q] = 0;
         for (int k = 0; k < lp->n_parts; k++) {
             size_t pb = part_bytes(c, &lp->parts[k], t->req->kv_positions);
-            int pr = pick_least(t, pb, used);
+            int pr = t->req->lat_ms ? pick_soonest(t, pb, producer, r, layer_busy)
+                                    : pick_least(t, pb, used);
             if (pr < 0) {
                 rc = util_err(err, errlen, "attention part %d of layer %d fits no device's "
                               "memory budget", k, l);
@@ -217,6 +247,7 @@ static int build_greedy(Plan *p, Tally *t, char *err, size_t errlen)
         }
     }
     free(used);
+    free(layer_busy);
     return rc;
 }
 

@@ -127,7 +127,8 @@ int galaxy_build_plan(Plan *p, const ModelConfig *c, const SimCluster *cl, int k
     Device *dv = sim_cluster_plan_devices(cl, 1.0);
     for (int d = 0; d < n; d++)
         dv[d].mem_budget = 0; /* structure only; budgets are enforced below */
-    PlanRequest req = {PARTITION_SLICE, PLACEMENT_GREEDY, 0, n, dv, kv_positions};
+    PlanRequest req = {.partition = PARTITION_SLICE, .placement = PLACEMENT_GREEDY,
+                       .n_workers = n, .devices = dv, .kv_positions = kv_positions};
     int rc = plan_build(p, c, &req, err, errlen);
     free(dv);
     if (rc < 0)

@@ -35,7 +35,8 @@ static void whole_layer_on(LayerPlan *lp, int rank)
 /* The structure of a layer-wise plan for n workers (plan_build's own layer placement). */
 static int template_plan(Plan *p, const ModelConfig *c, int n, int kv, char *err, size_t errlen)
 {
-    PlanRequest req = {PARTITION_LAYER, PLACEMENT_LAYER, 0, n, NULL, kv};
+    PlanRequest req = {.partition = PARTITION_LAYER, .placement = PLACEMENT_LAYER,
+                       .n_workers = n, .kv_positions = kv};
     return plan_build(p, c, &req, err, errlen);
 }
 

@@ -58,7 +58,8 @@ static int build_head_plan(Plan *p, const ModelConfig *c, const SimCluster *cl, 
                            int kv_positions, char *err, size_t errlen)
 {
     Device *dv = sim_cluster_plan_devices(cl, frac);
-    PlanRequest req = {PARTITION_HEAD, PLACEMENT_GREEDY, 0, cl->n_workers, dv, kv_positions};
+    PlanRequest req = {.partition = PARTITION_HEAD, .placement = PLACEMENT_GREEDY,
+                       .n_workers = cl->n_workers, .devices = dv, .kv_positions = kv_positions};
     int rc = plan_build(p, c, &req, err, errlen);
     free(dv);
     return rc;

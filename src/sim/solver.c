@@ -12,7 +12,10 @@
  *    p at cost + lam.bytes, by DP without budgets; then V[R][p] - lam.(free bytes) bounds
  *    every completion that fits;
  *  - FFN capacity: the remaining layers' FFNs on the fastest devices with room for them;
- *  - a memo of (layer, producer, bytes per device) states reached before at no higher cost.
+ *  - symmetry: while the FFN stays on the producer's rank, consecutive layers commute, so
+ *    within such runs configurations are taken in non-decreasing order;
+ *  - a memo of states (layer, producer, roles held per device, the run's last configuration)
+ *    reached before at no higher cost.
  * Children are tried in order of their Lagrangian reduced cost, so the first dives are good
  * placements and the bound check can stop the loop. */
 #include "solver.h"
@@ -21,10 +24,21 @@
 #include "util.h"
 
 #include <float.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MEMO_BITS 19
+#define MEMO_BITS 21
+
+/* A search state: layer, producer, last configuration of the current run (-1: none) and the
+ * roles each device holds, packed per device as parts of size class 0 and 1, projections,
+ * FFNs (8 bits each). */
+typedef struct {
+    uint32_t cnt[6];
+    int32_t last;
+    uint8_t l, prev, used, pad;
+    float g; /* cost so far, rounded up */
+} MemoEntry;
 
 typedef struct {
     const ModelConfig *c;
@@ -49,8 +63,11 @@ typedef struct {
     long nodes, max_nodes;
     double deadline;
     int aborted;
-    size_t *memo_key;      /* [1<<MEMO_BITS][n+3], key[0] == 0: empty */
-    double *memo_g;
+    uint32_t *cnt;         /* [n_conf][n+1] packed role counts */
+    uint32_t ucnt[7];      /* roles held so far, packed */
+    int size_class[64];    /* by query heads per part: 0 or 1 (-1: unseen) */
+    int memo_ok;
+    MemoEntry *memo;       /* [1<<MEMO_BITS] */
     long memo_n;
     SimDes des;
     SimFlow flow;
@@ -71,22 +88,28 @@ static void add_conf(Bnb *b, const int *ranks, int pos, int kv)
         b->rank = xrealloc(b->rank, (size_t)b->cap_conf * (size_t)b->W * sizeof(int));
         b->mem = xrealloc(b->mem, (size_t)b->cap_conf * (size_t)(b->n + 1) * sizeof(size_t));
         b->cost = xrealloc(b->cost, (size_t)b->cap_conf * (size_t)(b->n + 1) * sizeof(double));
+        b->cnt = xrealloc(b->cnt, (size_t)b->cap_conf * (size_t)(b->n + 1) * sizeof(uint32_t));
     }
     const ModelConfig *c = b->c;
     int k = b->n_conf++;
     memcpy(b->rank + (size_t)k * (size_t)b->W, ranks, (size_t)b->W * sizeof(int));
     size_t *m = b->mem + (size_t)k * (size_t)(b->n + 1);
     memset(m, 0, (size_t)(b->n + 1) * sizeof(size_t));
+    uint32_t *cn = b->cnt + (size_t)k * (size_t)(b->n + 1);
+    memset(cn, 0, (size_t)(b->n + 1) * sizeof(uint32_t));
     LayerPlan *lp = &b->tmpl.layers[0];
     for (int j = 0; j < b->P; j++) {
+        int nq = lp->parts[j].q1 - lp->parts[j].q0;
         lp->parts[j].rank = ranks[j];
-        m[ranks[j]] += config_attn_unit_floats(c, lp->parts[j].q1 - lp->parts[j].q0) *
-                       sizeof(float) + config_kv_bytes(c, kv);
+        m[ranks[j]] += config_attn_unit_floats(c, nq) * sizeof(float) + config_kv_bytes(c, kv);
+        cn[ranks[j]] += b->size_class[nq] == 1 ? 1u << 8 : 1u;
     }
     lp->proj_rank = ranks[b->P];
     lp->ffn_rank = ranks[b->P + 1];
     m[lp->proj_rank] += config_proj_floats(c) * sizeof(float);
     m[lp->ffn_rank] += b->ffn_bytes;
+    cn[lp->proj_rank] += 1u << 16;
+    cn[lp->ffn_rank] += 1u << 24;
     for (int p = 0; p <= b->n; p++)
         b->cost[(size_t)k * (size_t)(b->n + 1) + (size_t)p] = layer_eval(b, lp, p, pos);
 }
@@ -226,39 +249,49 @@ static double lower_bound(const Bnb *b, int l, int prev)
     return a > bb ? a : bb;
 }
 
-static uint64_t memo_hash(const Bnb *b, int l, int prev)
+static uint64_t memo_hash(const MemoEntry *e, int n)
 {
-    uint64_t h = (uint64_t)l * 0x9e3779b97f4a7c15ull ^ (uint64_t)prev * 0xc2b2ae3d27d4eb4full;
-    for (int d = 1; d <= b->n; d++) {
-        h ^= b->used[d] + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    uint64_t h = (uint64_t)e->l * 0x9e3779b97f4a7c15ull ^ (uint64_t)e->prev * 0xc2b2ae3d27d4eb4full ^
+                 (uint64_t)(uint32_t)e->last * 0x165667b19e3779f9ull;
+    for (int d = 0; d < n; d++) {
+        h ^= e->cnt[d] + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
         h *= 0xff51afd7ed558ccdull;
     }
-    return h;
+    return h ^ (h >> 31);
 }
 
 /* 1 if the state was reached before at cost <= g (prune); else records g. */
-static int memo_seen(Bnb *b, int l, int prev, double g)
+static int memo_seen(Bnb *b, int l, int prev, int last, double g)
 {
-    const size_t K = (size_t)b->n + 3, mask = ((size_t)1 << MEMO_BITS) - 1;
-    size_t i = (size_t)memo_hash(b, l, prev) & mask;
-    for (;; i = (i + 1) & mask) {
-        size_t *k = b->memo_key + i * K;
-        if (k[0] == 0) {
+    if (!b->memo_ok)
+        return 0;
+    MemoEntry key;
+    memset(&key, 0, sizeof key);
+    memcpy(key.cnt, b->ucnt + 1, (size_t)b->n * sizeof(uint32_t));
+    key.last = last;
+    key.l = (uint8_t)l;
+    key.prev = (uint8_t)prev;
+    key.used = 1;
+    /* Stored rounded up, so a later prune never drops a path that was strictly cheaper. */
+    float gu = (float)g;
+    if ((double)gu < g)
+        gu = nextafterf(gu, INFINITY);
+    const size_t mask = ((size_t)1 << MEMO_BITS) - 1;
+    for (size_t i = (size_t)memo_hash(&key, b->n) & mask;; i = (i + 1) & mask) {
+        MemoEntry *e = &b->memo[i];
+        if (!e->used) {
             if (b->memo_n > (long)(mask * 7 / 10))
                 return 0; /* full: stop recording */
-            k[0] = 1;
-            k[1] = (size_t)l;
-            k[2] = (size_t)prev;
-            memcpy(k + 3, b->used + 1, (size_t)b->n * sizeof(size_t));
-            b->memo_g[i] = g;
+            key.g = gu;
+            *e = key;
             b->memo_n++;
             return 0;
         }
-        if (k[1] == (size_t)l && k[2] == (size_t)prev &&
-            memcmp(k + 3, b->used + 1, (size_t)b->n * sizeof(size_t)) == 0) {
-            if (b->memo_g[i] <= g)
+        if (e->l == key.l && e->prev == key.prev && e->last == key.last &&
+            memcmp(e->cnt, key.cnt, sizeof key.cnt) == 0) {
+            if ((double)e->g <= g)
                 return 1;
-            b->memo_g[i] = g;
+            e->g = gu;
             return 0;
         }
     }
@@ -293,8 +326,14 @@ static void dfs(Bnb *b, int l, int prev, double g)
         }
         return;
     }
+    /* In a run (the previous layer's producer is its FFN rank), configurations that keep the
+     * FFN there come in non-decreasing order. */
+    const int W = b->W, P = b->P;
+    int last = -1;
+    if (l >= 2 && b->rank[(size_t)b->choice[l - 2] * (size_t)W + (size_t)P + 1] == prev)
+        last = b->choice[l - 1];
     double lb = lower_bound(b, l, prev);
-    if (lb == DBL_MAX || g + lb >= b->best || memo_seen(b, l, prev, g))
+    if (lb == DBL_MAX || g + lb >= b->best || memo_seen(b, l, prev, last, g))
         return;
     const int n1 = b->n + 1, R = b->L - l;
     const int *ord = b->order + ((size_t)(R - 1) * (size_t)n1 + (size_t)prev) * (size_t)b->n_conf;
@@ -304,18 +343,25 @@ static void dfs(Bnb *b, int l, int prev, double g)
         double cc = b->cost[(size_t)k * (size_t)n1 + (size_t)prev];
         if (g + reduced(b, k, prev, R) - free_price >= b->best)
             break; /* sorted: every later configuration has a higher bound */
+        if (last >= 0 && k < last && b->rank[(size_t)k * (size_t)W + (size_t)P + 1] == prev)
+            continue;
         const size_t *m = b->mem + (size_t)k * (size_t)n1;
         int ok = 1;
         for (int d = 1; d <= b->n && ok; d++)
             ok = !b->budget[d] || b->used[d] + m[d] <= b->budget[d];
         if (!ok)
             continue;
-        for (int d = 1; d <= b->n; d++)
+        const uint32_t *cn = b->cnt + (size_t)k * (size_t)n1;
+        for (int d = 1; d <= b->n; d++) {
             b->used[d] += m[d];
+            b->ucnt[d] += cn[d];
+        }
         b->choice[l] = k;
-        dfs(b, l + 1, b->rank[(size_t)k * (size_t)b->W + (size_t)b->P + 1], g + cc);
-        for (int d = 1; d <= b->n; d++)
+        dfs(b, l + 1, b->rank[(size_t)k * (size_t)W + (size_t)P + 1], g + cc);
+        for (int d = 1; d <= b->n; d++) {
             b->used[d] -= m[d];
+            b->ucnt[d] -= cn[d];
+        }
     }
 }
 
@@ -398,8 +444,8 @@ static void bnb_free(Bnb *b)
     free(b->budget);
     free(b->choice);
     free(b->best_choice);
-    free(b->memo_key);
-    free(b->memo_g);
+    free(b->cnt);
+    free(b->memo);
     flow_free(&b->flow);
     des_free(&b->des);
 }
@@ -407,7 +453,8 @@ static void bnb_free(Bnb *b)
 /* The structure (parts per layer) every head-level plan for n workers shares. */
 static int head_template(Plan *p, const ModelConfig *c, int n, int kv, char *err, size_t errlen)
 {
-    PlanRequest req = {PARTITION_HEAD, PLACEMENT_ROUNDROBIN, 0, n, NULL, kv};
+    PlanRequest req = {.partition = PARTITION_HEAD, .placement = PLACEMENT_ROUNDROBIN,
+                       .n_workers = n, .kv_positions = kv};
     return plan_build(p, c, &req, err, errlen);
 }
 
@@ -472,18 +519,29 @@ int solver_exact(Plan *plan, SolverStats *st, const ModelConfig *c, const SimClu
     }
     b.P = b.tmpl.layers[0].n_parts;
     b.W = b.P + 2;
+    /* Packed role counts need at most two part sizes and counts below 256. */
+    int n_classes = 0;
+    for (int q = 0; q < 64; q++)
+        b.size_class[q] = -1;
+    for (int j = 0; j < b.P; j++) {
+        int nq = b.tmpl.layers[0].parts[j].q1 - b.tmpl.layers[0].parts[j].q0;
+        if (nq < 64 && b.size_class[nq] < 0)
+            b.size_class[nq] = n_classes++;
+    }
+    b.memo_ok = n_classes <= 2 && b.P * b.L < 256 && b.L < 256 && b.n <= 6 &&
+                config_q_per_kv(c) < 64;
     flow_init(&b.flow, &b.des, c, cl, b.P);
     bnb_prepare(&b, req);
     b.max_nodes = req->max_nodes > 0 ? req->max_nodes : 200000000L;
     b.deadline = req->max_s > 0 ? t0 + req->max_s : 0;
-    b.memo_key = xcalloc(((size_t)1 << MEMO_BITS) * ((size_t)b.n + 3), sizeof(size_t));
-    b.memo_g = xcalloc((size_t)1 << MEMO_BITS, sizeof(double));
+    b.memo = b.memo_ok ? xcalloc((size_t)1 << MEMO_BITS, sizeof(MemoEntry)) : NULL;
     /* Incumbents: greedy and layer-dp (their configurations are in the search space). */
     Plan known;
     char kerr[256];
     double inc = DBL_MAX;
     Device *dv = sim_cluster_plan_devices(cl, 1.0);
-    PlanRequest greq = {PARTITION_HEAD, PLACEMENT_GREEDY, 0, b.n, dv, req->kv_positions};
+    PlanRequest greq = {.partition = PARTITION_HEAD, .placement = PLACEMENT_GREEDY,
+                        .n_workers = b.n, .devices = dv, .kv_positions = req->kv_positions};
     if (plan_build(&known, c, &greq, kerr, sizeof kerr) == 0) {
         inc = incumbent(&known, c, cl, req->pos, req->kv_positions);
         plan_free(&known);

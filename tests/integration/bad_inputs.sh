@@ -16,9 +16,10 @@ t_start=$(date +%s)
 
 # ---- helpers ----------------------------------------------------------------------------------
 
-# le32 V / le64 V: printf escapes of V as a little-endian integer (two's complement).
-le32() { local v=$(( $1 & 0xffffffff )) s= i; for i in 0 1 2 3; do s+=$(printf '\\x%02x' $(( (v >> (8 * i)) & 255 ))); done; printf '%s' "$s"; }
-le64() { local v=$1 s= i; for i in 0 1 2 3 4 5 6 7; do s+=$(printf '\\x%02x' $(( (v >> (8 * i)) & 255 ))); done; printf '%s' "$s"; }
+# bin32 V... / bin64 V...: writes each V as a little-endian integer (two's complement), with
+# printf -v only (forks are slow on a busy machine).
+bin32() { local v s= i; for v; do v=$(( v & 0xffffffff )); for i in 0 8 16 24; do printf -v s '%s\\x%02x' "$s" $(( (v >> i) & 255 )); done; done; printf "$s"; }
+bin64() { local v s= i; for v; do for i in 0 8 16 24 32 40 48 56; do printf -v s '%s\\x%02x' "$s" $(( (v >> i) & 255 )); done; done; printf "$s"; }
 
 # llama2c_ckpt OUT DIM HIDDEN LAYERS HEADS KV VOCAB SEQ [EXTRA_FLOATS]: a legacy checkpoint of
 # zeros whose size matches its header (plus EXTRA_FLOATS, which may be negative).
@@ -30,7 +31,7 @@ llama2c_ckpt() {
                    3 * L * hid * dim + dim + seq * hs ))
   [ "$vocab" -lt 0 ] && floats=$(( floats + v * dim ))
   floats=$(( floats + extra ))
-  printf "$(le32 "$dim")$(le32 "$hid")$(le32 "$L")$(le32 "$nh")$(le32 "$nkv")$(le32 "$vocab")$(le32 "$seq")" > "$out"
+  bin32 "$dim" "$hid" "$L" "$nh" "$nkv" "$vocab" "$seq" > "$out"
   head -c $(( floats * 4 )) /dev/zero >> "$out"
 }
 
@@ -38,18 +39,19 @@ llama2c_ckpt() {
 # piece BAD_LEN_AT gets length -5.
 llama2c_tok() {
   local out=$1 n=$2 max=${3:-8} bad=${4:--1} i p
-  { printf "$(le32 "$max")"
+  { bin32 "$max"
     for (( i = 0; i < n; i++ )); do
       case $i in 0) p='<unk>';; 1) p='<s>';; 2) p='</s>';; *) p="p$i";; esac
-      if [ "$i" -eq "$bad" ]; then printf "\\x00\\x00\\x00\\x00$(le32 -5)"; continue; fi
-      printf "\\x00\\x00\\x00\\x00$(le32 ${#p})%s" "$p"
+      if [ "$i" -eq "$bad" ]; then bin32 0 -5; continue; fi
+      bin32 0 ${#p}   # score 0.0, length
+      printf '%s' "$p"
     done; } > "$out"
 }
 
 # st_file OUT HEADER DATA_BYTES [DECLARED_LEN]: a safetensors file with that JSON header.
 st_file() {
   local len=${4:-${#2}}
-  printf "$(le64 "$len")" > "$1"
+  bin64 "$len" > "$1"
   printf '%s' "$2" >> "$1"
   head -c "$3" /dev/zero >> "$1"
 }
@@ -169,6 +171,7 @@ mk arch attr-str /config architecture bert
 mk rope attr-str /config rope_style spiral
 mk bos attr-int /config bos_id 99999
 mk dimstr attr-str /config dim sixty-four
+mk dimbig attr-int /config dim 1048576
 mk embshape f32 /embed 10 64
 mk wqrank f32 /layers/0/wq 64 64
 mk wkshape f32 /layers/2/wk 4 8 63
@@ -206,9 +209,9 @@ llama2c_ckpt "$T/negvocab.bin" 8 16 1 2 2 -32 8 -256   # separate classifier mis
 llama2c_ckpt "$T/kvdiv.bin" 8 16 1 2 3 32 8
 llama2c_ckpt "$T/dimdiv.bin" 9 16 1 2 1 32 8
 llama2c_ckpt "$T/zero.bin" 8 0 1 2 2 32 8
-printf "$(le32 2147483647)$(le32 16)$(le32 1)$(le32 1)$(le32 1)$(le32 32)$(le32 8)" > "$T/huge.bin"
+bin32 2147483647 16 1 1 1 32 8 > "$T/huge.bin"
 head -c 10 "$T/ok.bin" > "$T/short.bin"
-printf "$(le32 0x616b3432)$(le32 2)$(le32 8)$(le32 16)$(le32 1)$(le32 2)$(le32 2)" > "$T/magic.bin"
+bin32 0x616b3432 2 8 16 1 2 2 > "$T/magic.bin"
 head -c 4096 /dev/zero >> "$T/magic.bin"
 
 # Hugging Face directories with broken safetensors, config.json or tokenizer.json
@@ -275,6 +278,7 @@ case_ "rope_style spiral"      "rope_style"           "${HSM[@]}" "$T/rope.h5"
 case_ "bos_id outside vocab"   "bos_id"               "${HSM[@]}" "$T/bos.h5"
 case_ "dim is a string"        "dim"                  "${HSM[@]}" "$T/dimstr.h5"
 case_ "embed wrong shape"      "/embed"               "${HSM[@]}" "$T/embshape.h5"
+case_ "dim 2^20, data for 64"  "/embed.*1048576"      "${HSM[@]}" "$T/dimbig.h5"
 case_ "wq wrong rank"          "/layers/0/wq"         "${HSM[@]}" "$T/wqrank.h5"
 case_ "wk wrong dims"          "/layers/2/wk"         "${HSM[@]}" "$T/wkshape.h5"
 case_ "final_norm missing"     "/final_norm"          "${HSM[@]}" "$T/nofinal.h5"

@@ -27,7 +27,8 @@ static ModelConfig stories(void)
 
 static void build_ok(Plan *p, const ModelConfig *c, Partition part, PlacementKind k, int n)
 {
-    PlanRequest req = {part, k, 7, n, NULL, 64};
+    PlanRequest req = {.partition = part, .placement = k, .seed = 7, .n_workers = n,
+                       .kv_positions = 64};
     char err[256];
     int rc = plan_build(p, c, &req, err, sizeof err);
     if (rc != 0)
@@ -40,7 +41,7 @@ static void test_all_policies_valid(void **state)
     (void)state;
     ModelConfig cs[2] = {tinyllama(), stories()};
     for (int ci = 0; ci < 2; ci++)
-        for (int part = 0; part < 2; part++)
+        for (int part = 0; part < 3; part++)
             for (int k = 0; k < 4; k++)
                 for (int n = 1; n <= 9; n++) {
                     Plan p;
@@ -138,7 +139,8 @@ static void test_budget_refused(void **state)
     for (int i = 0; i < 4; i++)
         d[i] = (Device){500u * 1000 * 1000, 1.0}; /* 4 x 0.5 GB < 4.4 GB of layers */
     for (int k = 0; k < 4; k++) {
-        PlanRequest req = {PARTITION_HEAD, (PlacementKind)k, 1, 4, d, 64};
+        PlanRequest req = {.partition = PARTITION_HEAD, .placement = (PlacementKind)k,
+                           .seed = 1, .n_workers = 4, .devices = d, .kv_positions = 64};
         Plan p;
         char err[256] = "";
         assert_int_equal(plan_build(&p, &c, &req, err, sizeof err), -1);
@@ -146,7 +148,8 @@ static void test_budget_refused(void **state)
     }
     for (int i = 0; i < 4; i++)
         d[i].mem_budget = 2000u * 1000 * 1000;
-    PlanRequest ok = {PARTITION_HEAD, PLACEMENT_GREEDY, 1, 4, d, 64};
+    PlanRequest ok = {.partition = PARTITION_HEAD, .placement = PLACEMENT_GREEDY, .seed = 1,
+                      .n_workers = 4, .devices = d, .kv_positions = 64};
     Plan p;
     char err[256];
     assert_int_equal(plan_build(&p, &c, &ok, err, sizeof err), 0);
@@ -172,6 +175,44 @@ static void test_json_and_print(void **state)
     plan_free(&p);
 }
 
+/* On a fast network the link-aware greedy spreads heads; on a slow one it keeps them with the
+ * projection, and auto picks layer-wise; with fast links and slow devices it picks slices. */
+static void test_links_and_auto(void **state)
+{
+    (void)state;
+    ModelConfig c = tinyllama();
+    const int n = 4, P = n + 1;
+    double lat[25];
+    PlanRequest req = {.partition = PARTITION_HEAD, .placement = PLACEMENT_GREEDY, .seed = 1,
+                       .n_workers = n, .kv_positions = 64, .lat_ms = lat, .ref_Bps = 4e9};
+    char err[256];
+    for (int pass = 0; pass < 2; pass++) {
+        double one_way = pass == 0 ? 0.05 : 50.0;
+        for (int i = 0; i < P * P; i++)
+            lat[i] = i / P == i % P ? 0 : one_way;
+        Plan p;
+        assert_int_equal(plan_build(&p, &c, &req, err, sizeof err), 0);
+        int distinct = 0, seen[5] = {0};
+        for (int k = 0; k < p.layers[3].n_parts; k++)
+            distinct += !seen[p.layers[3].parts[k].rank]++;
+        if (pass == 0) {
+            assert_true(distinct >= 3);
+        } else {
+            /* Every part sits where the input already is or where the projection runs. */
+            for (int k = 0; k < p.layers[3].n_parts; k++) {
+                int r = p.layers[3].parts[k].rank;
+                assert_true(r == p.layers[2].ffn_rank || r == p.layers[3].proj_rank);
+            }
+        }
+        plan_free(&p);
+        double preds[3], best;
+        assert_int_equal(plan_build_auto(&p, &c, &req, &best, preds, err, sizeof err), 0);
+        assert_true(best <= preds[0] && best <= preds[1] && best <= preds[2]);
+        assert_int_equal(p.partition, pass == 0 ? PARTITION_SLICE : PARTITION_LAYER);
+        plan_free(&p);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -182,6 +223,7 @@ int main(void)
         cmocka_unit_test(test_random_is_seeded),
         cmocka_unit_test(test_budget_refused),
         cmocka_unit_test(test_json_and_print),
+        cmocka_unit_test(test_links_and_auto),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

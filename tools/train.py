@@ -1,0 +1,251 @@
+#!/usr/bin/python3
+"""train.py: train one of HeadSplit's two small shipped models and write it as a HeadSplit
+HDF5 model file (docs/model-format.md).
+
+Corpus: Jane Austen's six novels from the Debian package r-cran-janeaustenr (MIT; the texts
+are public domain, Project Gutenberg transcriptions), read by tools/train_corpus.py.  The
+last 5% of the corpus (cut at a paragraph break; the end of "Persuasion") is held out for
+validation and written to --heldout-out.  Tokenizer: a 1024-piece byte-pair encoding learned
+by tools/train_tok.py on the training part, stored as an `spm` tokenizer with byte fallback;
+or, with --vocab 259, plain bytes.  Architectures: tools/train_model.py.
+
+Needs only Debian packages: apt-get install python3-torch python3-numpy python3-h5py
+r-cran-janeaustenr (or unpack that .deb with dpkg-deb -x, see train_corpus.py).  Run with
+/usr/bin/python3.  Deterministic for a given --seed, thread count and PyTorch build.
+
+    /usr/bin/python3 tools/train.py --arch llama --out weights/austen-llama.h5
+    /usr/bin/python3 tools/train.py --arch gpt2  --out weights/austen-gpt2.h5
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+# Large temporaries in glibc's heap (not fresh mmaps) on transparent huge pages, and OpenMP
+# threads that sleep instead of spinning: on a small shared VM page faults and spinning
+# otherwise cost several times the arithmetic.  Set before the process starts, so re-exec.
+_TUNABLES = ("glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=33554432:"
+             "glibc.malloc.trim_threshold=100000000000:glibc.malloc.top_pad=1073741824")
+if os.environ.get("HEADSPLIT_TRAIN_REEXEC") != "1":
+    env = dict(os.environ, HEADSPLIT_TRAIN_REEXEC="1", GLIBC_TUNABLES=_TUNABLES,
+               OMP_WAIT_POLICY="PASSIVE")
+    os.execve(sys.executable, [sys.executable] + sys.argv, env)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import train_corpus  # noqa: E402
+import train_model  # noqa: E402
+import train_tok  # noqa: E402
+
+HELDOUT_FRACTION = 0.05
+
+# Default shapes: small enough to ship (a few MB) and to train on 2 cores in ~20 minutes.
+DEFAULTS = {
+    "llama": dict(dim=128, layers=6, heads=8, kv_heads=2, ffn=384),
+    "gpt2": dict(dim=128, layers=6, heads=8, kv_heads=8, ffn=512),
+}
+
+
+def split_corpus(docs):
+    """Training documents and held-out text: the last HELDOUT_FRACTION of the corpus's
+    characters, moved forward to the next paragraph break."""
+    total = sum(len(t) for _, t in docs)
+    cut = int(total * (1.0 - HELDOUT_FRACTION))
+    train, seen = [], 0
+    for name, text in docs:
+        if seen + len(text) <= cut:
+            train.append((name, text))
+            seen += len(text)
+            continue
+        at = text.find("\n\n", cut - seen)
+        at = len(text) if at < 0 else at + 2
+        if at > 0:
+            train.append((name, text[:at]))
+        heldout = text[at:]
+        return train, heldout
+    return train, ""
+
+
+def token_stream(tok, docs):
+    """BOS doc EOS BOS doc EOS ... as one int64 array."""
+    out = []
+    for _, text in docs:
+        out.append(train_tok.BOS)
+        out.extend(tok.encode(text))
+        out.append(train_tok.EOS)
+    return np.array(out, dtype=np.int64)
+
+
+def batches_from(stream, T, B, gen):
+    """B windows: input BOS + stream[s:s+T-1], target stream[s:s+T] (BOS starts every
+    window, as the engine starts every prompt with BOS)."""
+    starts = torch.randint(0, len(stream) - T, (B,), generator=gen)
+    x = torch.empty(B, T, dtype=torch.long)
+    y = torch.empty(B, T, dtype=torch.long)
+    st = torch.from_numpy(stream)
+    for i, s in enumerate(starts.tolist()):
+        x[i, 0] = train_tok.BOS
+        x[i, 1:] = st[s:s + T - 1]
+        y[i] = st[s:s + T]
+    return x, y
+
+
+def heldout_windows(ids, T):
+    """Non-overlapping windows: BOS + T-1 tokens predicting those T-1 tokens."""
+    wins = []
+    for s in range(0, len(ids), T - 1):
+        chunk = ids[s:s + T - 1]
+        wins.append(([train_tok.BOS] + list(chunk[:-1]), list(chunk)))
+    return wins
+
+
+@torch.no_grad()
+def evaluate(model, wins, B=8):
+    model.eval()
+    nats, n = 0.0, 0
+    for i in range(0, len(wins), B):
+        group = wins[i:i + B]
+        L = max(len(x) for x, _ in group)
+        x = torch.zeros(len(group), L, dtype=torch.long)
+        y = torch.full((len(group), L), -100, dtype=torch.long)
+        for j, (xi, yi) in enumerate(group):
+            x[j, :len(xi)] = torch.tensor(xi)
+            y[j, :len(yi)] = torch.tensor(yi)
+        logits = model(x)
+        loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1),
+                               ignore_index=-100, reduction="sum")
+        nats += loss.item()
+        n += int((y != -100).sum())
+    model.train()
+    return nats, n
+
+
+def lr_at(step, steps, lr, warmup, min_ratio=0.1):
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    p = (step - warmup) / max(1, steps - warmup)
+    return lr * (min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * p)))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--arch", choices=("llama", "gpt2"), required=True)
+    ap.add_argument("--out", required=True, help="model file to write (.h5)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--batch", type=int, default=8, help="windows per step")
+    ap.add_argument("--context", type=int, default=256, help="window = context_length")
+    ap.add_argument("--vocab", type=int, default=1024, help="BPE pieces (259: bytes only)")
+    ap.add_argument("--dim", type=int)
+    ap.add_argument("--layers", type=int)
+    ap.add_argument("--heads", type=int)
+    ap.add_argument("--kv-heads", type=int)
+    ap.add_argument("--ffn", type=int)
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--warmup", type=int, default=50)
+    ap.add_argument("--weight-decay", type=float, default=0.1)
+    ap.add_argument("--eval-every", type=int, default=250)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--pkg-dir", default=None, help="janeaustenr package directory")
+    ap.add_argument("--heldout-out", default=None, help="write the held-out text here")
+    ap.add_argument("--summary", default=None, help="write a JSON summary here")
+    a = ap.parse_args()
+    for k, v in DEFAULTS[a.arch].items():
+        if getattr(a, k) is None:
+            setattr(a, k, v)
+
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+    t_start = time.time()
+
+    def log(msg):
+        print("[%7.1fs] %s" % (time.time() - t_start, msg), flush=True)
+
+    docs = train_corpus.load_corpus(a.pkg_dir)
+    train_docs, heldout = split_corpus(docs)
+    train_text = "".join(t for _, t in train_docs)
+    log("corpus: %d bytes; training %d bytes, held out %d bytes (end of %s)" % (
+        sum(len(t.encode()) for _, t in docs), len(train_text.encode()),
+        len(heldout.encode()), docs[-1][0]))
+    if a.heldout_out:
+        with open(a.heldout_out, "w", encoding="utf-8") as f:
+            f.write(heldout)
+    if a.vocab == 259:
+        tok = train_tok.byte_tokenizer()
+    else:
+        tok = train_tok.train_bpe(train_text, a.vocab, log=log)
+    stream = token_stream(tok, train_docs)
+    held_ids = tok.encode(heldout)
+    held_bytes = len(heldout.encode())
+    log("tokens: training %d (%.3f bytes/token), held out %d" % (
+        len(stream), len(train_text.encode()) / len(stream), len(held_ids)))
+    wins = heldout_windows(held_ids, a.context)
+    quick = wins[:: max(1, len(wins) // 40)]
+
+    cfg = train_model.Config(a.arch, a.dim, a.layers, a.heads, a.kv_heads, a.ffn,
+                             tok.vocab_size, a.context)
+    model = train_model.Model(cfg)
+    n_params = model.n_params()
+    log("model: %s; %d parameters (%.2f MB fp32)" % (cfg.describe(), n_params,
+                                                     n_params * 4 / 1e6))
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
+    gen = torch.Generator().manual_seed(a.seed)
+    t_train = time.time()
+    ema = None
+    history = []
+    for step in range(a.steps):
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, a.steps, a.lr, a.warmup)
+        x, y = batches_from(stream, a.context, a.batch, gen)
+        logits = model(x)
+        loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
+        if step % 25 == 0 or step == a.steps - 1:
+            el = time.time() - t_train
+            log("step %5d/%d  loss %.4f (avg %.4f)  lr %.2e  %.0f tokens/s" % (
+                step, a.steps, loss.item(), ema, opt.param_groups[0]["lr"],
+                (step + 1) * a.batch * a.context / max(el, 1e-9)))
+        if (step + 1) % a.eval_every == 0 and step + 1 < a.steps:
+            nats, n = evaluate(model, quick)
+            log("step %5d  held-out sample loss %.4f nats/token" % (step + 1, nats / n))
+            history.append((step + 1, nats / n))
+    train_s = time.time() - t_train
+    nats, n = evaluate(model, wins)
+    val_loss = nats / n
+    bpb = nats / math.log(2) / held_bytes
+    log("trained %d steps (%d tokens) in %.1f s; held-out loss %.4f nats/token, %.4f "
+        "bits/byte (%d tokens, %d bytes)" % (a.steps, a.steps * a.batch * a.context, train_s,
+                                             val_loss, bpb, n, held_bytes))
+    source = ("tools/train.py --arch %s --seed %d --steps %d --batch %d --context %d "
+              "--vocab %d --dim %d --layers %d --heads %d --kv-heads %d --ffn %d --lr %g; "
+              "corpus: Jane Austen's novels (Debian r-cran-janeaustenr)" % (
+                  a.arch, a.seed, a.steps, a.batch, a.context, a.vocab, a.dim, a.layers,
+                  a.heads, a.kv_heads, a.ffn, a.lr))
+    train_model.export_h5(model, tok, a.out, source)
+    log("wrote %s (%d bytes)" % (a.out, os.path.getsize(a.out)))
+    if a.summary:
+        with open(a.summary, "w") as f:
+            json.dump({"arch": a.arch, "out": a.out, "config": vars(a), "params": n_params,
+                       "train_seconds": train_s, "total_seconds": time.time() - t_start,
+                       "train_tokens": int(len(stream)), "heldout_tokens": n,
+                       "heldout_bytes": held_bytes, "val_nats_per_token": val_loss,
+                       "val_bits_per_byte": bpb, "history": history,
+                       "final_train_loss_avg": ema, "torch": torch.__version__}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
