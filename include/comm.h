@@ -44,6 +44,9 @@ typedef struct {
      * delayed by stall_s more. */
     int stall_rank, stall_pos;
     double stall_s;
+    /* Fault injection for tests: this rank kills itself (SIGKILL) on the first message of
+     * position kill_pos when kill_rank is its rank. */
+    int kill_rank, kill_pos;
     /* Measured RTT (ms): median and p95 per pair, filled by comm_measure_rtt. */
     double *rtt_ms, *rtt_p95_ms; /* [size*size] */
     double margin;         /* deadline margin over the measured RTT (0.15) */

@@ -27,6 +27,9 @@ typedef struct {
     FILE *transcript;   /* prompt + every token id, flushed per token (NULL: none) */
     const int *forced;  /* resume: tokens to force after the prompt (NULL: none) */
     int n_forced;
+    const int *prompt_ids; /* resume: prompt as token ids instead of text (NULL: encode) */
+    int n_prompt_ids;
+    const char *model_path; /* written into the transcript */
 } GenOptions;
 
 typedef struct {
@@ -45,6 +48,11 @@ int generate_run(const ModelConfig *c, const Tokenizer *tok, const HeadW *head,
                  LayerBackend *backend, const GenOptions *opt, GenResult *res, char *err,
                  size_t errlen);
 void generate_result_free(GenResult *res);
+
+/* Reads a transcript written with GenOptions.transcript: prompt ids and generated ids
+ * (malloc'ed).  Validates ids against vocab.  Returns 0, or -1 with err naming file and line. */
+int generate_read_transcript(const char *path, int vocab, int **prompt, int *n_prompt,
+                             int **gen, int *n_gen, char *err, size_t errlen);
 
 /* Median of the per-token times after the first (warm-up) position. */
 double generate_ms_per_token(const GenResult *res);

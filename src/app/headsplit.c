@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,6 +54,8 @@ typedef struct {
     int adaptive;
     const char *profile;
     int verbose;
+    const char *resume;
+    int kill_rank, kill_pos;
 } Options;
 
 static void usage(FILE *out)
@@ -89,7 +92,9 @@ static void usage(FILE *out)
         "  --verbose             debug log (each speculation decision)\n"
         "  --metrics FILE        write one JSON object of results and measurements\n"
         "  --logits-out FILE     write raw float32 logits of every position\n"
-        "  --transcript FILE     write prompt and token ids as they are produced\n"
+        "  --transcript FILE     write prompt and token ids as they are produced (flushed)\n"
+        "  --resume FILE         continue from a transcript (same text as an uninterrupted run)\n"
+        "  --inject-kill R:P     test aid: rank R kills itself at position P\n"
         "  --quiet               do not stream the text\n"
         "  --help\n");
 }
@@ -100,7 +105,7 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
     enum { O_MODEL = 256, O_PROMPT, O_STEPS, O_TEMP, O_TOPP, O_SEED, O_METRICS, O_PART, O_PLACE,
            O_SHOW, O_WAIT, O_BUDGET, O_MATVEC, O_LOGITS, O_QUIET, O_HELP, O_TRANSCRIPT,
            O_EMU, O_MATRIX, O_PINGS, O_TIMEOUT, O_STALL, O_SPEC, O_TOL, O_MINACC, O_ADAPT,
-           O_PROFILE, O_VERBOSE };
+           O_PROFILE, O_VERBOSE, O_RESUME, O_KILL };
     static const struct option longopts[] = {
         {"model", required_argument, 0, O_MODEL}, {"prompt", required_argument, 0, O_PROMPT},
         {"steps", required_argument, 0, O_STEPS}, {"temperature", required_argument, 0, O_TEMP},
@@ -122,6 +127,8 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
         {"min-acceptance", required_argument, 0, O_MINACC},
         {"adaptive", no_argument, 0, O_ADAPT}, {"profile", required_argument, 0, O_PROFILE},
         {"verbose", no_argument, 0, O_VERBOSE},
+        {"resume", required_argument, 0, O_RESUME},
+        {"inject-kill", required_argument, 0, O_KILL},
         {"quiet", no_argument, 0, O_QUIET}, {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->prompt = "";
@@ -133,6 +140,7 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
     o->rtt_pings = 5;
     o->timeout_s = 10.0;
     o->stall_rank = -1;
+    o->kill_rank = -1;
     o->speculate = "none";
     o->tolerance = 0.05f;
     o->min_acceptance = 0.7f;
@@ -224,6 +232,13 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
         case O_ADAPT: o->adaptive = 1; break;
         case O_PROFILE: o->profile = optarg; break;
         case O_VERBOSE: o->verbose = 1; break;
+        case O_RESUME: o->resume = optarg; break;
+        case O_KILL:
+            if (sscanf(optarg, "%d:%d", &o->kill_rank, &o->kill_pos) != 2 || o->kill_rank < 1 ||
+                o->kill_pos < 0)
+                return util_err(err, errlen, "--inject-kill: '%s' is not WORKER_RANK:POS",
+                                optarg);
+            break;
         case O_EMU: o->emulate_link = optarg; break;
         case O_MATRIX: o->link_matrix = optarg; break;
         case O_PINGS: {
@@ -327,6 +342,37 @@ static FILE *open_out(const char *path, const char *opt, char *err, size_t errle
     if (!f)
         util_err(err, errlen, "%s: cannot write %s: %s", opt, path, strerror(errno));
     return f;
+}
+
+/* All ranks must hold the same model: a checksum of the configuration and the file's size,
+ * compared with rank 0's.  Returns 1 on every rank when one differs (rank 0 has said which). */
+static int check_same_model(Comm *cm, const ModelConfig *c, const char *path)
+{
+    uint64_t h = 1469598103934665603ull;
+    const int f[] = {c->arch, c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim,
+                     c->ffn_dim, c->vocab_size, c->context_length, c->rope_style,
+                     c->tied_embeddings, c->bos_id, c->eos_id};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        h = (h ^ (uint64_t)(uint32_t)f[i]) * 1099511628211ull;
+    uint32_t bits[2];
+    memcpy(&bits[0], &c->norm_eps, 4);
+    memcpy(&bits[1], &c->rope_theta, 4);
+    h = (h ^ bits[0]) * 1099511628211ull;
+    h = (h ^ bits[1]) * 1099511628211ull;
+    struct stat st;
+    uint64_t size = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+    h = (h ^ size) * 1099511628211ull;
+    uint64_t *all = xcalloc((size_t)cm->size, sizeof(uint64_t));
+    MPI_Request req;
+    MPI_CHECK(MPI_Iallgather(&h, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD, &req));
+    comm_wait(cm, &req);
+    char err[600] = "";
+    if (all[cm->rank] != all[0])
+        snprintf(err, sizeof err, "%s: this rank's model differs from rank 0's (config and file "
+                 "size checksum %016llx, rank 0 has %016llx): every rank needs the same file",
+                 path, (unsigned long long)all[cm->rank], (unsigned long long)all[0]);
+    free(all);
+    return comm_agree_errors(cm, MPI_COMM_WORLD, err);
 }
 
 /* This rank's matrix-vector streaming speed in bytes per second: a 64 MiB matrix, larger
@@ -479,6 +525,10 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 1;
     }
+    if (distributed && check_same_model(&cm, &cfg, o.model)) {
+        MPI_Finalize();
+        return 1;
+    }
     int kv_cap = o.steps < cfg.context_length ? o.steps : cfg.context_length;
 
     /* Controller state: tokenizer, embeddings, LM head. */
@@ -551,6 +601,8 @@ int main(int argc, char **argv)
         cm.stall_rank = o.stall_rank;
         cm.stall_pos = o.stall_pos;
         cm.stall_s = o.stall_s;
+        cm.kill_rank = o.kill_rank;
+        cm.kill_pos = o.kill_pos;
         comm_measure_rtt(&cm, o.rtt_pings);
         if (cm.rank == 0 && util_log_level() >= 1)
             comm_print_rtt(&cm, stderr);
@@ -638,11 +690,24 @@ int main(int argc, char **argv)
         FILE *lf = open_out(o.logits_out, "--logits-out", err, sizeof err);
         FILE *tf = err[0] ? NULL : open_out(o.transcript, "--transcript", err, sizeof err);
         GenOptions g = {o.prompt, o.steps, o.temperature, o.top_p, o.seed,
-                        o.quiet ? NULL : stdout, lf, tf, NULL, 0};
+                        o.quiet ? NULL : stdout, lf, tf, NULL, 0, NULL, 0, o.model};
+        int *rp = NULL, *rg = NULL, nrp = 0, nrg = 0;
+        if (!err[0] && o.resume &&
+            generate_read_transcript(o.resume, cfg.vocab_size, &rp, &nrp, &rg, &nrg, err,
+                                     sizeof err) == 0) {
+            g.prompt_ids = rp;
+            g.n_prompt_ids = nrp;
+            g.forced = rg;
+            g.n_forced = nrg;
+            LOG_INFO("headsplit: resuming %s: %d prompt and %d generated tokens", o.resume, nrp,
+                     nrg);
+        }
         if (err[0] || generate_run(&cfg, tok, &head, &be, &g, &res, err, sizeof err) < 0) {
             fprintf(stderr, "headsplit: error: %s\n", err);
             rc = 1;
         }
+        free(rp);
+        free(rg);
         if (lf)
             fclose(lf);
         if (tf)

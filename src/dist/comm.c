@@ -8,7 +8,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 #include <time.h>
 
 void comm_check(int rc, const char *what, const char *file, int line)
@@ -35,6 +37,7 @@ void comm_init(Comm *cm, int *argc, char ***argv)
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &cm->rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &cm->size));
     cm->stall_rank = -1;
+    cm->kill_rank = -1;
     cm->margin = 0.15;
     cm->timeout_s = 10.0;
     cm->max_retries = 20;
@@ -136,6 +139,12 @@ void comm_stamp(Comm *cm, WireHdr *h)
 void comm_deliver(Comm *cm, const WireHdr *h, size_t bytes)
 {
     int src = h->src;
+    if (cm->kill_rank == cm->rank && h->pos >= cm->kill_pos && (h->cmd & 0xff) == WIRE_STEP) {
+        fprintf(stderr, "headsplit: [rank %d] --inject-kill: killing myself at position %d\n",
+                cm->rank, h->pos);
+        fflush(stderr);
+        kill(getpid(), SIGKILL);
+    }
     if (src < 0 || src >= cm->size || src == cm->rank)
         return;
     double extra = 0;

@@ -7,6 +7,63 @@
 #include <stdlib.h>
 #include <string.h>
 
+int generate_read_transcript(const char *path, int vocab, int **prompt, int *n_prompt,
+                             int **gen, int *n_gen, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return util_err(err, errlen, "--resume: cannot open transcript %s", path);
+    char line[4096];
+    int ln = 0, rc = 0, cap_p = 16, cap_g = 64;
+    *prompt = xmalloc((size_t)cap_p * sizeof(int));
+    *gen = xmalloc((size_t)cap_g * sizeof(int));
+    *n_prompt = *n_gen = 0;
+    if (!fgets(line, sizeof line, f) || strncmp(line, "headsplit-transcript 1", 22) != 0) {
+        rc = util_err(err, errlen, "%s:1: not a headsplit transcript (version 1)", path);
+        goto done;
+    }
+    ln = 1;
+    while (fgets(line, sizeof line, f)) {
+        ln++;
+        if (line[0] != 'p' && line[0] != 't')
+            continue; /* header fields */
+        char *end;
+        long v = strtol(line + 1, &end, 10);
+        if (end == line + 1 || (*end != '\n' && *end != '\0') || v < 0 || v >= vocab) {
+            /* A last line cut short by a crash is not an error: it was never flushed whole. */
+            if (!strchr(line, '\n'))
+                break;
+            rc = util_err(err, errlen, "%s:%d: token id '%.20s' is not in 0..%d", path, ln,
+                          line + 1, vocab - 1);
+            goto done;
+        }
+        if (line[0] == 'p') {
+            if (*n_gen > 0) {
+                rc = util_err(err, errlen, "%s:%d: prompt token after generated tokens", path,
+                              ln);
+                goto done;
+            }
+            if (*n_prompt == cap_p)
+                *prompt = xrealloc(*prompt, (size_t)(cap_p *= 2) * sizeof(int));
+            (*prompt)[(*n_prompt)++] = (int)v;
+        } else {
+            if (*n_gen == cap_g)
+                *gen = xrealloc(*gen, (size_t)(cap_g *= 2) * sizeof(int));
+            (*gen)[(*n_gen)++] = (int)v;
+        }
+    }
+    if (*n_prompt == 0)
+        rc = util_err(err, errlen, "%s: transcript holds no prompt tokens", path);
+done:
+    fclose(f);
+    if (rc < 0) {
+        free(*prompt);
+        free(*gen);
+        *prompt = *gen = NULL;
+    }
+    return rc;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -56,8 +113,13 @@ int generate_run(const ModelConfig *c, const Tokenizer *tok, const HeadW *head,
     int *prompt = NULL;
     size_t n_prompt = 0;
     const char *text = opt->prompt ? opt->prompt : "";
-    if (tokenizer_encode(tok, text, strlen(text), &prompt, &n_prompt, err, errlen) < 0)
+    if (opt->prompt_ids) {
+        n_prompt = (size_t)opt->n_prompt_ids;
+        prompt = xmalloc((n_prompt + 1) * sizeof(int));
+        memcpy(prompt, opt->prompt_ids, n_prompt * sizeof(int));
+    } else if (tokenizer_encode(tok, text, strlen(text), &prompt, &n_prompt, err, errlen) < 0) {
         return -1;
+    }
     if (n_prompt == 0) {
         /* Byte-level BPE adds no BOS: start from the model's BOS as generation does. */
         if (c->bos_id < 0) {
@@ -109,7 +171,8 @@ int generate_run(const ModelConfig *c, const Tokenizer *tok, const HeadW *head,
     res->stopped_by = cap_reason;
     if (opt->transcript) {
         /* Line format: a header, then "p ID" per prompt token and "t ID" per chosen token. */
-        fprintf(opt->transcript, "headsplit-transcript 1\n");
+        fprintf(opt->transcript, "headsplit-transcript 1\nmodel %s\n",
+                opt->model_path ? opt->model_path : "?");
         for (size_t i = 0; i < n_prompt; i++)
             fprintf(opt->transcript, "p %d\n", prompt[i]);
         fflush(opt->transcript);
@@ -134,10 +197,13 @@ int generate_run(const ModelConfig *c, const Tokenizer *tok, const HeadW *head,
         int gen_index = pos - ((int)n_prompt - 1);
         if (pos < (int)n_prompt - 1)
             next = prompt[pos + 1];
-        else if (opt->forced && gen_index < opt->n_forced)
-            next = opt->forced[gen_index];
-        else
+        else {
+            /* Sampling also when a resumed token is forced, so that the random stream stays
+             * where an uninterrupted run would have it. */
             next = sampler_sample(&sampler, logits);
+            if (opt->forced && gen_index < opt->n_forced)
+                next = opt->forced[gen_index];
+        }
         res->token_ms[pos] = (time_now() - t0) * 1e3;
         res->n_forward = pos + 1;
         res->tokens[res->n_tokens++] = next;

@@ -121,6 +121,11 @@ int h5io_attr_read_string(hid_t file, const char *obj, const char *name, char *o
         H5Tclose(mt);
     } else {
         size_t n = H5Tget_size(t);
+        if (n == 0 || n > 4096) { /* a hostile type must not size our buffer */
+            util_err(err, errlen, "%s: attribute %s/%s: string of %zu bytes (at most 4096)",
+                     fname, obj, name, n);
+            goto done;
+        }
         char *buf = xcalloc(n + 1, 1);
         hid_t mt = H5Tcopy(H5T_C_S1);
         H5Tset_size(mt, n);

@@ -592,7 +592,7 @@ static int greedy(const ModelConfig *c, const Tokenizer *tok, const HeadW *head,
                   size_t errlen)
 {
     LayerBackend be = local_model_backend(m);
-    GenOptions g = {prompt, n_prompt - 1 + gen_tokens, 0.0f, 1.0f, 0, NULL, NULL, NULL, NULL, 0};
+    GenOptions g = {.prompt = prompt, .steps = n_prompt - 1 + gen_tokens, .top_p = 1.0f};
     return generate_run(c, tok, head, &be, &g, res, err, errlen);
 }
 

@@ -12,10 +12,9 @@
  *    p at cost + lam.bytes, by DP without budgets; then V[R][p] - lam.(free bytes) bounds
  *    every completion that fits;
  *  - FFN capacity: the remaining layers' FFNs on the fastest devices with room for them;
- *  - symmetry: while the FFN stays on the producer's rank, consecutive layers commute, so
- *    within such runs configurations are taken in non-decreasing order;
- *  - a memo of states (layer, producer, roles held per device, the run's last configuration)
- *    reached before at no higher cost.
+ *  - a memo of states (layer, producer, roles held per device) reached before at no higher
+ *    cost, which also removes the orderings of the same layers (they commute but for the
+ *    producer).
  * Children are tried in order of their Lagrangian reduced cost, so the first dives are good
  * placements and the bound check can stop the loop. */
 #include "solver.h"
@@ -30,12 +29,10 @@
 
 #define MEMO_BITS 21
 
-/* A search state: layer, producer, last configuration of the current run (-1: none) and the
- * roles each device holds, packed per device as parts of size class 0 and 1, projections,
- * FFNs (8 bits each). */
+/* A search state: layer, producer and the roles each device holds, packed per device as
+ * parts of size class 0 and 1, projections, FFNs (8 bits each). */
 typedef struct {
     uint32_t cnt[6];
-    int32_t last;
     uint8_t l, prev, used, pad;
     float g; /* cost so far, rounded up */
 } MemoEntry;
@@ -251,8 +248,7 @@ static double lower_bound(const Bnb *b, int l, int prev)
 
 static uint64_t memo_hash(const MemoEntry *e, int n)
 {
-    uint64_t h = (uint64_t)e->l * 0x9e3779b97f4a7c15ull ^ (uint64_t)e->prev * 0xc2b2ae3d27d4eb4full ^
-                 (uint64_t)(uint32_t)e->last * 0x165667b19e3779f9ull;
+    uint64_t h = (uint64_t)e->l * 0x9e3779b97f4a7c15ull ^ (uint64_t)e->prev * 0xc2b2ae3d27d4eb4full;
     for (int d = 0; d < n; d++) {
         h ^= e->cnt[d] + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
         h *= 0xff51afd7ed558ccdull;
@@ -261,14 +257,13 @@ static uint64_t memo_hash(const MemoEntry *e, int n)
 }
 
 /* 1 if the state was reached before at cost <= g (prune); else records g. */
-static int memo_seen(Bnb *b, int l, int prev, int last, double g)
+static int memo_seen(Bnb *b, int l, int prev, double g)
 {
     if (!b->memo_ok)
         return 0;
     MemoEntry key;
     memset(&key, 0, sizeof key);
     memcpy(key.cnt, b->ucnt + 1, (size_t)b->n * sizeof(uint32_t));
-    key.last = last;
     key.l = (uint8_t)l;
     key.prev = (uint8_t)prev;
     key.used = 1;
@@ -287,7 +282,7 @@ static int memo_seen(Bnb *b, int l, int prev, int last, double g)
             b->memo_n++;
             return 0;
         }
-        if (e->l == key.l && e->prev == key.prev && e->last == key.last &&
+        if (e->l == key.l && e->prev == key.prev &&
             memcmp(e->cnt, key.cnt, sizeof key.cnt) == 0) {
             if ((double)e->g <= g)
                 return 1;
@@ -326,14 +321,9 @@ static void dfs(Bnb *b, int l, int prev, double g)
         }
         return;
     }
-    /* In a run (the previous layer's producer is its FFN rank), configurations that keep the
-     * FFN there come in non-decreasing order. */
     const int W = b->W, P = b->P;
-    int last = -1;
-    if (l >= 2 && b->rank[(size_t)b->choice[l - 2] * (size_t)W + (size_t)P + 1] == prev)
-        last = b->choice[l - 1];
     double lb = lower_bound(b, l, prev);
-    if (lb == DBL_MAX || g + lb >= b->best || memo_seen(b, l, prev, last, g))
+    if (lb == DBL_MAX || g + lb >= b->best || memo_seen(b, l, prev, g))
         return;
     const int n1 = b->n + 1, R = b->L - l;
     const int *ord = b->order + ((size_t)(R - 1) * (size_t)n1 + (size_t)prev) * (size_t)b->n_conf;
@@ -343,8 +333,6 @@ static void dfs(Bnb *b, int l, int prev, double g)
         double cc = b->cost[(size_t)k * (size_t)n1 + (size_t)prev];
         if (g + reduced(b, k, prev, R) - free_price >= b->best)
             break; /* sorted: every later configuration has a higher bound */
-        if (last >= 0 && k < last && b->rank[(size_t)k * (size_t)W + (size_t)P + 1] == prev)
-            continue;
         const size_t *m = b->mem + (size_t)k * (size_t)n1;
         int ok = 1;
         for (int d = 1; d <= b->n && ok; d++)

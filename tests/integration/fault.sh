@@ -1,0 +1,50 @@
+# A worker killed mid-run: the run ends within 10 s, the transcript holds every token
+# produced, --resume completes the text exactly, and the supervisor finishes the job on the
+# remaining workers with the same text.
+. "$(dirname "$0")/common.sh"
+if [ -e "$SHARED/stories260K/stories260K.bin" ]; then
+  "$CONVERT" --format llama2c --checkpoint "$SHARED/stories260K/stories260K.bin" \
+    --tokenizer "$SHARED/stories260K/tok512.bin" --out "$T/m.h5"
+else
+  "$CONVERT" --synthetic stories260k --seed 4 --out "$T/m.h5"
+fi
+args=(--model "$T/m.h5" --prompt "Once upon a time" --steps 80 --quiet --partition head)
+run_hs 5 "${args[@]}" --metrics "$T/full.json"
+jq -c .tokens "$T/full.json" > "$T/full.tok"
+
+set +e
+# Every stderr line gets a time stamp: the kill is the clock's start.
+timeout -k 5 60 mpirun $MPI_FLAGS -np 5 "$HS" "${args[@]}" --transcript "$T/t.txt" \
+  --inject-kill 2:40 > "$T/out" \
+  2> >(while IFS= read -r l; do printf '%s %s\n' "$(date +%s.%N)" "$l"; done > "$T/err")
+rc=$?
+end=$(date +%s.%N)
+set -e
+sleep 0.2
+killed=$(grep -m1 "inject-kill" "$T/err" | cut -d' ' -f1)
+[ -n "$killed" ] || { cat "$T/err"; fail "the worker was not killed"; }
+took=$(echo "$end - $killed" | bc)
+[ $rc -ne 0 ] || fail "the killed run exited 0"
+[ $rc -ne 124 ] || fail "the killed run hung (timeout)"
+awk -v t="$took" 'BEGIN { exit !(t < 10) }' || fail "the killed run took $took s to end"
+grep -q "rank 2" "$T/err" || { cat "$T/err"; fail "the failed rank is not named"; }
+ngen=$(grep -c '^t ' "$T/t.txt")
+[ "$ngen" -ge 30 ] || fail "transcript holds only $ngen generated tokens"
+# Every token in the transcript is the uninterrupted run's.
+want=$(jq -r '.tokens[5:][]' "$T/full.json" | head -n "$ngen" | tr '\n' ' ')
+have=$(sed -n 's/^t //p' "$T/t.txt" | tr '\n' ' ')
+[ "$want" = "$have" ] || fail "transcript tokens differ from the uninterrupted run"
+echo "ok: killed run ended in ${took}s with $ngen tokens saved"
+
+run_hs 5 "${args[@]}" --resume "$T/t.txt" --metrics "$T/resumed.json"
+jq -c .tokens "$T/resumed.json" | cmp -s - "$T/full.tok" || fail "--resume differs"
+[ "$(jq -r .text "$T/resumed.json")" = "$(jq -r .text "$T/full.json")" ] || fail "text differs"
+echo "ok: --resume completes the same text"
+
+printf 'localhost slots=5\n' > "$T/hosts"
+timeout -k 5 120 "$SRC/scripts/supervise.sh" --hostfile "$T/hosts" --np 5 -- \
+  "$HS" "${args[@]}" --transcript "$T/s.txt" --inject-kill 2:40 --metrics "$T/sup.json" \
+  > "$T/sup.out" 2> "$T/sup.err" || { cat "$T/sup.err"; fail "supervisor failed"; }
+grep -q "launch 2 on 4 ranks" "$T/sup.err" || fail "the supervisor did not re-plan on 4 ranks"
+jq -c .tokens "$T/sup.json" | cmp -s - "$T/full.tok" || fail "supervised tokens differ"
+echo "PASS: a lost worker costs a restart, not the work"
