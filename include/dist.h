@@ -38,6 +38,21 @@ int dist_set_speculation(DistEngine *e, const unsigned char *mask, float toleran
 /* [n_layers]: which transitions the plan allows to speculate. */
 const unsigned char *dist_spec_eligible(const DistEngine *e);
 
+/* Memory budgets (collective-free; call on every rank with the same arguments): req is the
+ * request the plan was built from (devices with budgets, links), steps the positions the run
+ * will reach.  Above threshold * budget the controller re-places attention parts (unless
+ * static_plan, where exceeding a budget ends the run). */
+void dist_set_memory(DistEngine *e, const PlanRequest *req, int steps, double threshold,
+                     int static_plan);
+/* Controller: prints when each worker would cross its budget under the current plan. */
+void dist_print_memory_prediction(const DistEngine *e, FILE *out);
+/* Controller hook before each position (LayerBackend.prepare). */
+int dist_controller_prepare(void *ctx, int pos, char *err, size_t errlen);
+/* Controller: per-rank budgets and peaks, and the re-placements done. */
+json_t *dist_memory_json(const DistEngine *e);
+/* The plan in force now (it changes with re-placement). */
+const Plan *dist_plan(const DistEngine *e);
+
 /* Network hops on the critical path of one token under the plan. */
 int dist_hops_per_token(const Plan *plan);
 

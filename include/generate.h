@@ -14,6 +14,9 @@ typedef struct {
     void *ctx;
     /* Runs every decoder layer on x[dim] (in place) for the token at position pos. */
     void (*forward)(void *ctx, float *x, int pos, int token);
+    /* Optional, before each forward: memory checks and re-placement.  -1 with err ends the
+     * generation (e.g. a budget exceeded under --static). */
+    int (*prepare)(void *ctx, int pos, char *err, size_t errlen);
 } LayerBackend;
 
 typedef struct {

@@ -106,6 +106,24 @@ double plan_predict_ms(const Plan *plan, const ModelConfig *c, const PlanRequest
 int plan_build_auto(Plan *plan, const ModelConfig *c, const PlanRequest *req, double *pred_ms,
                     double *preds, char *err, size_t errlen);
 
+/* Bytes a worker accounts for besides weights and KV cache: its message buffers and scratch. */
+size_t plan_rank_buffer_bytes(const ModelConfig *c);
+/* Everything rank holds under the plan with kv_positions positions in its caches. */
+size_t plan_rank_accounted_bytes(const Plan *plan, const ModelConfig *c, int rank,
+                                 int kv_positions);
+/* The first position count at which rank's accounted bytes exceed frac * budget (budget 0 or
+ * never within max_positions: -1). */
+int plan_rank_crossing(const Plan *plan, const ModelConfig *c, int rank, size_t budget,
+                       double frac, int max_positions);
+
+/* Re-placement: copies cur into out, moving attention parts (with their KV caches) off every
+ * rank whose accounted bytes at `positions` exceed threshold * its budget, onto the ranks with
+ * the most room for `horizon` positions.  Returns the number of parts moved (0: none needed),
+ * or -1 with err when no rank can take them. */
+int plan_replace(Plan *out, const Plan *cur, const ModelConfig *c, const PlanRequest *req,
+                 int positions, int horizon, double threshold, char *err, size_t errlen);
+void plan_copy(Plan *out, const Plan *in);
+
 /* The cost model's pieces: ms for rank to stream bytes of weights; ms for a message a -> b. */
 double plan_cost_work_ms(const PlanRequest *req, int rank, double bytes);
 double plan_cost_hop_ms(const PlanRequest *req, int a, int b, double bytes);

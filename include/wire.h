@@ -6,7 +6,9 @@
 
 #define WIRE_MAGIC 0x48530002u /* "HS", protocol version 2 */
 
-typedef enum { WIRE_STEP = 1, WIRE_STOP = 2, WIRE_PING = 3 } WireCmd;
+/* STEP carries a token through the layers; STOP and REPLAN pass through the pipeline without
+ * computing and are then confirmed on MPI_COMM_WORLD by the controller. */
+typedef enum { WIRE_STEP = 1, WIRE_STOP = 2, WIRE_PING = 3, WIRE_REPLAN = 4 } WireCmd;
 /* Flags above the command byte of WireHdr.cmd, set by the FFN rank that decides speculation
  * for the transition out of its layer. */
 enum {
@@ -30,6 +32,6 @@ typedef struct {
 _Static_assert(sizeof(WireHdr) == 32, "the header keeps the payload 32-byte aligned");
 
 /* Message tags of point-to-point messages; collectives use per-layer communicators. */
-enum { WIRE_TAG_Z = 1000, WIRE_TAG_PING = 900, WIRE_TAG_XCHG = 10000 };
+enum { WIRE_TAG_Z = 1000, WIRE_TAG_PING = 900, WIRE_TAG_XCHG = 10000, WIRE_TAG_MIG = 20000 };
 
 #endif

@@ -22,6 +22,7 @@ import math
 import os
 import sys
 import time
+import warnings
 
 # Large temporaries in glibc's heap (not fresh mmaps) on transparent huge pages, and OpenMP
 # threads that sleep instead of spinning: on a small shared VM page faults and spinning
@@ -138,7 +139,7 @@ def main():
     ap.add_argument("--arch", choices=("llama", "gpt2"), required=True)
     ap.add_argument("--out", required=True, help="model file to write (.h5)")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--steps", type=int, default=1200)
     ap.add_argument("--batch", type=int, default=8, help="windows per step")
     ap.add_argument("--context", type=int, default=256, help="window = context_length")
     ap.add_argument("--vocab", type=int, default=1024, help="BPE pieces (259: bytes only)")
@@ -161,6 +162,8 @@ def main():
             setattr(a, k, v)
 
     torch.set_num_threads(a.threads)
+    torch.set_flush_denormal(True)  # denormal gradients make softmax backward crawl
+    warnings.filterwarnings("ignore", message="The value of the smallest subnormal")
     torch.manual_seed(a.seed)
     t_start = time.time()
 

@@ -54,7 +54,7 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+        return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
 def rope_tables(cfg, T):

@@ -16,6 +16,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <math.h>
 #include <getopt.h>
 #include <sys/stat.h>
 #include <stdlib.h>
@@ -56,6 +57,9 @@ typedef struct {
     int verbose;
     const char *resume;
     int kill_rank, kill_pos;
+    const char *devices_file;
+    int static_plan;
+    double replace_threshold;
 } Options;
 
 static void usage(FILE *out)
@@ -75,7 +79,11 @@ static void usage(FILE *out)
         "  --placement greedy|roundrobin|random|layer   (default greedy)\n"
         "  --show-placement      print the placement table\n"
         "  --wait sleep|spin     how ranks wait for messages (default sleep)\n"
-        "  --mem-budget SIZE     memory budget per worker, e.g. 1.5G (default none)\n"
+        "  --mem-budget SIZE     memory budget per worker, e.g. 1.5G (default: the emulated\n"
+        "                        device's, HEADSPLIT_DEVICE_MEM_BYTES, else none)\n"
+        "  --devices FILE        per-worker budgets and speeds: lines 'RANK mem=SIZE speed=X'\n"
+        "  --replace-threshold F re-place when a worker passes F of its budget (default 0.85)\n"
+        "  --static              keep the start-up placement (exceeding a budget ends the run)\n"
         "  --matvec own|blas     matrix-vector kernel (default own)\n"
         "  --emulate-link SPEC   delay every message as a link would: rtt=10ms,jitter=2ms,bw=200mbit\n"
         "  --link-matrix FILE    per-pair links: lines 'SRC DST rtt=..,jitter=..,bw=..' (* = any)\n"
@@ -105,7 +113,7 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
     enum { O_MODEL = 256, O_PROMPT, O_STEPS, O_TEMP, O_TOPP, O_SEED, O_METRICS, O_PART, O_PLACE,
            O_SHOW, O_WAIT, O_BUDGET, O_MATVEC, O_LOGITS, O_QUIET, O_HELP, O_TRANSCRIPT,
            O_EMU, O_MATRIX, O_PINGS, O_TIMEOUT, O_STALL, O_SPEC, O_TOL, O_MINACC, O_ADAPT,
-           O_PROFILE, O_VERBOSE, O_RESUME, O_KILL };
+           O_PROFILE, O_VERBOSE, O_RESUME, O_KILL, O_DEVICES, O_STATIC, O_THRESH };
     static const struct option longopts[] = {
         {"model", required_argument, 0, O_MODEL}, {"prompt", required_argument, 0, O_PROMPT},
         {"steps", required_argument, 0, O_STEPS}, {"temperature", required_argument, 0, O_TEMP},
@@ -129,6 +137,8 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
         {"verbose", no_argument, 0, O_VERBOSE},
         {"resume", required_argument, 0, O_RESUME},
         {"inject-kill", required_argument, 0, O_KILL},
+        {"devices", required_argument, 0, O_DEVICES}, {"static", no_argument, 0, O_STATIC},
+        {"replace-threshold", required_argument, 0, O_THRESH},
         {"quiet", no_argument, 0, O_QUIET}, {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->prompt = "";
@@ -141,6 +151,7 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
     o->timeout_s = 10.0;
     o->stall_rank = -1;
     o->kill_rank = -1;
+    o->replace_threshold = 0.85;
     o->speculate = "none";
     o->tolerance = 0.05f;
     o->min_acceptance = 0.7f;
@@ -233,6 +244,14 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
         case O_PROFILE: o->profile = optarg; break;
         case O_VERBOSE: o->verbose = 1; break;
         case O_RESUME: o->resume = optarg; break;
+        case O_DEVICES: o->devices_file = optarg; break;
+        case O_STATIC: o->static_plan = 1; break;
+        case O_THRESH:
+            o->replace_threshold = strtod(optarg, &end);
+            if (*end || errno || !(o->replace_threshold > 0 && o->replace_threshold <= 1))
+                return util_err(err, errlen, "--replace-threshold: '%s' is not in (0, 1]",
+                                optarg);
+            break;
         case O_KILL:
             if (sscanf(optarg, "%d:%d", &o->kill_rank, &o->kill_pos) != 2 || o->kill_rank < 1 ||
                 o->kill_pos < 0)
@@ -373,6 +392,134 @@ static int check_same_model(Comm *cm, const ModelConfig *c, const char *path)
                  path, (unsigned long long)all[cm->rank], (unsigned long long)all[0]);
     free(all);
     return comm_agree_errors(cm, MPI_COMM_WORLD, err);
+}
+
+/* Measurements are noisy; placement must not change with the noise.  Device speeds within 30%
+ * of each other count as equal (identical boards), others are rounded to 5%; when the median
+ * latency is under 1 ms all count as 0 (a LAN: placement ignores them), latencies within a factor 2 of each other
+ * become their median (a uniform network), others are rounded to 0.1 ms.  Either may be NULL. */
+static void stabilise_inputs(Device *dev, int n, double *lat, int size)
+{
+    if (dev && n > 0) {
+        double lo = 1e300, hi = 0;
+        for (int i = 0; i < n; i++) {
+            lo = dev[i].speed < lo ? dev[i].speed : lo;
+            hi = dev[i].speed > hi ? dev[i].speed : hi;
+        }
+        for (int i = 0; i < n; i++)
+            dev[i].speed = lo >= 0.7 * hi ? 1.0 : floor(dev[i].speed / hi * 20 + 0.5) / 20;
+    }
+    if (lat && size > 1) {
+        int m = 0;
+        double *v = xmalloc((size_t)size * (size_t)size * sizeof(double)), lo = 1e300, hi = 0;
+        for (int i = 0; i < size; i++)
+            for (int j = 0; j < size; j++)
+                if (i != j) {
+                    double x = lat[(size_t)i * (size_t)size + (size_t)j];
+                    v[m++] = x;
+                    lo = x < lo ? x : lo;
+                    hi = x > hi ? x : hi;
+                }
+        for (int a = 1; a < m; a++) /* insertion sort: small matrices */
+            for (int b = a; b > 0 && v[b - 1] > v[b]; b--) {
+                double t = v[b];
+                v[b] = v[b - 1];
+                v[b - 1] = t;
+            }
+        double med = v[m / 2];
+        for (int i = 0; i < size; i++)
+            for (int j = 0; j < size; j++) {
+                double *x = &lat[(size_t)i * (size_t)size + (size_t)j];
+                if (i == j || med < 1.0)
+                    *x = 0;
+                else
+                    *x = hi <= 2 * lo + 0.05 ? floor(med * 10 + 0.5) / 10
+                                             : floor(*x * 10 + 0.5) / 10;
+            }
+        free(v);
+    }
+}
+
+/* Per-worker budgets (bytes) and relative speeds: --devices FILE (read by rank 0) over
+ * --mem-budget over the emulated device's HEADSPLIT_DEVICE_MEM_BYTES.  speeds[] are kept
+ * unless the file gives them.  Returns 1 on every rank on a bad file (rank 0 has said why). */
+static int gather_budgets(const Options *o, Comm *cm, size_t *budgets, double *speeds,
+                          char *err, size_t errlen)
+{
+    size_t mine = o->mem_budget;
+    const char *env = getenv("HEADSPLIT_DEVICE_MEM_BYTES");
+    if (!mine && env && strcmp(env, "max") != 0) {
+        char *end;
+        unsigned long long v = strtoull(env, &end, 10);
+        if (!*end && v > 0)
+            mine = (size_t)v;
+    }
+    unsigned long long m64 = mine, *all = xcalloc((size_t)cm->size, sizeof(*all));
+    MPI_Request req;
+    MPI_CHECK(MPI_Iallgather(&m64, 1, MPI_UNSIGNED_LONG_LONG, all, 1, MPI_UNSIGNED_LONG_LONG,
+                             MPI_COMM_WORLD, &req));
+    comm_wait(cm, &req);
+    for (int r = 0; r < cm->size; r++)
+        budgets[r] = (size_t)all[r];
+    free(all);
+    double *file_speed = xcalloc((size_t)cm->size, sizeof(double));
+    size_t *file_mem = xcalloc((size_t)cm->size, sizeof(size_t));
+    err[0] = '\0';
+    if (cm->rank == 0 && o->devices_file) {
+        FILE *f = fopen(o->devices_file, "r");
+        if (!f)
+            util_err(err, errlen, "--devices: cannot open %s", o->devices_file);
+        char line[256];
+        for (int ln = 1; f && !err[0] && fgets(line, sizeof line, f); ln++) {
+            char *hash = strchr(line, '#');
+            if (hash)
+                *hash = '\0';
+            char *save = NULL, *tok = strtok_r(line, " \t\r\n", &save);
+            if (!tok)
+                continue;
+            char *end;
+            long r = strtol(tok, &end, 10);
+            if (*end || r < 1 || r >= cm->size) {
+                util_err(err, errlen, "%s:%d: '%s' is not a worker rank 1..%d", o->devices_file,
+                         ln, tok, cm->size - 1);
+                break;
+            }
+            while ((tok = strtok_r(NULL, " \t\r\n", &save))) {
+                if (strncmp(tok, "mem=", 4) == 0 && util_parse_bytes(tok + 4, &file_mem[r]) == 0)
+                    continue;
+                if (strncmp(tok, "speed=", 6) == 0) {
+                    file_speed[r] = strtod(tok + 6, &end);
+                    if (!*end && file_speed[r] > 0)
+                        continue;
+                }
+                util_err(err, errlen, "%s:%d: '%s' is not mem=SIZE or speed=X", o->devices_file,
+                         ln, tok);
+                break;
+            }
+        }
+        if (f)
+            fclose(f);
+    }
+    int bad = comm_agree_errors(cm, MPI_COMM_WORLD, err);
+    if (!bad && o->devices_file) {
+        MPI_CHECK(MPI_Ibcast(file_mem, (int)(cm->size * sizeof(size_t)), MPI_BYTE, 0,
+                             MPI_COMM_WORLD, &req));
+        comm_wait(cm, &req);
+        MPI_CHECK(MPI_Ibcast(file_speed, cm->size, MPI_DOUBLE, 0, MPI_COMM_WORLD, &req));
+        comm_wait(cm, &req);
+        double maxs = 0;
+        for (int r = 1; r < cm->size; r++)
+            maxs = speeds[r] > maxs ? speeds[r] : maxs;
+        for (int r = 1; r < cm->size; r++) {
+            if (file_mem[r])
+                budgets[r] = file_mem[r];
+            if (file_speed[r] > 0)
+                speeds[r] = file_speed[r] * maxs; /* relative to the fastest measured */
+        }
+    }
+    free(file_speed);
+    free(file_mem);
+    return bad;
 }
 
 /* This rank's matrix-vector streaming speed in bytes per second: a 64 MiB matrix, larger
@@ -549,6 +696,9 @@ int main(int argc, char **argv)
     memset(&plan, 0, sizeof plan);
     double predicted_ms = 0;
     json_t *speeds_json = NULL;
+    PlanRequest req_saved;
+    double *lat_saved = NULL;
+    memset(&req_saved, 0, sizeof req_saved);
     LocalModel *local = NULL;
     DistEngine *dist = NULL;
     Device *devices = NULL;
@@ -615,16 +765,25 @@ int main(int argc, char **argv)
         for (int r = 1; r < cm.size; r++)
             ref = speeds[r] > ref ? speeds[r] : ref;
         devices = xcalloc((size_t)cm.size, sizeof(Device));
+        size_t *budgets = xcalloc((size_t)cm.size, sizeof(size_t));
+        char derr[600] = "";
+        if (gather_budgets(&o, &cm, budgets, speeds, derr, sizeof derr)) {
+            MPI_Finalize();
+            return 1;
+        }
         for (int r = 0; r < cm.size - 1; r++)
-            devices[r] = (Device){o.mem_budget, ref > 0 ? speeds[r + 1] / ref : 1.0};
+            devices[r] = (Device){budgets[r + 1], ref > 0 ? speeds[r + 1] / ref : 1.0};
+        free(budgets);
+        stabilise_inputs(devices, cm.size - 1, NULL, 0);
         double *lat = xcalloc((size_t)cm.size * (size_t)cm.size, sizeof(double));
         for (int i = 0; i < cm.size * cm.size; i++)
             lat[i] = 0.5 * cm.rtt_ms[i] * (1.0 + cm.margin);
+        stabilise_inputs(NULL, 0, lat, cm.size);
         double bw = 0;
         if (cm.emu)
             bw = cm.emu[1].bw_Bps;
         PlanRequest req = {.partition = o.partition, .placement = o.placement, .seed = o.seed,
-                           .n_workers = cm.size - 1, .devices = devices, .kv_positions = kv_cap,
+                           .n_workers = cm.size - 1, .devices = devices, .kv_positions = 1,
                            .lat_ms = lat, .bw_Bps = bw, .ref_Bps = ref};
         char perr[512] = "";
         double preds[3] = {0, 0, 0}, pred = 0;
@@ -641,6 +800,9 @@ int main(int argc, char **argv)
             o.placement = plan.placement;
         }
         predicted_ms = pred;
+        req_saved = req;
+        lat_saved = lat;
+        lat = NULL;
         json_t *sp = json_array();
         for (int r = 0; r < cm.size; r++)
             json_array_append_new(sp, json_real(speeds[r] / 1e9));
@@ -664,6 +826,9 @@ int main(int argc, char **argv)
             MPI_Finalize();
             return 1;
         }
+        dist_set_memory(dist, &req_saved, kv_cap, o.replace_threshold, o.static_plan);
+        if (cm.rank == 0 && !o.quiet)
+            dist_print_memory_prediction(dist, stderr);
     }
     if (o.show_placement && !distributed)
         plan_print(&plan, &cfg, stderr);
@@ -760,7 +925,12 @@ int main(int argc, char **argv)
             json_object_set_new(m, "config", options_json(&o, cm.size));
             json_object_set_new(m, "model", model_json(&cfg));
             json_object_set_new(m, "openblas_corename", json_string(kernels_blas_corename()));
-            json_object_set_new(m, "plan", plan_to_json(&plan, &cfg));
+            json_object_set_new(m, "plan", plan_to_json(dist ? dist_plan(dist) : &plan, &cfg));
+            if (dist) {
+                json_t *mj = dist_memory_json(dist);
+                json_object_update(m, mj);
+                json_decref(mj);
+            }
             json_object_set_new(m, "placement_ms", json_real(plan.build_ms));
             json_object_set_new(m, "predicted_ms_per_token", json_real(predicted_ms));
             if (speeds_json)
@@ -813,6 +983,7 @@ int main(int argc, char **argv)
     dist_free(dist);
     plan_free(&plan);
     free(devices);
+    free(lat_saved);
     model_free_head(&head);
     tokenizer_free(tok);
     if (distributed) {

@@ -7,6 +7,7 @@
  * with a WireHdr, which carries the stop command down the pipeline and the send time used
  * by link emulation. */
 #include "dist.h"
+#include "engine_internal.h"
 
 #include "kernels.h"
 #include "util.h"
@@ -15,69 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { T_ATTN, T_GATHER, T_PROJ, T_FFN, T_BCAST, T_ZSEND, T_COUNT };
 static const char *timer_names[T_COUNT] = {"attention_ms", "gather_ms", "projection_ms",
                                             "ffn_ms", "broadcast_ms", "z_transfer_ms"};
-enum { W_IN, W_GATHER, W_Z, W_X1, W_X2, W_COUNT }; /* wait sites per layer (deadlines) */
-
-typedef struct {
-    LayerMode mode;
-    MPI_Comm in_comm; /* layer input: root (comm rank 0) = producer; NULL if none needed */
-    int in_size;
-    int in_root;      /* 1 if this rank broadcasts the input */
-    int in_peer;      /* world rank of the root */
-    int consumer;     /* this rank needs the layer input */
-    /* PIPE: head outputs -> projection rank (comm rank 0) */
-    MPI_Comm g_comm;
-    int g_size;
-    int *g_members;             /* world ranks in comm order */
-    int *g_counts, *g_displs;   /* root: bytes from each member */
-    int *g_part_dst, *g_part_src, *g_part_len; /* root: part k -> heads[dst], from byte src */
-    int g_n_parts;
-    int n_parts;
-    AttnPartW *parts;  /* this rank's parts of the layer */
-    float **wo_cols;   /* SLICE: [n_parts] their columns of wo, [dim][nq*hd] */
-    int my_floats;     /* floats of head outputs this rank contributes */
-    int is_proj, is_ffn;
-    int proj_rank, ffn_rank;
-    ProjW proj;
-    FfnW ffn;          /* PIPE: whole FFN; SLICE: this rank's slice */
-    int n_members;     /* SLICE */
-    int *members;
-    double ewma[W_COUNT];
-} LayerRt;
-
-struct DistEngine {
-    Comm *cm;
-    const ModelConfig *c;
-    const Plan *plan;
-    int L;
-    LayerRt *lr;         /* [L+1]: lr[L].in_comm carries the last output to the controller */
-    Scratch scratch;
-    unsigned char *xmsg; /* [hdr | dim floats] the current layer input / output */
-    unsigned char *zmsg; /* [hdr | dim floats] Z */
-    unsigned char *gbuf; /* [hdr | n_heads*hd floats] this rank's head outputs */
-    unsigned char *staging; /* gathered contributions, in member order */
-    unsigned char *xsend; /* SLICE: [hdr | dim] this rank's partial sum */
-    unsigned char *xrecv; /* SLICE: [n_workers][hdr | dim] the members' partial sums */
-    float *heads;        /* [n_heads*hd] in head order */
-    float *acc;          /* [dim] */
-    size_t msg_bytes;
-    double *timers;      /* [L][T_COUNT] seconds */
-    size_t weight_bytes;
-    int active;          /* has any role */
-    /* Inter-layer speculation, per transition l -> l+1 (see dist_set_speculation). */
-    unsigned char *eligible; /* [L] PIPE -> PIPE, projection and FFN together, heads elsewhere */
-    unsigned char *spec;     /* [L] speculating now */
-    unsigned char *spec_pending; /* [L] decider: state from the next token on (adaptive) */
-    unsigned char *zspec;    /* [hdr | dim] Z received speculatively */
-    float tolerance, min_acceptance;
-    int adaptive;
-    double *acc_ewma;        /* [L] decider: observed acceptance */
-    long *spec_tried, *spec_kept; /* [L] decider */
-    double *spec_attn_s;     /* [L] attention time spent on Z (heads of layer l) */
-    double *ffn_s_spec;      /* [L] decider: FFN time of speculated transitions */
-};
 
 /* Decides a speculation at the FFN rank of layer l (r = ||FFN(Z)|| / ||Z||); returns the
  * header flags for X'.  Logged at debug level. */
@@ -211,7 +151,7 @@ int dist_hops_per_token(const Plan *p)
 }
 
 /* Builds the communicators of layer l (collective over world) and this rank's roles. */
-static void setup_layer(DistEngine *e, int l)
+void engine_setup_layer(DistEngine *e, int l)
 {
     const Plan *p = e->plan;
     const int me = e->cm->rank;
@@ -231,6 +171,9 @@ static void setup_layer(DistEngine *e, int l)
         r->mode = lp->mode;
         r->proj_rank = lp->proj_rank;
         r->ffn_rank = lp->ffn_rank;
+        free(r->members);
+        free(r->g_members);
+        r->members = r->g_members = NULL;
         if (lp->mode == LAYER_SLICE) {
             r->members = xmalloc((size_t)lp->n_slices * sizeof(int));
             r->n_members = plan_slice_members(p, l, r->members);
@@ -255,7 +198,7 @@ static void setup_layer(DistEngine *e, int l)
 }
 
 /* Root of a PIPE layer's gather: where each member's bytes land and where each part goes. */
-static void setup_gather_layout(DistEngine *e, int l)
+void engine_setup_gather_layout(DistEngine *e, int l)
 {
     LayerRt *r = &e->lr[l];
     const LayerPlan *lp = &e->plan->layers[l];
@@ -332,7 +275,7 @@ static int load_layer(DistEngine *e, int l, hid_t file, const char *fname, int k
         if (model_load_proj(&r->proj, c, file, fname, l, err, errlen) < 0)
             return -1;
         e->weight_bytes += config_proj_floats(c) * sizeof(float);
-        setup_gather_layout(e, l);
+        engine_setup_gather_layout(e, l);
     }
     if (r->is_ffn) {
         if (model_load_ffn(&r->ffn, c, file, fname, l, 0, c->ffn_dim, err, errlen) < 0)
@@ -348,11 +291,15 @@ int dist_setup(DistEngine **out, Comm *cm, const ModelConfig *c, const Plan *pla
     DistEngine *e = xcalloc(1, sizeof *e);
     e->cm = cm;
     e->c = c;
-    e->plan = plan;
+    plan_copy(&e->plan_own, plan);
+    e->plan = &e->plan_own;
+    plan = e->plan;
+    e->fname = xstrdup(fname);
+    e->kv_cap = kv_cap;
     e->L = c->n_layers;
     e->lr = xcalloc((size_t)e->L + 1, sizeof(LayerRt));
     for (int l = 0; l <= e->L; l++)
-        setup_layer(e, l);
+        engine_setup_layer(e, l);
     char err[512] = "";
     if (cm->rank > 0)
         for (int l = 0; l < e->L; l++) {
@@ -381,11 +328,7 @@ int dist_setup(DistEngine **out, Comm *cm, const ModelConfig *c, const Plan *pla
     e->spec_kept = xcalloc((size_t)e->L, sizeof(long));
     e->spec_attn_s = xcalloc((size_t)e->L, sizeof(double));
     e->ffn_s_spec = xcalloc((size_t)e->L, sizeof(double));
-    for (int l = 0; l + 1 < e->L; l++) {
-        const LayerPlan *a = &plan->layers[l], *b = &plan->layers[l + 1];
-        e->eligible[l] = a->mode == LAYER_PIPE && b->mode == LAYER_PIPE &&
-                         a->proj_rank == a->ffn_rank && e->lr[l + 1].in_size > 1;
-    }
+    engine_refresh_roles(e);
     model_scratch_init(&e->scratch, c, kv_cap);
     *out = e;
     if (comm_agree_errors(cm, MPI_COMM_WORLD, err)) {
@@ -396,22 +339,47 @@ int dist_setup(DistEngine **out, Comm *cm, const ModelConfig *c, const Plan *pla
     return 0;
 }
 
+void engine_refresh_roles(DistEngine *e)
+{
+    const Plan *plan = e->plan;
+    e->active = 0;
+    for (int l = 0; l < e->L; l++) {
+        e->active |= e->cm->rank > 0 && plan_rank_in_layer(plan, l, e->cm->rank);
+        e->eligible[l] = 0;
+        if (l + 1 < e->L) {
+            const LayerPlan *a = &plan->layers[l], *b = &plan->layers[l + 1];
+            e->eligible[l] = a->mode == LAYER_PIPE && b->mode == LAYER_PIPE &&
+                             a->proj_rank == a->ffn_rank && e->lr[l + 1].in_size > 1;
+        }
+        e->spec[l] &= e->eligible[l];
+        e->spec_pending[l] &= e->eligible[l];
+    }
+}
+
+void engine_teardown_layer_comms(DistEngine *e, int l)
+{
+    LayerRt *r = &e->lr[l];
+    if (r->in_comm != MPI_COMM_NULL)
+        MPI_Comm_free(&r->in_comm);
+    if (r->g_comm != MPI_COMM_NULL)
+        MPI_Comm_free(&r->g_comm);
+    r->in_comm = r->g_comm = MPI_COMM_NULL;
+    free(r->g_counts);
+    free(r->g_displs);
+    free(r->g_part_dst);
+    free(r->g_part_src);
+    free(r->g_part_len);
+    r->g_counts = r->g_displs = r->g_part_dst = r->g_part_src = r->g_part_len = NULL;
+}
+
 void dist_free(DistEngine *e)
 {
     if (!e)
         return;
     for (int l = 0; l <= e->L; l++) {
         LayerRt *r = &e->lr[l];
-        if (r->in_comm != MPI_COMM_NULL)
-            MPI_Comm_free(&r->in_comm);
-        if (r->g_comm != MPI_COMM_NULL)
-            MPI_Comm_free(&r->g_comm);
+        engine_teardown_layer_comms(e, l);
         free(r->g_members);
-        free(r->g_counts);
-        free(r->g_displs);
-        free(r->g_part_dst);
-        free(r->g_part_src);
-        free(r->g_part_len);
         for (int k = 0; k < r->n_parts; k++) {
             model_free_attn_part(&r->parts[k]);
             free(r->wo_cols[k]);
@@ -442,6 +410,12 @@ void dist_free(DistEngine *e)
     free(e->spec_attn_s);
     free(e->ffn_s_spec);
     model_scratch_free(&e->scratch);
+    plan_free(&e->plan_own);
+    free(e->fname);
+    free(e->mem.devices);
+    free(e->mem.lat_ms);
+    free(e->mem.peak);
+    json_decref(e->mem.records);
     free(e);
 }
 
@@ -451,7 +425,8 @@ static WireHdr read_hdr(const unsigned char *msg, int layer)
     memcpy(&h, msg, sizeof h);
     CHECK(h.magic == WIRE_MAGIC, "layer %d: message with a bad magic 0x%08x (protocol "
           "mismatch between ranks?)", layer, h.magic);
-    CHECK((h.cmd & 0xff) == WIRE_STEP || (h.cmd & 0xff) == WIRE_STOP,
+    CHECK((h.cmd & 0xff) == WIRE_STEP || (h.cmd & 0xff) == WIRE_STOP ||
+              (h.cmd & 0xff) == WIRE_REPLAN,
           "layer %d: unknown command %d", layer, h.cmd);
     return h;
 }
@@ -538,7 +513,7 @@ static int worker_slice_layer(DistEngine *e, int l)
         tm[T_BCAST] += time_now() - t;
     }
     WireHdr h = read_hdr(e->xmsg, l);
-    if (h.cmd == WIRE_STOP)
+    if (h.cmd != WIRE_STEP)
         goto forward;
     float *x = payload(e->xmsg), *part = payload(e->xsend);
     t = time_now();
@@ -569,7 +544,7 @@ forward:
         bcast_input(e, l + 1, e->xmsg);
         tm[T_BCAST] += time_now() - t;
     }
-    return h.cmd == WIRE_STOP;
+    return h.cmd & 0xff;
 }
 
 /* Computes this rank's attention parts of layer l on input x into gbuf's payload. */
@@ -650,7 +625,7 @@ static WireHdr pipe_attention(DistEngine *e, int l)
         if (!r->in_root && l > 0 && (h.cmd & WIRE_FLAG_SPEC_ON))
             e->spec[l - 1] = (h.cmd & WIRE_FLAG_SPEC_NEXT) != 0; /* adaptive switch */
         h.cmd &= 0xff;
-        if (h.cmd == WIRE_STOP)
+        if (h.cmd != WIRE_STEP)
             return h;
         attn_parts(e, l, payload(e->xmsg), h.pos);
         if (r->g_comm != MPI_COMM_NULL)
@@ -672,7 +647,7 @@ static WireHdr pipe_attention(DistEngine *e, int l)
     }
     h = read_hdr(zin, l);
     h.cmd &= 0xff;
-    if (h.cmd == WIRE_STOP) {
+    if (h.cmd != WIRE_STEP) {
         if (recv)
             bcast_input(e, l, e->xmsg);
         h = read_hdr(e->xmsg, l);
@@ -718,7 +693,7 @@ static int worker_pipe_layer(DistEngine *e, int l)
     MPI_Request zreq = MPI_REQUEST_NULL;
     if (r->consumer) {
         h = pipe_attention(e, l);
-        const int stop = h.cmd == WIRE_STOP;
+        const int stop = h.cmd != WIRE_STEP;
         if (r->is_proj) {
             t = time_now();
             if (!stop)
@@ -768,7 +743,7 @@ static int worker_pipe_layer(DistEngine *e, int l)
         h = read_hdr(e->zmsg, l);
         h.cmd &= 0xff;
         t = time_now();
-        if (h.cmd != WIRE_STOP) {
+        if (h.cmd == WIRE_STEP) {
             float ratio = model_ffn_forward(c, &r->ffn, &e->scratch, payload(e->zmsg),
                                             payload(e->xmsg));
             if (s_out || e->adaptive)
@@ -787,15 +762,58 @@ static int worker_pipe_layer(DistEngine *e, int l)
             tm[T_BCAST] += time_now() - t;
         }
     }
-    return (h.cmd & 0xff) == WIRE_STOP;
+    return h.cmd & 0xff;
+}
+
+static int worker_token(DistEngine *e);
+
+/* Waits (sleeping, without a deadline: an idle worker may wait long) for the controller's
+ * confirmation of a control command on the world communicator. */
+static WireHdr wait_control(DistEngine *e)
+{
+    WireHdr h;
+    MPI_Request req;
+    MPI_CHECK(MPI_Ibcast(&h, sizeof h, MPI_BYTE, 0, MPI_COMM_WORLD, &req));
+    comm_wait(e->cm, &req);
+    CHECK(h.magic == WIRE_MAGIC, "control message with a bad magic");
+    return h;
 }
 
 void dist_worker_loop(DistEngine *e)
 {
-    if (!e->active)
-        return;
     for (;;) {
-        int stop = 0;
+        int cmd = WIRE_STEP;
+        if (!e->active) {
+            cmd = WIRE_STOP; /* nothing to run: wait for the controller's word */
+        } else {
+            cmd = worker_token(e);
+            if (cmd == WIRE_STEP)
+                continue;
+        }
+        WireHdr h = wait_control(e);
+        if (h.cmd == WIRE_STOP)
+            return;
+        if (h.cmd == WIRE_REPLAN)
+            engine_replan(e, h.pos);
+    }
+}
+
+void engine_controller_control(DistEngine *e, int cmd, int pos)
+{
+    WireHdr h = {WIRE_MAGIC, cmd, pos, 0, 0, 0, 0};
+    memcpy(e->xmsg, &h, sizeof h);
+    bcast_input(e, 0, e->xmsg);
+    bcast_input(e, e->L, e->xmsg);
+    MPI_Request req;
+    MPI_CHECK(MPI_Ibcast(&h, sizeof h, MPI_BYTE, 0, MPI_COMM_WORLD, &req));
+    comm_wait(e->cm, &req);
+}
+
+/* One token's pass over this rank's layers; returns the pipeline command seen. */
+static int worker_token(DistEngine *e)
+{
+    {
+        int stop = WIRE_STEP;
         if (e->adaptive)
             for (int l = 0; l < e->L; l++)
                 if (e->lr[l].is_ffn && e->eligible[l])
@@ -806,8 +824,7 @@ void dist_worker_loop(DistEngine *e)
             stop = e->lr[l].mode == LAYER_SLICE ? worker_slice_layer(e, l)
                                                 : worker_pipe_layer(e, l);
         }
-        if (stop)
-            return;
+        return stop;
     }
 }
 
@@ -845,9 +862,12 @@ static void controller_forward(void *ctx, float *x, int pos, int token)
     memcpy(x, payload(e->xmsg), (size_t)e->c->dim * sizeof(float));
 }
 
-LayerBackend dist_backend(DistEngine *e) { return (LayerBackend){e, controller_forward}; }
+LayerBackend dist_backend(DistEngine *e)
+{
+    return (LayerBackend){e, controller_forward, dist_controller_prepare};
+}
 
-void dist_controller_stop(DistEngine *e) { controller_send(e, WIRE_STOP, NULL, 0, 0); }
+void dist_controller_stop(DistEngine *e) { engine_controller_control(e, WIRE_STOP, 0); }
 
 json_t *dist_collect_metrics(DistEngine *e, int n_tokens)
 {

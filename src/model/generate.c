@@ -186,7 +186,12 @@ int generate_run(const ModelConfig *c, const Tokenizer *tok, const HeadW *head,
         if (opt->stream)
             fwrite(piece, 1, n, opt->stream);
     }
+    int rc = 0;
     for (int pos = 0; pos < steps; pos++) {
+        if (backend->prepare && backend->prepare(backend->ctx, pos, err, errlen) < 0) {
+            rc = -1;
+            break;
+        }
         double t0 = time_now();
         model_embed(c, head, token, pos, x);
         backend->forward(backend->ctx, x, pos, token);
@@ -233,5 +238,5 @@ int generate_run(const ModelConfig *c, const Tokenizer *tok, const HeadW *head,
     free(prompt);
     model_scratch_free(&scratch);
     sampler_free(&sampler);
-    return 0;
+    return rc;
 }

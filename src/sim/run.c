@@ -100,30 +100,36 @@ static double migrate(SimDes *d, const Plan *old, const Plan *nw, const ModelCon
 }
 
 /* Dynamic policy, before the token at pos: when a device passes the threshold because its
- * KV cache grew past what the plan reserved (*horizon positions), re-places with
- * plan_build for twice the current positions within threshold * budget (else the whole
- * budget).  Returns migration seconds, or -1 when the cache no longer fits anywhere. */
+ * KV cache grew past what the plan reserved (*horizon positions), or passes its budget,
+ * re-places with plan_build for twice the current positions within threshold * budget (else
+ * within the whole budget, for fewer positions).  Returns migration seconds, or -1 when the
+ * cache no longer fits anywhere. */
 static double dynamic_step(SimDes *d, Plan *plan, int *horizon, const ModelConfig *c,
                            const SimCluster *cl, const SimOptions *o, int pos, double now,
                            SimResult *res)
 {
     int worst = 0;
     double frac = mem_frac(plan, c, cl, pos + 1, &worst);
-    if (frac <= o->replan_at || pos + 1 <= *horizon)
+    if (frac <= o->replan_at || (pos + 1 <= *horizon && frac <= 1.0))
         return 0;
     char err[256];
     Plan np;
-    int h = 2 * (pos + 1) < c->context_length ? 2 * (pos + 1) : c->context_length;
-    int rc = build_head_plan(&np, c, cl, o->replan_at, h, err, sizeof err);
-    if (rc < 0)
-        rc = build_head_plan(&np, c, cl, 1.0, h, err, sizeof err);
+    /* Twice the positions within the threshold; else the whole budget, for fewer positions. */
+    const int need = pos + 1;
+    const double fr[4] = {o->replan_at, 1.0, 1.0, 1.0};
+    const int hs[4] = {2 * need, 2 * need, need + need / 4, need + 1};
+    int rc = -1, h = need;
+    for (int i = 0; i < 4 && rc < 0; i++) {
+        h = hs[i] < c->context_length ? hs[i] : c->context_length;
+        rc = build_head_plan(&np, c, cl, fr[i], h, err, sizeof err);
+    }
     if (rc < 0) {
         if (frac > 1.0) {
             snprintf(res->status, sizeof res->status, "out of memory at token %d: rank %d needs "
                      "%.0f%% of its budget and no re-placement fits", pos, worst, frac * 100);
             return -1;
         }
-        *horizon = pos + 1 + (h - pos - 1) / 4; /* try again a little later */
+        *horizon = need + 8; /* try again a little later */
         return 0;
     }
     if (o->trace)

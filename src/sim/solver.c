@@ -27,14 +27,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MEMO_BITS 21
+#define MEMO_BITS_MAX 21
 
 /* A search state: layer, producer and the roles each device holds, packed per device as
  * parts of size class 0 and 1, projections, FFNs (8 bits each). */
 typedef struct {
     uint32_t cnt[6];
     uint8_t l, prev, used, pad;
-    float g; /* cost so far, rounded up */
+    double g; /* cost so far */
 } MemoEntry;
 
 typedef struct {
@@ -64,7 +64,8 @@ typedef struct {
     uint32_t ucnt[7];      /* roles held so far, packed */
     int size_class[64];    /* by query heads per part: 0 or 1 (-1: unseen) */
     int memo_ok;
-    MemoEntry *memo;       /* [1<<MEMO_BITS] */
+    MemoEntry *memo;       /* [1<<memo_bits] */
+    int memo_bits;
     long memo_n;
     SimDes des;
     SimFlow flow;
@@ -267,26 +268,23 @@ static int memo_seen(Bnb *b, int l, int prev, double g)
     key.l = (uint8_t)l;
     key.prev = (uint8_t)prev;
     key.used = 1;
-    /* Stored rounded up, so a later prune never drops a path that was strictly cheaper. */
-    float gu = (float)g;
-    if ((double)gu < g)
-        gu = nextafterf(gu, INFINITY);
-    const size_t mask = ((size_t)1 << MEMO_BITS) - 1;
+    const size_t mask = ((size_t)1 << b->memo_bits) - 1;
     for (size_t i = (size_t)memo_hash(&key, b->n) & mask;; i = (i + 1) & mask) {
         MemoEntry *e = &b->memo[i];
         if (!e->used) {
             if (b->memo_n > (long)(mask * 7 / 10))
                 return 0; /* full: stop recording */
-            key.g = gu;
+            key.g = g;
             *e = key;
             b->memo_n++;
             return 0;
         }
         if (e->l == key.l && e->prev == key.prev &&
             memcmp(e->cnt, key.cnt, sizeof key.cnt) == 0) {
-            if ((double)e->g <= g)
+            /* The same layers in another order sum to the same cost up to rounding. */
+            if (e->g <= g * (1 + 1e-12))
                 return 1;
-            e->g = gu;
+            e->g = g;
             return 0;
         }
     }
@@ -522,7 +520,12 @@ int solver_exact(Plan *plan, SolverStats *st, const ModelConfig *c, const SimClu
     bnb_prepare(&b, req);
     b.max_nodes = req->max_nodes > 0 ? req->max_nodes : 200000000L;
     b.deadline = req->max_s > 0 ? t0 + req->max_s : 0;
-    b.memo = b.memo_ok ? xcalloc((size_t)1 << MEMO_BITS, sizeof(MemoEntry)) : NULL;
+    /* The table grows with the problem (a few entries per configuration and layer). */
+    for (b.memo_bits = 12; b.memo_bits < MEMO_BITS_MAX &&
+                           ((size_t)1 << b.memo_bits) < (size_t)b.n_conf * (size_t)b.L * 64;
+         b.memo_bits++)
+        ;
+    b.memo = b.memo_ok ? xcalloc((size_t)1 << b.memo_bits, sizeof(MemoEntry)) : NULL;
     /* Incumbents: greedy and layer-dp (their configurations are in the search space). */
     Plan known;
     char kerr[256];

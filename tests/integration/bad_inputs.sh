@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Bad inputs: hostile or broken model files, checkpoints, safetensors directories, tokenizers and
 # command lines fed to headsplit, headsplit-convert and headsplit-tokenize.  Every case must end
 # with a non-zero exit status (no signal, no timeout), exactly one error line on stderr that
@@ -18,8 +19,21 @@ t_start=$(date +%s)
 
 # bin32 V... / bin64 V...: writes each V as a little-endian integer (two's complement), with
 # printf -v only (forks are slow on a busy machine).
-bin32() { local v s= i; for v; do v=$(( v & 0xffffffff )); for i in 0 8 16 24; do printf -v s '%s\\x%02x' "$s" $(( (v >> i) & 255 )); done; done; printf "$s"; }
-bin64() { local v s= i; for v; do for i in 0 8 16 24 32 40 48 56; do printf -v s '%s\\x%02x' "$s" $(( (v >> i) & 255 )); done; done; printf "$s"; }
+bin32() {
+  local v s='' i
+  for v; do
+    v=$(( v & 0xffffffff ))
+    for i in 0 8 16 24; do printf -v s '%s\\x%02x' "$s" $(( (v >> i) & 255 )); done
+  done
+  printf '%b' "$s"
+}
+bin64() {
+  local v s='' i
+  for v; do
+    for i in 0 8 16 24 32 40 48 56; do printf -v s '%s\\x%02x' "$s" $(( (v >> i) & 255 )); done
+  done
+  printf '%b' "$s"
+}
 
 # llama2c_ckpt OUT DIM HIDDEN LAYERS HEADS KV VOCAB SEQ [EXTRA_FLOATS]: a legacy checkpoint of
 # zeros whose size matches its header (plus EXTRA_FLOATS, which may be negative).
@@ -234,6 +248,13 @@ hf_dir "$T/hf_keys"; printf '{"architectures": ["LlamaForCausalLM"], "hidden_siz
 hf_dir "$T/hf_cfgjson"; printf '{"architectures": ["LlamaForCausalLM"], "hidden_size": 8,,}' > "$T/hf_cfgjson/config.json"
 mkdir -p "$T/tokjson"; printf '{"model": {"type": "BPE", "vocab": {"a": 0, "b": 0}, "merges": []}' > "$T/tokjson/tokenizer.json"
 mkdir -p "$T/tokjson2"; printf '{"model": {"type": "BPE", "vocab": {"a": 0, "b": 5}, "merges": ["a b"]}}' > "$T/tokjson2/tokenizer.json"
+
+# Controls: each crafted input differs from a working one only in its defect.
+"$CONVERT" --quiet --format llama2c --checkpoint "$T/ok.bin" --tokenizer "$T/tok32.bin" \
+  --out "$T/ok.h5" || fail "control: the crafted llama2.c checkpoint does not convert"
+"$TOKENIZE" --model "$T/good.h5" hello > /dev/null || fail "control: headsplit-tokenize"
+timeout -k 5 60 "$HS" --model "$T/good.h5" --steps 4 --quiet --prompt hi > /dev/null ||
+  fail "control: headsplit on the good model"
 
 # ---- the cases ------------------------------------------------------------------------------------
 

@@ -1,0 +1,26 @@
+# tolerance.gp: the tolerance sweep of heads + speculation (greedy placement): acceptance per
+# tolerance (left) and speedup over heads without speculation against acceptance (right;
+# points labelled with the tolerance).
+n = words(tol_models)
+if (n > 0) {
+  set terminal term size 1100, 520 font ",10"
+  set output outdir.'/tolerance_sweep.png'
+  set multiplot layout 1, 2 title "Tolerance sweep: heads + speculation (synthetic weights: acceptance not meaningful)"
+  set grid lc rgb "#dddddd"
+  set key top left noenhanced
+  set title "acceptance (kept / tried)"
+  set xlabel "tolerance"
+  set ylabel "acceptance"
+  set yrange [-0.05:1.05]
+  set xrange [0:*]
+  set offsets graph 0.05, graph 0.05, 0, 0
+  plot for [i = 1:n] sprintf("%s/tol_%d.dat", dir, i - 1) using 1:2 with linespoints pt 7 title word(tol_models, i)
+  set title "speedup over heads only vs acceptance"
+  set xlabel "acceptance"
+  set ylabel "x heads only (same placement)"
+  set xrange [-0.05:1.05]
+  set yrange [*:*]
+  set arrow 1 from graph 0, first 1 to graph 1, first 1 nohead dt 2 lc rgb "#444444"
+  plot for [i = 1:n] sprintf("%s/tol_%d.dat", dir, i - 1) using 2:3:4:5 with yerrorbars pt 7 title word(tol_models, i), \
+       for [i = 1:n] sprintf("%s/tol_%d.dat", dir, i - 1) using 2:3:(sprintf("%g", $1)) with labels offset 2.5, 0.6 font ",8" notitle
+}

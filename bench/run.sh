@@ -1,0 +1,496 @@
+#!/usr/bin/env bash
+# bench/run.sh: the HeadSplit benchmark matrix on the emulated 4-worker edge testbed (or on a
+# cluster allocation with srun), in one run, all configurations interleaved.  See bench/README.md.
+#
+#   bench/run.sh [--quick|--full] [--launcher mpirun|srun] [--out DIR] [--tokens N]
+#                [--repeats K] [--models LIST] [--rtts LIST] [--tolerances LIST] [--dry-run]
+#
+# Options:
+#   --quick            (default) fewer positions (TinyLlama 16, GPT-2 32, stories260K 64),
+#                      1 repeat, RTT sweep on gpt2-small only (0,5,10,20,30 ms), tolerance
+#                      sweep on trained models only: about 15 minutes on a 2-core machine
+#   --full             256 positions, 3 repeats, RTT sweep 0,2,5,10,20,30 ms and tolerance
+#                      sweep on every model: about 8 hours on a 2-core machine (the estimate
+#                      for the plan at hand is printed before the first run)
+#   --launcher L       mpirun (default) or srun (inside a Slurm allocation)
+#   --device P|none    wrap each rank in scripts/emulate-device P (default pi4 with mpirun,
+#                      none with srun unless --emulate)
+#   --link SPEC|none   --emulate-link of the base configuration (default
+#                      rtt=10ms,jitter=2ms,bw=200mbit with mpirun; none with srun unless --emulate)
+#   --emulate          with srun: emulate the testbed anyway (device pi4, the default link)
+#   --ranks N          MPI ranks: the controller + N-1 workers (default 5; srun: $SLURM_NTASKS)
+#   --build DIR        where headsplit and headsplit-convert are (default build)
+#   --out DIR          results (default out/bench-YYYYmmdd-HHMMSS)
+#   --tokens N         positions per run (prompt included) for every model
+#   --repeats K        repeats of the whole interleaved matrix
+#   --models LIST      comma-separated: tinyllama, gpt2-small, stories260K or FILE.h5
+#                      (default tinyllama,gpt2-small,stories260K)
+#   --configs LIST     subset of layer, head, head+spec/random, head+spec/roundrobin,
+#                      head+spec/greedy, slice, auto (default: all the engine supports)
+#   --rtts LIST        RTT sweep in ms (quick 0,5,10,20,30; full 0,2,5,10,20,30; "none": off)
+#   --rtt-models LIST  models of the RTT sweep (quick gpt2-small; full: all of --models)
+#   --tolerances LIST  tolerance sweep of heads + speculation (0.02,0.05,0.10; "none": off)
+#   --tol-models LIST  models of the tolerance sweep (quick: stories260K and the trained
+#                      weights/*.h5; full: those and the synthetic models)
+#   --model-dir DIR    where converted models are kept and reused (default out/models)
+#   --timeout S        per-run wall-clock limit (default: 4x the estimate, at least 300 s)
+#   --report           run bench/report.sh afterwards (rewrites docs/results.md)
+#   --dry-run          print the plan, the commands and the time estimate; run nothing
+#   -h, --help
+#
+# Exit status: 0 when every run completed, 1 when some failed (the rest are still reported),
+# 2 on a usage or set-up error.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT" || exit 2
+. "$ROOT/bench/lib.sh"
+ARGV=("$@")
+
+die() { echo "bench: $*" >&2; exit 2; }
+
+MODE=quick LAUNCHER=mpirun DEVICE= LINK= EMULATE=0 RANKS= BUILD=build OUT= TOKENS= REPEATS=
+MODELS=tinyllama,gpt2-small,stories260K CONFIGS= RTTS= RTT_MODELS= TOLS= TOL_MODELS=
+MODEL_DIR=out/models TIMEOUT= REPORT=0 DRY=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --quick) MODE=quick; shift ;;
+    --full) MODE=full; shift ;;
+    --launcher) LAUNCHER=${2:?}; shift 2 ;;
+    --device) DEVICE=${2:?}; shift 2 ;;
+    --link) LINK=${2:?}; shift 2 ;;
+    --emulate) EMULATE=1; shift ;;
+    --ranks) RANKS=${2:?}; shift 2 ;;
+    --build) BUILD=${2:?}; shift 2 ;;
+    --out) OUT=${2:?}; shift 2 ;;
+    --tokens) TOKENS=${2:?}; shift 2 ;;
+    --repeats) REPEATS=${2:?}; shift 2 ;;
+    --models) MODELS=${2:?}; shift 2 ;;
+    --configs) CONFIGS=${2:?}; shift 2 ;;
+    --rtts) RTTS=${2:?}; shift 2 ;;
+    --rtt-models) RTT_MODELS=${2:?}; shift 2 ;;
+    --tolerances) TOLS=${2:?}; shift 2 ;;
+    --tol-models) TOL_MODELS=${2:?}; shift 2 ;;
+    --model-dir) MODEL_DIR=${2:?}; shift 2 ;;
+    --timeout) TIMEOUT=${2:?}; shift 2 ;;
+    --report) REPORT=1; shift ;;
+    --dry-run) DRY=1; shift ;;
+    -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown option '$1' (see --help)" ;;
+  esac
+done
+case $LAUNCHER in mpirun|srun) ;; *) die "--launcher must be mpirun or srun" ;; esac
+case $MODE in
+  quick) : "${REPEATS:=1}" "${RTTS:=0,5,10,20,30}" "${TOLS:=0.02,0.05,0.10}" ;;
+  full) : "${REPEATS:=3}" "${RTTS:=0,2,5,10,20,30}" "${TOLS:=0.02,0.05,0.10}" ;;
+esac
+[[ $REPEATS =~ ^[1-9][0-9]*$ ]] || die "--repeats must be a positive integer"
+[ -z "$TOKENS" ] || [[ $TOKENS =~ ^[1-9][0-9]*$ ]] || die "--tokens must be a positive integer"
+TESTBED_LINK=rtt=10ms,jitter=2ms,bw=200mbit
+if [ "$LAUNCHER" = mpirun ] || [ "$EMULATE" = 1 ]; then
+  : "${DEVICE:=pi4}" "${LINK:=$TESTBED_LINK}"
+else
+  : "${DEVICE:=none}" "${LINK:=none}"
+fi
+if [ -z "$RANKS" ]; then
+  if [ "$LAUNCHER" = srun ]; then RANKS=${SLURM_NTASKS:-5}; else RANKS=5; fi
+fi
+[ -n "$OUT" ] || OUT=out/bench-$(date +%Y%m%d-%H%M%S)
+SPEC_TOL=0.05          # tolerance of the main matrix's heads + speculation
+PROMPT="Once upon a time"
+SHARED=${HEADSPLIT_SHARED:-$ROOT/../shared/models}
+
+# ---- the engine --------------------------------------------------------------------------
+[ -x "$BUILD/headsplit" ] || die "$BUILD/headsplit missing: build first (cmake -S . -B $BUILD -DCMAKE_BUILD_TYPE=Release && cmake --build $BUILD)"
+HELP=$("$BUILD/headsplit" --help 2>&1)
+HAVE_AUTO=0 HAVE_SLICE=0
+grep -qE -- '--partition [a-z|]*auto' <<<"$HELP" && HAVE_AUTO=1
+grep -qE -- '--partition [a-z|]*slice' <<<"$HELP" && HAVE_SLICE=1
+NOTES=""
+note() { NOTES+="$*"$'\n'; echo "bench: note: $*" >&2; }
+
+# name -> partition placement speculate
+cfg_def() {
+  case $1 in
+    layer) echo "layer layer none" ;;
+    head) echo "head greedy none" ;;
+    head+spec/random) echo "head random all" ;;
+    head+spec/roundrobin) echo "head roundrobin all" ;;
+    head+spec/greedy) echo "head greedy all" ;;
+    slice) echo "slice greedy none" ;;
+    auto) echo "auto greedy none" ;;
+    *) return 1 ;;
+  esac
+}
+ALL_CONFIGS="layer head head+spec/random head+spec/roundrobin head+spec/greedy"
+[ "$HAVE_SLICE" = 1 ] && ALL_CONFIGS+=" slice" || note "the engine has no --partition slice: slice skipped"
+[ "$HAVE_AUTO" = 1 ] && ALL_CONFIGS+=" auto" || note "the engine has no --partition auto: auto skipped"
+if [ -n "$CONFIGS" ]; then
+  SEL=""
+  for c in ${CONFIGS//,/ }; do
+    cfg_def "$c" >/dev/null || die "unknown configuration '$c'"
+    [[ " $ALL_CONFIGS " == *" $c "* ]] || { note "configuration $c not supported by this engine: skipped"; continue; }
+    SEL+=" $c"
+  done
+  CONFIGS=${SEL# }
+else
+  CONFIGS=$ALL_CONFIGS
+fi
+[[ " $CONFIGS " == *" layer "* ]] || note "layer-wise is not in --configs: no speedups"
+SWEEP_CONFIGS=""
+for c in layer head slice auto; do [[ " $CONFIGS " == *" $c "* ]] && SWEEP_CONFIGS+=" $c"; done
+
+# ---- the link --------------------------------------------------------------------------
+BASE_RTT=none JIT_RATIO=0.2
+if [ "$LINK" != none ]; then
+  BASE_RTT=$(sed -n 's/.*rtt=\([0-9.]*\)ms.*/\1/p; s/.*rtt=\([0-9.]*\)$/\1/p; s/.*rtt=\([0-9.]*\),.*/\1/p' <<<"$LINK" | head -1)
+  [ -n "$BASE_RTT" ] || die "cannot read rtt= from --link '$LINK'"
+  bj=$(sed -n 's/.*jitter=\([0-9.]*\)\(ms\)\{0,1\}\(,.*\)\{0,1\}$/\1/p' <<<"$LINK")
+  if [ -n "$bj" ] && awk -v r="$BASE_RTT" 'BEGIN{exit !(r>0)}'; then
+    JIT_RATIO=$(awk -v j="$bj" -v r="$BASE_RTT" 'BEGIN{printf "%.4g", j/r}')
+  fi
+fi
+# link_for RTT: the base link with this RTT, jitter scaled in proportion (10 ms/2 ms -> 20%).
+link_for() {
+  local r=$1 j
+  [ "$LINK" = none ] && { echo none; return; }
+  j=$(awk -v r="$r" -v k="$JIT_RATIO" 'BEGIN{printf "%.3g", r*k}')
+  sed -E "s/rtt=[0-9.]+(ms)?/rtt=${r}ms/; s/jitter=[0-9.]+(ms)?/jitter=${j}ms/" <<<"$LINK"
+}
+if [ "$RTTS" != none ] && [ "$LINK" = none ]; then
+  note "RTT sweep skipped: it needs --link emulation (the real network's RTT is what it is)"
+  RTTS=none
+fi
+
+# ---- models ------------------------------------------------------------------------------
+mkdir_p() { [ "$DRY" = 1 ] || mkdir -p "$@"; }
+mkdir_p "$MODEL_DIR"
+# model_path NAME: prints the model file, converting it when absent (empty + a note: skipped).
+declare -A MPATH MSYN MLAYERS MBYTES
+is_synthetic() {
+  local src
+  src=$(hs_h5attr "$1" source)
+  if [ -n "$src" ]; then [[ $src == SYNTHETIC* ]]; else [[ $(basename "$1") == *synth* ]]; fi
+}
+convert() {  # convert OUT ARGS...: runs headsplit-convert unless --dry-run
+  local out=$1; shift
+  if [ "$DRY" = 1 ]; then echo "(dry run: would run $BUILD/headsplit-convert $* --out $out)" >&2; return 0; fi
+  [ -x "$BUILD/headsplit-convert" ] || die "$BUILD/headsplit-convert missing"
+  echo "bench: writing $out ($BUILD/headsplit-convert $*)" >&2
+  "$BUILD/headsplit-convert" "$@" --out "$out" >&2 || die "headsplit-convert failed for $out"
+}
+resolve_model() {
+  local name=$1 f src
+  case $name in
+    tinyllama|tinyllama-1.1b)
+      f=$MODEL_DIR/tinyllama.h5
+      if [ ! -e "$f" ]; then
+        for src in weights/tinyllama-1.1b-synthetic.h5 /tmp/tinyllama-synth.h5; do
+          if [ -f "$src" ] && [[ $(hs_h5attr "$src" source) == *"--synthetic tinyllama-1.1b --seed 1 "* ]]; then
+            echo "bench: reusing $src for $f (same synthetic model, seed 1)" >&2
+            [ "$DRY" = 1 ] || ln -s "$(cd "$(dirname "$src")" && pwd)/$(basename "$src")" "$f"
+            break
+          fi
+        done
+      fi
+      if [ ! -e "$f" ]; then
+        local tok="$SHARED/llama2-tokenizer/tokenizer.bin" targs=()
+        [ -f "$tok" ] && targs=(--tokenizer "$tok")
+        echo "bench: TinyLlama-1.1B-shaped synthetic model: 4.4 GB, about 100 s to write" >&2
+        convert "$f" --synthetic tinyllama-1.1b --seed 1 "${targs[@]}"
+      fi ;;
+    gpt2-small|gpt2)
+      f=$MODEL_DIR/gpt2-small.h5
+      [ -e "$f" ] || convert "$f" --synthetic gpt2-small --seed 1 ;;
+    stories260K|stories260k)
+      f=$MODEL_DIR/stories260K.h5
+      if [ ! -e "$f" ]; then
+        if [ -f "$SHARED/stories260K/stories260K.bin" ]; then
+          convert "$f" --format llama2c --checkpoint "$SHARED/stories260K/stories260K.bin" \
+            --tokenizer "$SHARED/stories260K/tok512.bin"
+        else
+          note "stories260K skipped: $SHARED/stories260K/stories260K.bin is absent"
+          return 1
+        fi
+      fi ;;
+    *.h5)
+      f=$name
+      [ -f "$f" ] || { note "model $f skipped: no such file"; return 1; } ;;
+    *) die "unknown model '$name' (tinyllama, gpt2-small, stories260K or a .h5 file)" ;;
+  esac
+  MPATH[$name]=$f
+  if [ -e "$f" ]; then
+    MLAYERS[$name]=$(hs_h5attr "$f" n_layers)
+    MBYTES[$name]=$(stat -L -c %s "$f" 2>/dev/null || echo 0)
+    if is_synthetic "$f"; then MSYN[$name]=1; else MSYN[$name]=0; fi
+  else  # dry run, not converted yet
+    case $name in
+      tinyllama*) MLAYERS[$name]=22 MBYTES[$name]=4400000000 MSYN[$name]=1 ;;
+      gpt2*) MLAYERS[$name]=12 MBYTES[$name]=500000000 MSYN[$name]=1 ;;
+      *) MLAYERS[$name]=5 MBYTES[$name]=1100000 MSYN[$name]=0 ;;
+    esac
+  fi
+  return 0
+}
+short_name() { local b; b=$(basename "$1"); echo "${b%.h5}"; }
+
+MODEL_LIST=()
+for m in ${MODELS//,/ }; do resolve_model "$m" && MODEL_LIST+=("$m"); done
+# Trained models in weights/ join the tolerance sweep (acceptance means something there).
+TRAINED=()
+for f in weights/*.h5; do
+  [ -f "$f" ] || continue
+  if ! is_synthetic "$f"; then TRAINED+=("$f"); fi
+done
+if [ -z "$RTT_MODELS" ]; then
+  if [ "$MODE" = quick ]; then RTT_MODELS=gpt2-small; else RTT_MODELS=$(IFS=,; echo "${MODEL_LIST[*]}"); fi
+fi
+if [ -z "$TOL_MODELS" ]; then
+  TOL_MODELS=""
+  for m in "${MODEL_LIST[@]}"; do
+    if [ "$MODE" = full ] || [ "${MSYN[$m]}" = 0 ]; then TOL_MODELS+=",$m"; fi
+  done
+  for f in "${TRAINED[@]}"; do TOL_MODELS+=",$f"; done
+  TOL_MODELS=${TOL_MODELS#,}
+  [ ${#TRAINED[@]} -gt 0 ] || note "no trained models in weights/*.h5: the tolerance sweep runs on stories260K only$([ "$MODE" = full ] && echo ' (and, for speed only, the synthetic models)')"
+fi
+for m in ${RTT_MODELS//,/ } ${TOL_MODELS//,/ }; do
+  [ -n "${MPATH[$m]:-}" ] || resolve_model "$m" || true
+done
+[ ${#MODEL_LIST[@]} -gt 0 ] || die "no model to run"
+
+default_tokens() {
+  if [ -n "$TOKENS" ]; then echo "$TOKENS"; return; fi
+  if [ "$MODE" = full ]; then echo 256; return; fi
+  case $1 in tinyllama*) echo 16 ;; gpt2*) echo 32 ;; *) echo 64 ;; esac
+}
+
+# ---- the plan ----------------------------------------------------------------------------
+# One line per distinct run; a run that belongs to several tables (main, rtt, tol) runs once.
+declare -A PIDX
+PLAN=()  # "model|config|rtt|tol|groups"
+add_run() {  # add_run MODEL CONFIG RTT TOL GROUP
+  local k="$1|$2|$3|$4"
+  if [ -n "${PIDX[$k]:-}" ]; then
+    local i=${PIDX[$k]} line=${PLAN[${PIDX[$k]}]}
+    [[ ",${line##*|}," == *",$5,"* ]] || PLAN[i]="$line,$5"
+  else
+    PIDX[$k]=${#PLAN[@]}
+    PLAN+=("$k|$5")
+  fi
+}
+spec_cfgs() { for c in $CONFIGS; do [[ $c == head+spec* ]] && echo "$c"; done; }
+tol_of() { [[ $1 == head+spec* ]] && echo "$2" || echo -; }
+in_list() { [[ ",$2," == *",$1,"* ]]; }
+for m in "${MODEL_LIST[@]}"; do
+  for c in $CONFIGS; do add_run "$m" "$c" "$BASE_RTT" "$(tol_of "$c" $SPEC_TOL)" main; done
+  if [ "$RTTS" != none ] && in_list "$m" "$RTT_MODELS"; then
+    for r in ${RTTS//,/ }; do
+      for c in $SWEEP_CONFIGS; do add_run "$m" "$c" "$r" - rtt; done
+    done
+  fi
+  if [ "$TOLS" != none ] && in_list "$m" "$TOL_MODELS" && [[ " $CONFIGS " == *" head+spec/greedy "* || -z "$(spec_cfgs)" ]]; then
+    for t in ${TOLS//,/ }; do add_run "$m" head+spec/greedy "$BASE_RTT" "$t" tol; done
+  fi
+done
+# Sweep models that are not in --models: their own references and the sweep.
+for m in ${RTT_MODELS//,/ } ${TOL_MODELS//,/ }; do
+  in_list "$m" "$(IFS=,; echo "${MODEL_LIST[*]}")" && continue
+  [ -n "${MPATH[$m]:-}" ] || continue
+  if [ "$RTTS" != none ] && in_list "$m" "$RTT_MODELS"; then
+    for r in ${RTTS//,/ }; do for c in $SWEEP_CONFIGS; do add_run "$m" "$c" "$r" - rtt; done; done
+  fi
+  if [ "$TOLS" != none ] && in_list "$m" "$TOL_MODELS"; then
+    add_run "$m" layer "$BASE_RTT" - tol
+    add_run "$m" head "$BASE_RTT" - tol
+    for t in ${TOLS//,/ }; do add_run "$m" head+spec/greedy "$BASE_RTT" "$t" tol; done
+  fi
+done
+# Sweep runs in ascending RTT per model after the main matrix (stable: the order built above).
+NU=${#PLAN[@]}
+NRUNS=$((NU * REPEATS))
+
+# ---- time estimate (for the ETA; calibrated on the emulated testbed of a 2-core EPYC) ------
+# startup: loading (~10 s per GB on a pi4 rank) + mpirun; per position: compute that scales
+# with the model's bytes (a pi4 rank streams ~8 GB/s of weights... across 4 ranks, ~130 ms
+# per GB) times a partition factor, plus the hops' one-way latencies.
+est_run() {  # est_run MODEL CONFIG RTT -> seconds
+  local m=$1 c=$2 r=$3 steps L gb
+  steps=$(default_tokens "$m"); L=${MLAYERS[$m]:-12}; gb=$(awk -v b="${MBYTES[$m]:-0}" 'BEGIN{print b/1e9}')
+  [ "$r" = none ] && r=0
+  awk -v s="$steps" -v L="$L" -v gb="$gb" -v r="$r" -v c="$c" -v w=$((RANKS - 1)) 'BEGIN{
+    f = 1; hops = w + 1
+    if (c ~ /^head/) { f = 0.65; hops = 2 * L + 1 }
+    if (c == "slice") { f = 0.45; hops = 2 * L + 2 }
+    if (c == "auto") { f = 0.8; hops = (r > 3 ? w + 1 : 2 * L + 1) }
+    if (c ~ /spec/) f = 0.7
+    t = 3 + 10 * gb + s * (130 * gb * f + hops * (r / 2 + 0.3)) / 1000
+    printf "%.0f", t }'
+}
+declare -A EST
+TOTAL_EST=0
+for line in "${PLAN[@]}"; do
+  IFS='|' read -r m c r t g <<<"$line"
+  e=$(est_run "$m" "$c" "$r"); EST[$line]=$e
+  TOTAL_EST=$((TOTAL_EST + e * REPEATS))
+done
+
+# ---- launch ------------------------------------------------------------------------------
+if [ "$LAUNCHER" = mpirun ]; then
+  . "$ROOT/scripts/mpi-env.sh"
+  LAUNCH=(mpirun $MPI_FLAGS -np "$RANKS")
+else
+  [ -n "${SLURM_JOB_ID:-}" ] || [ "$DRY" = 1 ] || die "--launcher srun needs a Slurm allocation (SLURM_JOB_ID unset)"
+  LAUNCH=(srun --ntasks="$RANKS" --kill-on-bad-exit=1 ${SRUN_MPI:+--mpi=$SRUN_MPI})
+fi
+WRAP=()
+[ "$DEVICE" != none ] && WRAP=("$ROOT/scripts/emulate-device" "$DEVICE")
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+
+TOKDESC=""
+for m in "${MODEL_LIST[@]}" ${TOL_MODELS//,/ }; do
+  [[ $TOKDESC == *"$(short_name "$m") "* ]] && continue
+  TOKDESC+="$(short_name "$m") $(default_tokens "$m"), "
+done
+TOKDESC=${TOKDESC%, }
+
+echo "bench: $MODE matrix: ${#MODEL_LIST[@]} model(s) [${MODEL_LIST[*]}], configurations [$CONFIGS]," \
+     "RTT sweep [${RTTS}] on [${RTT_MODELS}], tolerance sweep [${TOLS}] on [${TOL_MODELS:-none}]" >&2
+echo "bench: $NU distinct runs x $REPEATS repeat(s) = $NRUNS runs; positions: $TOKDESC;" \
+     "device $DEVICE, link $LINK, launcher $LAUNCHER ($RANKS ranks)" >&2
+echo "bench: estimated duration ~$(hs_fmt_dur "$TOTAL_EST") (from a model of the 2-core emulated testbed; the ETA refines it as runs finish)" >&2
+
+cmd_for() {  # cmd_for MODEL CONFIG RTT TOL REP METRICS -> sets CMD array
+  local m=$1 c=$2 r=$3 t=$4 rep=$5 metrics=$6 part pl spec link
+  read -r part pl spec <<<"$(cfg_def "$c")"
+  link=$(link_for "$r")
+  CMD=("${LAUNCH[@]}" "${WRAP[@]}" "$BIN" --model "${MPATH[$m]}" --prompt "$PROMPT"
+       --steps "$(default_tokens "$m")" --partition "$part" --placement "$pl"
+       --speculate "$spec" --seed $((41 + rep)) --timeout 120 --metrics "$metrics" --quiet)
+  [ "$t" != - ] && CMD+=(--tolerance "$t")
+  [ "$link" != none ] && CMD+=(--emulate-link "$link")
+  return 0
+}
+keyname() {  # file-name-safe key
+  local m=$1 c=$2 r=$3 t=$4
+  c=${c//+/-}; c=${c//\//-}
+  echo "$(short_name "$m")__${c}__rtt${r}__tol${t}"
+}
+
+if [ "$DRY" = 1 ]; then
+  BIN=$OUT/bin/headsplit
+  i=0
+  for rep in $(seq 1 "$REPEATS"); do
+    ORDER=("${PLAN[@]}")
+    if [ $((rep % 2)) = 0 ]; then ORDER=(); for ((j = ${#PLAN[@]} - 1; j >= 0; j--)); do ORDER+=("${PLAN[j]}"); done; fi
+    for line in "${ORDER[@]}"; do
+      IFS='|' read -r m c r t g <<<"$line"
+      i=$((i + 1))
+      cmd_for "$m" "$c" "$r" "$t" "$rep" "$OUT/runs/$(keyname "$m" "$c" "$r" "$t").r$rep.json"
+      printf '[%d/%d] %s %s rtt %s tol %s rep %d/%d (%s; ~%ss):' "$i" "$NRUNS" "$(short_name "$m")" "$c" "$r" "$t" "$rep" "$REPEATS" "$g" "${EST[$line]}"
+      printf ' %q' "${CMD[@]}"; echo
+    done
+  done
+  exit 0
+fi
+
+# ---- set up the output -------------------------------------------------------------------
+mkdir -p "$OUT/runs" "$OUT/bin" || die "cannot create $OUT"
+OUT=$(cd "$OUT" && pwd)
+# The engine is copied: other work may rebuild $BUILD while the matrix runs.
+cp "$BUILD/headsplit" "$OUT/bin/headsplit" || die "cannot copy $BUILD/headsplit"
+BIN=$OUT/bin/headsplit
+if [ "$DEVICE" != none ]; then
+  if [ "$LAUNCHER" = srun ]; then chk=(srun --ntasks=1 "$ROOT/scripts/emulate-device" --check "$DEVICE")
+  else chk=("$ROOT/scripts/emulate-device" --check "$DEVICE"); fi
+  "${chk[@]}" >"$OUT/emulate-check.txt" 2>&1 ||
+    { cat "$OUT/emulate-check.txt" >&2; die "device emulation unavailable (see above); --device none runs unconstrained"; }
+fi
+GITREV=$(git -C "$ROOT" describe --always --dirty --abbrev=7 2>/dev/null || echo unknown)
+printf -v CMDLINE '%q ' bench/run.sh "${ARGV[@]}"
+export HS_META_COMMAND="${CMDLINE% }" HS_META_MODE=$MODE HS_META_LAUNCHER=$LAUNCHER \
+  HS_META_DEVICE=$DEVICE HS_META_LINK=$LINK HS_META_BASE_RTT=$BASE_RTT HS_META_RANKS=$RANKS \
+  HS_META_REPEATS=$REPEATS HS_META_N_RUNS=$NRUNS HS_META_N_UNIQUE=$NU \
+  HS_META_CONFIGS="$CONFIGS" HS_META_MODELS="${MODEL_LIST[*]}" HS_META_RTTS=$RTTS \
+  HS_META_RTT_MODELS=$RTT_MODELS HS_META_TOLERANCES=$TOLS HS_META_TOL_MODELS=$TOL_MODELS \
+  HS_META_SPEC_TOLERANCE=$SPEC_TOL HS_META_TOKENS_DESC="$TOKDESC" HS_META_PROMPT="$PROMPT" \
+  HS_META_GIT_REVISION=$GITREV HS_META_MACHINE="$(hs_machine_line)" HS_META_HOST=$(hostname) \
+  HS_META_STARTED=$(date -Iseconds) HS_META_LOADAVG_START="$(hs_loadavg)" \
+  HS_META_ESTIMATE_S=$TOTAL_EST HS_META_BINARY_SHA256=$(sha256sum "$BIN" | cut -c1-16) \
+  HS_META_JITTER_RATIO=$JIT_RATIO HS_META_NOTES="$NOTES"
+hs_write_meta "$OUT"
+for m in "${!MPATH[@]}"; do echo "$m ${MPATH[$m]} synthetic=${MSYN[$m]} layers=${MLAYERS[$m]} bytes=${MBYTES[$m]}"; done >"$OUT/models.txt"
+RUNS_TSV=$OUT/runs.tsv
+printf 'model\tmodel_path\tconfig\tpartition\tplacement\tspeculate\ttolerance\trtt_ms\tlink\tsteps\tgroups\trep\tseed\tstatus\trc\twall_s\tload1\tstarted\tsynthetic\tmetrics\tlog\tcommand\n' >"$RUNS_TSV"
+
+CHILD=0
+on_signal() {
+  echo >&2
+  echo "bench: interrupted; summarising what ran" >&2
+  [ "$CHILD" != 0 ] && kill -TERM "$CHILD" 2>/dev/null && wait "$CHILD" 2>/dev/null
+  hs_aggregate "$OUT" && hs_plots "$OUT"
+  exit 130
+}
+trap on_signal INT TERM
+
+# ---- run, interleaved: every repeat runs every configuration once, alternating direction ---
+T0=$(date +%s)
+DONE_EST=0 DONE_REAL=0 REM_EST=$TOTAL_EST FAILED=0 i=0
+for rep in $(seq 1 "$REPEATS"); do
+  ORDER=("${PLAN[@]}")
+  if [ $((rep % 2)) = 0 ]; then  # even repeats backwards: a drift in load hits all equally
+    ORDER=(); for ((j = ${#PLAN[@]} - 1; j >= 0; j--)); do ORDER+=("${PLAN[j]}"); done
+  fi
+  for line in "${ORDER[@]}"; do
+    IFS='|' read -r m c r t g <<<"$line"
+    i=$((i + 1))
+    k=$(keyname "$m" "$c" "$r" "$t")
+    metrics=$OUT/runs/$k.r$rep.json log=$OUT/runs/$k.r$rep.log
+    cmd_for "$m" "$c" "$r" "$t" "$rep" "$metrics"
+    e=${EST[$line]}
+    now=$(date +%s); el=$((now - T0))
+    if [ "$DONE_EST" -gt 0 ]; then eta=$(awk -v r="$REM_EST" -v a="$DONE_REAL" -v b="$DONE_EST" 'BEGIN{printf "%.0f", r*a/b}')
+    else eta=$REM_EST; fi
+    rl=""; [ "$r" != none ] && rl=" rtt ${r}ms"; tl=""; [ "$t" != - ] && tl=" tol $t"
+    printf '[%d/%d] %s %s%s%s rep %d/%d ... elapsed %s, ETA %s ' "$i" "$NRUNS" "$(short_name "$m")" \
+      "$c" "$rl" "$tl" "$rep" "$REPEATS" "$(hs_fmt_dur $el)" "$(hs_fmt_dur "$eta")" >&2
+    lim=$TIMEOUT; [ -n "$lim" ] || lim=$((e * 4 > 300 ? e * 4 : 300))
+    load1=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null)
+    started=$(date -Iseconds)
+    printf -v cmdq '%q ' "${CMD[@]}"
+    { echo "# $cmdq"; echo "# started $started, load average $(hs_loadavg)"; } >"$log"
+    s0=$(date +%s.%N)
+    rm -f "$metrics"
+    timeout --signal=TERM --kill-after=30 "$lim" "${CMD[@]}" >>"$log" 2>&1 </dev/null &
+    CHILD=$!
+    wait "$CHILD"; rc=$?
+    CHILD=0
+    wall=$(awk -v a="$s0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.2f", b-a}')
+    if [ "$rc" = 0 ] && [ -s "$metrics" ]; then status=ok
+    elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then status=timeout
+    else status=failed; fi
+    [ "$status" = ok ] || FAILED=$((FAILED + 1))
+    read -r part pl spec <<<"$(cfg_def "$c")"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
+      "$(short_name "$m")" "${MPATH[$m]}" "$c" "$part" "$pl" "$spec" "$t" "$r" "$(link_for "$r")" \
+      "$(default_tokens "$m")" "$g" "$rep" $((41 + rep)) "$status" "$rc" "$wall" "$load1" "$started" \
+      "${MSYN[$m]}" "$metrics" "$log" "${cmdq% }" >>"$RUNS_TSV"
+    if [ "$status" = ok ]; then
+      res=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.0f ms/token, %s hops/token" % (d.get("ms_per_token",0), d.get("hops_per_token","?")) + ((" -> "+d["plan"]["partition"]) if sys.argv[2]=="auto" else ""))' "$metrics" "$c" 2>/dev/null)
+      echo "| ${res:-ok} in ${wall%.*}s" >&2
+    else
+      echo "| $status (exit $rc) after ${wall%.*}s: $(grep -m1 -iE 'error|exceeded|timeout|abort' "$log" | cut -c1-160)" >&2
+    fi
+    DONE_EST=$((DONE_EST + e)); DONE_REAL=$(awk -v a="$DONE_REAL" -v w="$wall" 'BEGIN{printf "%.0f", a+w}')
+    REM_EST=$((REM_EST - e))
+  done
+done
+trap - INT TERM
+export HS_META_FINISHED=$(date -Iseconds) HS_META_LOADAVG_END="$(hs_loadavg)" \
+  HS_META_ELAPSED_S=$(($(date +%s) - T0)) HS_META_FAILED_RUNS=$FAILED
+hs_write_meta "$OUT"
+hs_aggregate "$OUT"
+hs_plots "$OUT"
+echo "bench: done in $(hs_fmt_dur $(($(date +%s) - T0))); $FAILED of $NRUNS runs failed; results in $OUT" >&2
+echo "bench: table: $OUT/table.md; summary: $OUT/summary.csv; docs: bench/report.sh $OUT" >&2
+if [ "$REPORT" = 1 ]; then "$ROOT/bench/report.sh" "$OUT" || true; fi
+[ "$FAILED" = 0 ]

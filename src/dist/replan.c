@@ -1,0 +1,276 @@
+/* replan.c: memory budgets of the workers, the prediction of when each would be exceeded,
+ * and re-placement with KV-cache migration while generation runs.
+ *
+ * Every rank can compute every other rank's accounted bytes from the plan and the position
+ * (weights + KV cache + buffers), so the controller checks budgets before each token without
+ * messages.  A re-placement is a pure function of the plan and the position (plan_replace),
+ * so once the controller announces it, every rank computes the same new plan, moves what
+ * changed and rebuilds the communicators. */
+#include "engine_internal.h"
+
+#include "h5io.h"
+#include "util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void dist_set_memory(DistEngine *e, const PlanRequest *req, int steps, double threshold,
+                     int static_plan)
+{
+    MemState *m = &e->mem;
+    const int n = e->plan->n_workers, size = e->cm->size;
+    m->req = *req;
+    m->devices = xcalloc((size_t)n, sizeof(Device));
+    if (req->devices)
+        memcpy(m->devices, req->devices, (size_t)n * sizeof(Device));
+    m->req.devices = m->devices;
+    m->lat_ms = NULL;
+    if (req->lat_ms) {
+        m->lat_ms = xmalloc((size_t)size * (size_t)size * sizeof(double));
+        memcpy(m->lat_ms, req->lat_ms, (size_t)size * (size_t)size * sizeof(double));
+    }
+    m->req.lat_ms = m->lat_ms;
+    m->steps = steps;
+    m->threshold = threshold;
+    m->static_plan = static_plan;
+    m->peak = xcalloc((size_t)size, sizeof(size_t));
+    m->records = json_array();
+}
+
+const Plan *dist_plan(const DistEngine *e) { return e->plan; }
+
+static size_t budget_of(const MemState *m, int rank)
+{
+    return m->devices ? m->devices[rank - 1].mem_budget : 0;
+}
+
+void dist_print_memory_prediction(const DistEngine *e, FILE *out)
+{
+    const MemState *m = &e->mem;
+    const ModelConfig *c = e->c;
+    int any = 0;
+    for (int r = 1; r <= e->plan->n_workers; r++)
+        any |= budget_of(m, r) > 0;
+    if (!any)
+        return;
+    fprintf(out, "memory: budgets over %d positions (re-placement at %.0f%%%s):\n", m->steps,
+            m->threshold * 100, m->static_plan ? ", off: --static" : "");
+    for (int r = 1; r <= e->plan->n_workers; r++) {
+        size_t b = budget_of(m, r);
+        size_t now = plan_rank_accounted_bytes(e->plan, c, r, 1);
+        size_t per = plan_rank_kv_bytes(e->plan, c, r, 1);
+        int soft = plan_rank_crossing(e->plan, c, r, b, m->threshold, m->steps);
+        int hard = plan_rank_crossing(e->plan, c, r, b, 1.0, m->steps);
+        fprintf(out, "  rank %d: %.2f MB at start, +%.1f KB per token, budget %s", r, now / 1e6,
+                per / 1e3, b ? "" : "none");
+        if (b)
+            fprintf(out, "%.2f MB", b / 1e6);
+        if (hard >= 0)
+            fprintf(out, ": exceeds it at token %d", hard - 1);
+        else if (soft >= 0)
+            fprintf(out, ": passes %.0f%% at token %d", m->threshold * 100, soft - 1);
+        else if (b)
+            fprintf(out, ": fits");
+        fputc('\n', out);
+    }
+}
+
+/* Re-places attention parts (collective).  See plan_replace for the policy. */
+void engine_replan(DistEngine *e, int positions)
+{
+    const ModelConfig *c = e->c;
+    const int me = e->cm->rank, hd = c->head_dim;
+    double t0 = time_now();
+    Plan next;
+    char err[512];
+    /* The decision looks at the next position (positions + 1 cached after this token), as the
+     * controller's check did; the caches hold `positions` positions now. */
+    int moved = plan_replace(&next, e->plan, c, &e->mem.req, positions + 1, e->mem.steps,
+                             e->mem.threshold, err, sizeof err);
+    CHECK(moved >= 0, "%s", err);
+    const size_t kv_floats = (size_t)positions * (size_t)hd;
+    size_t kv_moved = 0, loaded = 0;
+    int cap = 4 * c->n_layers * c->n_heads + 4, nreq = 0;
+    MPI_Request *reqs = xmalloc((size_t)cap * sizeof(MPI_Request));
+    AttnPartW **fresh = xcalloc((size_t)e->L, sizeof(AttnPartW *));
+    hid_t file = -1;
+    for (int l = 0; l < e->L; l++) {
+        const LayerPlan *old = &e->plan->layers[l], *nw = &next.layers[l];
+        LayerRt *r = &e->lr[l];
+        /* Parts leaving this rank: send their KV caches. */
+        for (int k = 0, j = 0; k < old->n_parts; k++) {
+            if (old->parts[k].rank != me)
+                continue;
+            AttnPartW *pw = &r->parts[j++];
+            int to = nw->parts[k].rank;
+            if (to == me)
+                continue;
+            int tag = WIRE_TAG_MIG + 2 * (l * c->n_heads + k);
+            MPI_CHECK(MPI_Isend(pw->k_cache, (int)kv_floats, MPI_FLOAT, to, tag, MPI_COMM_WORLD,
+                                &reqs[nreq++]));
+            MPI_CHECK(MPI_Isend(pw->v_cache, (int)kv_floats, MPI_FLOAT, to, tag + 1,
+                                MPI_COMM_WORLD, &reqs[nreq++]));
+            kv_moved += 2 * kv_floats * sizeof(float);
+            e->cm->bytes_sent += 2 * kv_floats * sizeof(float);
+        }
+        /* This rank's parts under the new plan, in plan order: kept ones move over, arriving
+         * ones are read from this rank's own copy of the model and get the KV by message. */
+        int n_new = 0;
+        for (int k = 0; k < nw->n_parts; k++)
+            n_new += nw->parts[k].rank == me;
+        fresh[l] = xcalloc((size_t)(n_new ? n_new : 1), sizeof(AttnPartW));
+        for (int k = 0, j = 0; k < nw->n_parts; k++) {
+            if (nw->parts[k].rank != me)
+                continue;
+            AttnPartW *dst = &fresh[l][j++];
+            int from = old->parts[k].rank;
+            if (from == me) {
+                int idx = 0;
+                for (int q = 0; q < k; q++)
+                    idx += old->parts[q].rank == me;
+                *dst = r->parts[idx];
+                memset(&r->parts[idx], 0, sizeof r->parts[idx]);
+                continue;
+            }
+            if (file < 0)
+                file = h5io_open_read(e->fname, err, sizeof err);
+            CHECK(file >= 0, "re-placement: %s", err);
+            const AttnPart *p = &nw->parts[k];
+            CHECK(model_load_attn_part(dst, c, file, e->fname, l, p->unit, p->q0, p->q1,
+                                       e->kv_cap, err, sizeof err) == 0,
+                  "re-placement: %s", err);
+            loaded += model_attn_part_bytes(c, dst);
+            e->weight_bytes += model_attn_part_bytes(c, dst);
+            int tag = WIRE_TAG_MIG + 2 * (l * c->n_heads + k);
+            MPI_CHECK(MPI_Irecv(dst->k_cache, (int)kv_floats, MPI_FLOAT, from, tag,
+                                MPI_COMM_WORLD, &reqs[nreq++]));
+            MPI_CHECK(MPI_Irecv(dst->v_cache, (int)kv_floats, MPI_FLOAT, from, tag + 1,
+                                MPI_COMM_WORLD, &reqs[nreq++]));
+        }
+    }
+    if (file >= 0)
+        H5Fclose(file);
+    for (int i = 0; i < nreq; i++)
+        comm_wait(e->cm, &reqs[i]);
+    free(reqs);
+    /* Free what left, install the new parts, and rebuild communicators from the new plan. */
+    for (int l = 0; l < e->L; l++) {
+        LayerRt *r = &e->lr[l];
+        for (int j = 0; j < r->n_parts; j++) {
+            if (r->parts[j].wq)
+                e->weight_bytes -= model_attn_part_bytes(c, &r->parts[j]);
+            model_free_attn_part(&r->parts[j]);
+        }
+        free(r->parts);
+        r->parts = fresh[l];
+        /* PIPE layers hold no projection columns (SLICE layers are never re-placed). */
+        for (int j = 0; j < r->n_parts; j++)
+            free(r->wo_cols[j]);
+        free(r->wo_cols);
+        r->n_parts = 0;
+        r->my_floats = 0;
+        for (int k = 0; k < next.layers[l].n_parts; k++)
+            if (next.layers[l].parts[k].rank == me) {
+                r->n_parts++;
+                r->my_floats += (next.layers[l].parts[k].q1 - next.layers[l].parts[k].q0) * hd;
+            }
+        r->wo_cols = xcalloc((size_t)(r->n_parts ? r->n_parts : 1), sizeof(float *));
+    }
+    free(fresh);
+    plan_free(&e->plan_own);
+    e->plan_own = next;
+    e->plan = &e->plan_own;
+    for (int l = 0; l <= e->L; l++) {
+        engine_teardown_layer_comms(e, l);
+        engine_setup_layer(e, l);
+        if (l < e->L && e->lr[l].is_proj && e->lr[l].mode == LAYER_PIPE)
+            engine_setup_gather_layout(e, l);
+    }
+    engine_refresh_roles(e);
+    /* The controller records what it cost. */
+    unsigned long long mine[2] = {kv_moved, loaded}, all[2] = {0, 0};
+    MPI_Request req;
+    MPI_CHECK(MPI_Ireduce(mine, all, 2, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD,
+                          &req));
+    comm_wait(e->cm, &req);
+    if (me == 0) {
+        json_t *rec = json_pack("{s:i,s:i,s:I,s:I,s:f,s:f}", "token", positions,
+                                "parts_moved", moved, "kv_bytes_moved", (json_int_t)all[0],
+                                "weight_bytes_loaded", (json_int_t)all[1],
+                                "placement_ms", e->plan->build_ms,
+                                "pause_ms", (time_now() - t0) * 1e3);
+        json_array_append_new(e->mem.records, rec);
+    }
+}
+
+int dist_controller_prepare(void *ctx, int pos, char *err, size_t errlen)
+{
+    DistEngine *e = ctx;
+    MemState *m = &e->mem;
+    const ModelConfig *c = e->c;
+    if (!m->devices)
+        return 0;
+    for (int pass = 0; pass < 2; pass++) {
+        int over = 0;
+        for (int r = 1; r <= e->plan->n_workers; r++) {
+            size_t acc = plan_rank_accounted_bytes(e->plan, c, r, pos + 1), b = budget_of(m, r);
+            if (pass == 0 && acc > m->peak[r])
+                m->peak[r] = acc;
+            if (!b)
+                continue;
+            if (acc > b && (m->static_plan || m->exhausted || pass == 1))
+                return util_err(err, errlen, "budget exceeded on rank %d at token %d: %.2f MB "
+                                "accounted (weights %.2f MB, KV cache %.2f MB), budget %.2f MB%s",
+                                r, pos, acc / 1e6, plan_rank_weight_bytes(e->plan, c, r) / 1e6,
+                                plan_rank_kv_bytes(e->plan, c, r, pos + 1) / 1e6, b / 1e6,
+                                m->static_plan ? " (--static: no re-placement)" : "");
+            over |= (double)acc > m->threshold * (double)b;
+        }
+        if (!over || m->static_plan || m->exhausted || pass == 1)
+            return 0;
+        /* Worth announcing only if parts can actually move. */
+        Plan next;
+        char perr[256];
+        int moved = plan_replace(&next, e->plan, c, &m->req, pos + 1, m->steps, m->threshold,
+                                 perr, sizeof perr);
+        if (moved > 0) {
+            plan_free(&next);
+            double t0 = time_now();
+            engine_controller_control(e, WIRE_REPLAN, pos);
+            engine_replan(e, pos);
+            json_t *last = json_array_get(m->records, json_array_size(m->records) - 1);
+            json_object_set_new(last, "pause_ms", json_real((time_now() - t0) * 1e3));
+            LOG_INFO("headsplit: re-placement at token %d: %d attention parts moved in %.1f ms",
+                     pos, moved, (time_now() - t0) * 1e3);
+        } else {
+            if (moved == 0)
+                plan_free(&next);
+            m->exhausted = 1;
+            LOG_INFO("headsplit: at token %d a worker passed %.0f%% of its budget, but no "
+                     "re-placement helps%s%s", pos, m->threshold * 100, moved < 0 ? ": " : "",
+                     moved < 0 ? perr : "");
+        }
+    }
+    return 0;
+}
+
+json_t *dist_memory_json(const DistEngine *e)
+{
+    const MemState *m = &e->mem;
+    json_t *o = json_object(), *ranks = json_array();
+    for (int r = 1; r <= e->plan->n_workers; r++)
+        json_array_append_new(ranks, json_pack("{s:i,s:I,s:I,s:I,s:I}", "rank", r,
+                              "budget_bytes", (json_int_t)budget_of(m, r),
+                              "peak_accounted_bytes", (json_int_t)(m->peak ? m->peak[r] : 0),
+                              "final_accounted_bytes", (json_int_t)plan_rank_accounted_bytes(
+                                  e->plan, e->c, r, 1),
+                              "kv_bytes_per_token", (json_int_t)plan_rank_kv_bytes(
+                                  e->plan, e->c, r, 1)));
+    json_object_set_new(o, "memory", ranks);
+    json_object_set_new(o, "replacements", m->records ? json_incref(m->records) : json_array());
+    json_object_set_new(o, "replacement_count",
+                        json_integer(m->records ? (json_int_t)json_array_size(m->records) : 0));
+    json_object_set_new(o, "replace_threshold", json_real(m->threshold));
+    json_object_set_new(o, "static_placement", json_boolean(m->static_plan));
+    return o;
+}
