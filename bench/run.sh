@@ -433,7 +433,24 @@ on_signal() {
 trap on_signal INT TERM
 
 # ---- run, interleaved: every repeat runs every configuration once, alternating direction ---
-T0=$(date +%s)
+# The loop forks little: on a loaded 2-core host every fork of the harness costs 0.1 s or more.
+declare -A KEY LNK STP
+for line in "${PLAN[@]}"; do
+  IFS='|' read -r m c r t g <<<"$line"
+  KEY[$line]=$(keyname "$m" "$c" "$r" "$t"); LNK[$line]=$(link_for "$r"); STP[$line]=$(default_tokens "$m")
+done
+if [ -n "${EPOCHREALTIME:-}" ]; then now() { NOW=${EPOCHREALTIME/,/.}; }
+else now() { NOW=$(date +%s.%N); }; fi
+jnum() {  # jnum KEY FILE [last]: the first (last) "KEY": value in a pretty-printed metrics file
+  local l v=""
+  while IFS= read -r l; do
+    if [[ $l =~ ^\ *\"$1\":\ *\"?([^\",]*) ]]; then
+      v=${BASH_REMATCH[1]}; [ "${3:-}" = last ] || break
+    fi
+  done <"$2"
+  printf '%s' "$v"
+}
+now; T0=${NOW%.*}
 DONE_EST=0 DONE_REAL=0 REM_EST=$TOTAL_EST FAILED=0 i=0
 for rep in $(seq 1 "$REPEATS"); do
   ORDER=("${PLAN[@]}")
@@ -443,44 +460,48 @@ for rep in $(seq 1 "$REPEATS"); do
   for line in "${ORDER[@]}"; do
     IFS='|' read -r m c r t g <<<"$line"
     i=$((i + 1))
-    k=$(keyname "$m" "$c" "$r" "$t")
+    k=${KEY[$line]}
     metrics=$OUT/runs/$k.r$rep.json log=$OUT/runs/$k.r$rep.log
-    cmd_for "$m" "$c" "$r" "$t" "$rep" "$metrics"
+    read -r part pl spec <<<"$(cfg_def "$c")"
+    CMD=("${LAUNCH[@]}" "${WRAP[@]}" "$BIN" --model "${MPATH[$m]}" --prompt "$PROMPT"
+         --steps "${STP[$line]}" --partition "$part" --placement "$pl" --speculate "$spec"
+         --seed $((41 + rep)) --timeout 120 --metrics "$metrics" --quiet)
+    [ "$t" != - ] && CMD+=(--tolerance "$t")
+    [ "${LNK[$line]}" != none ] && CMD+=(--emulate-link "${LNK[$line]}")
     e=${EST[$line]}
-    now=$(date +%s); el=$((now - T0))
-    if [ "$DONE_EST" -gt 0 ]; then eta=$(awk -v r="$REM_EST" -v a="$DONE_REAL" -v b="$DONE_EST" 'BEGIN{printf "%.0f", r*a/b}')
-    else eta=$REM_EST; fi
+    now; el=$((${NOW%.*} - T0))
+    if [ "$DONE_EST" -gt 0 ]; then eta=$((REM_EST * DONE_REAL / DONE_EST)); else eta=$REM_EST; fi
     rl=""; [ "$r" != none ] && rl=" rtt ${r}ms"; tl=""; [ "$t" != - ] && tl=" tol $t"
-    printf '[%d/%d] %s %s%s%s rep %d/%d ... elapsed %s, ETA %s ' "$i" "$NRUNS" "$(short_name "$m")" \
+    printf '[%d/%d] %s %s%s%s rep %d/%d ... elapsed %s, ETA %s ' "$i" "$NRUNS" "${m##*/}" \
       "$c" "$rl" "$tl" "$rep" "$REPEATS" "$(hs_fmt_dur $el)" "$(hs_fmt_dur "$eta")" >&2
     lim=$TIMEOUT; [ -n "$lim" ] || lim=$((e * 4 > 300 ? e * 4 : 300))
-    load1=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null)
-    started=$(date -Iseconds)
+    read -r load1 _ </proc/loadavg 2>/dev/null || load1=""
+    printf -v started '%(%Y-%m-%dT%H:%M:%S%z)T' -1
     printf -v cmdq '%q ' "${CMD[@]}"
-    { echo "# $cmdq"; echo "# started $started, load average $(hs_loadavg)"; } >"$log"
-    s0=$(date +%s.%N)
+    { echo "# $cmdq"; echo "# started $started, load average $(</proc/loadavg)"; } >"$log" 2>/dev/null
     rm -f "$metrics"
+    now; s0=$NOW
     timeout --signal=TERM --kill-after=30 "$lim" "${CMD[@]}" >>"$log" 2>&1 </dev/null &
     CHILD=$!
     wait "$CHILD"; rc=$?
     CHILD=0
-    wall=$(awk -v a="$s0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.2f", b-a}')
+    now; wall=$(awk -v a="$s0" -v b="$NOW" 'BEGIN{printf "%.2f", b-a}')
     if [ "$rc" = 0 ] && [ -s "$metrics" ]; then status=ok
     elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then status=timeout
     else status=failed; fi
     [ "$status" = ok ] || FAILED=$((FAILED + 1))
-    read -r part pl spec <<<"$(cfg_def "$c")"
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
-      "$(short_name "$m")" "${MPATH[$m]}" "$c" "$part" "$pl" "$spec" "$t" "$r" "$(link_for "$r")" \
-      "$(default_tokens "$m")" "$g" "$rep" $((41 + rep)) "$status" "$rc" "$wall" "$load1" "$started" \
+      "$(short_name "$m")" "${MPATH[$m]}" "$c" "$part" "$pl" "$spec" "$t" "$r" "${LNK[$line]}" \
+      "${STP[$line]}" "$g" "$rep" $((41 + rep)) "$status" "$rc" "$wall" "$load1" "$started" \
       "${MSYN[$m]}" "$metrics" "$log" "${cmdq% }" >>"$RUNS_TSV"
     if [ "$status" = ok ]; then
-      res=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.0f ms/token, %s hops/token" % (d.get("ms_per_token",0), d.get("hops_per_token","?")) + ((" -> "+d["plan"]["partition"]) if sys.argv[2]=="auto" else ""))' "$metrics" "$c" 2>/dev/null)
-      echo "| ${res:-ok} in ${wall%.*}s" >&2
+      res="$(jnum ms_per_token "$metrics")"; res="${res%%.*} ms/token, $(jnum hops_per_token "$metrics") hops"
+      [ "$c" = auto ] && res+=" -> $(jnum partition "$metrics" last)"
+      echo "| $res in ${wall%.*}s" >&2
     else
       echo "| $status (exit $rc) after ${wall%.*}s: $(grep -m1 -iE 'error|exceeded|timeout|abort' "$log" | cut -c1-160)" >&2
     fi
-    DONE_EST=$((DONE_EST + e)); DONE_REAL=$(awk -v a="$DONE_REAL" -v w="$wall" 'BEGIN{printf "%.0f", a+w}')
+    DONE_EST=$((DONE_EST + e)); DONE_REAL=$((DONE_REAL + ${wall%.*}))
     REM_EST=$((REM_EST - e))
   done
 done

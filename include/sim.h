@@ -15,7 +15,8 @@
 
 typedef struct {
     double latency;   /* one-way seconds */
-    double jitter;    /* sigma of the half-normal extra delay per message, seconds */
+    double jitter;    /* seconds: sigma of a half-normal extra delay per message, or the
+                       * width of a uniform +-jitter/2 one (SimCluster.jitter_uniform) */
     double bandwidth; /* bytes/s */
 } SimLink;
 
@@ -41,6 +42,7 @@ typedef struct {
     SimLink *link;  /* [(n_workers+1)^2], link[a*(n_workers+1)+b] from a to b */
     SimMedium medium;
     SimBcast bcast;
+    int jitter_uniform; /* jitter as the engine's --emulate-link draws it */
     char links_name[24];
 } SimCluster;
 
@@ -60,7 +62,8 @@ typedef struct {
     int n_tokens;          /* positions 0..n_tokens-1 */
     uint64_t seed;         /* jitter and speculation draws */
     int speculate;         /* next layer's heads start on Z while the FFN runs */
-    const double *accept;  /* [n_layers] P(speculation l -> l+1 kept); NULL: accept_all */
+    const double *accept;  /* [n_layers] P(speculation l -> l+1 kept), < 0: that transition
+                            * does not speculate; NULL: accept_all everywhere */
     double accept_all;
     double replan_at;      /* dynamic: fraction of a budget that triggers re-placement */
     int kv_horizon;        /* dynamic: KV positions the first plan reserves */
@@ -140,27 +143,43 @@ double sim_plan_token_time(const ModelConfig *c, const SimCluster *cl, const Pla
 double sim_layer_time(const ModelConfig *c, const SimCluster *cl, const LayerPlan *lp,
                       int producer, int pos);
 
-/* Calibration: derives a cluster (device speed, per-op overhead, link latency) from the
- * engine's --metrics JSON of a run, and the model and plan of that run.  Caller frees. */
+/* Calibration against the engine's --metrics JSON.  A measured run gives the model, the plan
+ * it ran, its per-token latencies, the start-up RTT matrix and the --emulate-link spec; the
+ * device speed and per-op overhead are fitted to the per-token latencies of some runs, and
+ * the others are predicted with them (links from each run's own RTT measurement). */
 typedef struct {
+    char file[256], placement[32], partition[16];
     ModelConfig model;
     Plan plan;
-    int n_tokens;
-    double measured_ms;   /* median ms/token of the run */
-    double *token_ms;     /* [n_tokens] measured per-token latency */
-    double *layer_ms;     /* [n_layers][3] slowest rank's attention, projection, FFN ms/token */
-    double speed, op_overhead, latency, bandwidth;
-    double fit_rms_ms;    /* residual of the per-op fit */
-    char placement[32];
+    int n_tokens, skip;   /* tokens measured; warm-up tokens left out of the medians */
+    double *token_ms;     /* [n_tokens] */
+    double measured_ms;   /* median of token_ms[skip..] */
+    double *rtt_ms;       /* [(n_workers+1)^2] start-up RTT medians, or NULL */
+    double bw_Bps;        /* emulated link bandwidth (0: none, loopback) */
+    double jitter_s;      /* emulated jitter (uniform +-jitter/2) */
+    int speculated;
+    double *accept;       /* [n_layers] kept/tried of transition l -> l+1, -1: not tried */
+    double *layer_ms;     /* [n_layers][3] attention, projection, FFN ms/token (all tokens) */
+} SimMeasuredRun;
+
+typedef struct {
+    double speed;        /* bytes/s */
+    double op_overhead;  /* seconds per compute op */
+    double rms_log_err;  /* over the fit runs' medians */
+    int n_fit;
 } SimCalibration;
 
-int sim_calibrate_read(SimCalibration *cal, const char *metrics_path, char *err, size_t errlen);
-/* Fits speed and overhead from the per-layer timers, then the link latency that makes the
- * simulated median ms/token match. */
-int sim_calibrate_fit(SimCalibration *cal, SimBcast bcast, char *err, size_t errlen);
-/* A cluster of n_workers identical devices with the calibrated costs. */
-void sim_calibrate_cluster(const SimCalibration *cal, SimCluster *cl, int n_workers,
+int sim_calibrate_read(SimMeasuredRun *run, const char *metrics_path, char *err, size_t errlen);
+void sim_calibrate_free(SimMeasuredRun *run);
+/* The cluster that replays run with the calibrated devices. */
+void sim_calibrate_cluster(const SimCalibration *cal, const SimMeasuredRun *run, SimCluster *cl,
                            SimBcast bcast);
-void sim_calibrate_free(SimCalibration *cal);
+/* Simulates run: median ms/token over the same tokens, and the mean absolute relative error
+ * of the per-token latencies. */
+int sim_calibrate_predict(const SimCalibration *cal, const SimMeasuredRun *run, SimBcast bcast,
+                          double *median_ms, double *token_err, char *err, size_t errlen);
+/* Fits speed and overhead (Nelder-Mead on their logarithms) to the fit runs' medians. */
+int sim_calibrate_fit(SimCalibration *cal, const SimMeasuredRun *runs, int n, SimBcast bcast,
+                      char *err, size_t errlen);
 
 #endif

@@ -5,9 +5,11 @@ n = words(tol_models)
 if (n > 0) {
   set terminal term size 1100, 520 font ",10"
   set output outdir.'/tolerance_sweep.png'
-  set multiplot layout 1, 2 title "Tolerance sweep: heads + speculation (synthetic weights: acceptance not meaningful)"
+  set multiplot layout 1, 2 title (tol_any_synthetic ? \
+    "Tolerance sweep: heads + speculation (on synthetic weights the acceptance is not meaningful)" : \
+    "Tolerance sweep: heads + speculation, greedy placement")
   set grid lc rgb "#dddddd"
-  set key top left noenhanced
+  set key below noenhanced
   set title "acceptance (kept / tried)"
   set xlabel "tolerance"
   set ylabel "acceptance"

@@ -16,10 +16,10 @@
 #include <string.h>
 
 typedef struct {
-    const char *model, *shape, *devices, *links, *csv, *json, *trace, *calibrate,
-        *calibrate_out, *write_devices;
-    const char *predict[16];
-    int n_predict;
+    const char *model, *shape, *devices, *links, *csv, *json, *trace, *calibrate_out,
+        *write_devices;
+    const char *calibrate[32], *predict[64];
+    int n_calibrate, n_predict;
     int layers, tokens, solve, show_placement, kv_horizon, solve_pos;
     uint64_t seed, hetero, link_seed;
     int hetero_set;
@@ -53,7 +53,7 @@ static void usage(FILE *out)
         "  --links wifi|gbit|loopback   link preset (default gbit)\n"
         "  --link-seed S           seed of the link draws (default: the hetero seed)\n"
         "  --bcast linear|binomial|auto  broadcast model (default auto: libnbc's rule)\n"
-        "  --medium switched|shared      override the preset's medium\n"
+        "  --medium switched|shared|ideal  override the preset's medium (ideal: no queueing)\n"
         "  --write-devices FILE    write the devices description used\n"
         " policy:\n"
         "  --policy layer-dp|galaxy|greedy|dynamic   (default greedy)\n"
@@ -74,9 +74,9 @@ static void usage(FILE *out)
         "  --solve-pos N           position whose KV reads the costs include (default tokens/2)\n"
         "  --solve-limit S         time limit of the search in seconds (default 120)\n"
         " calibration:\n"
-        "  --calibrate METRICS     fit device speed, per-op overhead and link latency from a\n"
-        "                          headsplit --metrics file\n"
-        "  --predict METRICS       simulate another measured run with the fit (repeatable)\n"
+        "  --calibrate METRICS     a headsplit --metrics run to fit the device speed and per-op\n"
+        "                          overhead to (repeatable); links come from each run's RTTs\n"
+        "  --predict METRICS       a run to predict with the fit (repeatable)\n"
         "  --calibrate-out FILE    write the calibrated devices description\n"
         "  --help\n");
 }
@@ -198,9 +198,11 @@ static int parse_args(SimArgs *a, int argc, char **argv, char *err, size_t errle
             break;
         case O_MEDIUM:
             a->medium = strcmp(optarg, "switched") == 0 ? SIM_MEDIUM_SWITCHED
-                        : strcmp(optarg, "shared") == 0 ? SIM_MEDIUM_SHARED : -2;
+                        : strcmp(optarg, "shared") == 0 ? SIM_MEDIUM_SHARED
+                        : strcmp(optarg, "ideal") == 0 ? SIM_MEDIUM_IDEAL : -2;
             if (a->medium == -2)
-                return util_err(err, errlen, "--medium: '%s' is not switched or shared", optarg);
+                return util_err(err, errlen, "--medium: '%s' is not switched, shared or ideal",
+                                optarg);
             break;
         case O_WDEV: a->write_devices = optarg; break;
         case O_POLICY:
@@ -229,10 +231,14 @@ static int parse_args(SimArgs *a, int argc, char **argv, char *err, size_t errle
         case O_JSON: a->json = optarg; break;
         case O_TRACE: a->trace = optarg; break;
         case O_SOLVE: a->solve = 1; break;
-        case O_CAL: a->calibrate = optarg; break;
+        case O_CAL:
+            if (a->n_calibrate == 32)
+                return util_err(err, errlen, "--calibrate: at most 32 files");
+            a->calibrate[a->n_calibrate++] = optarg;
+            break;
         case O_PRED:
-            if (a->n_predict == 16)
-                return util_err(err, errlen, "--predict: at most 16 files");
+            if (a->n_predict == 64)
+                return util_err(err, errlen, "--predict: at most 64 files");
             a->predict[a->n_predict++] = optarg;
             break;
         case O_CALOUT: a->calibrate_out = optarg; break;
@@ -282,80 +288,80 @@ static int setup_cluster(SimCluster *cl, const SimArgs *a, const ModelConfig *c,
     return 0;
 }
 
-/* Simulates a measured run's plan with the calibrated costs: median and per-token error. */
-static json_t *predict_one(const SimCalibration *fit, const SimCalibration *run, SimBcast bc,
-                           const char *file, char *err, size_t errlen)
+/* One row of the calibration table: measured vs simulated median ms/token of a run. */
+static json_t *predict_row(const SimCalibration *cal, const SimMeasuredRun *run, SimBcast bc,
+                           int fit, char *err, size_t errlen)
 {
-    SimCluster cl;
-    sim_calibrate_cluster(fit, &cl, run->plan.n_workers, bc);
-    SimOptions o = {SIM_POLICY_PLAN, &run->plan, run->n_tokens, 1, 0, NULL, 1.0, 0.85, 0, NULL};
-    SimResult r;
-    int rc = sim_run(&r, &run->model, &cl, &o, err, errlen);
-    sim_cluster_free(&cl);
-    if (rc < 0)
+    double sim_ms, tok_err;
+    if (sim_calibrate_predict(cal, run, bc, &sim_ms, &tok_err, err, errlen) < 0)
         return NULL;
-    json_t *s = sim_result_to_json(&r, &o);
-    double sim_ms = json_real_value(json_object_get(s, "ms_per_token_median"));
-    json_decref(s);
-    double mape = 0;
-    for (int i = 1; i < r.n_tokens; i++)
-        mape += fabs(r.token_ms[i] - run->token_ms[i]) / run->token_ms[i] / (r.n_tokens - 1);
-    json_t *j = json_pack("{s:s,s:s,s:i,s:i,s:i,s:f,s:f,s:f,s:f}", "file", file, "placement",
+    double rtt = 0;
+    int n1 = run->plan.n_workers + 1;
+    for (int i = 1; run->rtt_ms && i < n1; i++)
+        rtt += run->rtt_ms[i] / (n1 - 1); /* controller to each worker */
+    json_t *j = json_pack("{s:s,s:b,s:s,s:s,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:b}", "file",
+                          run->file, "fit", fit, "partition", run->partition, "placement",
                           run->placement, "workers", run->plan.n_workers, "layers",
-                          run->model.n_layers, "tokens", run->n_tokens, "measured_ms",
-                          run->measured_ms, "simulated_ms", sim_ms, "error_pct",
-                          (sim_ms - run->measured_ms) / run->measured_ms * 100, "token_mape_pct",
-                          mape * 100);
-    sim_result_free(&r);
+                          run->model.n_layers, "tokens", run->n_tokens, "rtt_ms", rtt,
+                          "measured_ms", run->measured_ms, "simulated_ms", sim_ms, "error_pct",
+                          (sim_ms - run->measured_ms) / run->measured_ms * 100,
+                          "token_error_pct", tok_err * 100, "speculated", run->speculated);
+    json_object_set_new(j, "dim", json_integer(run->model.dim));
     return j;
 }
 
 static int sim_app_calibrate(const SimArgs *a, char *err, size_t errlen)
 {
-    SimCalibration cal;
     SimBcast bc = a->bcast >= 0 ? (SimBcast)a->bcast : SIM_BCAST_AUTO;
-    if (sim_calibrate_read(&cal, a->calibrate, err, errlen) < 0)
-        return -1;
-    if (sim_calibrate_fit(&cal, bc, err, errlen) < 0) {
-        sim_calibrate_free(&cal);
-        return -1;
-    }
-    json_t *j = json_object(), *preds = json_array();
-    json_object_set_new(j, "calibration", json_pack("{s:s,s:s,s:f,s:f,s:f,s:f,s:f,s:f}", "file",
-                        a->calibrate, "placement", cal.placement, "speed_gbs", cal.speed / 1e9,
-                        "op_overhead_us", cal.op_overhead * 1e6, "latency_us",
-                        cal.latency * 1e6, "bandwidth_gbs", cal.bandwidth / 1e9, "fit_rms_ms",
-                        cal.fit_rms_ms, "measured_ms", cal.measured_ms));
-    int rc = 0;
-    json_t *self = predict_one(&cal, &cal, bc, a->calibrate, err, errlen);
-    if (!self)
-        rc = -1;
-    else
-        json_object_set_new(j, "fit_run", self);
-    for (int i = 0; i < a->n_predict && rc == 0; i++) {
-        SimCalibration run;
-        if (sim_calibrate_read(&run, a->predict[i], err, errlen) < 0) {
+    const int n_fit = a->n_calibrate, n = n_fit + a->n_predict;
+    SimMeasuredRun *runs = xcalloc((size_t)n, sizeof(SimMeasuredRun));
+    int rc = 0, n_read = 0;
+    for (int i = 0; i < n && rc == 0; i++, n_read++)
+        rc = sim_calibrate_read(&runs[i], i < n_fit ? a->calibrate[i] : a->predict[i - n_fit],
+                                err, errlen);
+    if (rc < 0)
+        n_read--;
+    SimCalibration cal;
+    if (rc == 0)
+        rc = sim_calibrate_fit(&cal, runs, n_fit, bc, err, errlen);
+    json_t *j = json_object(), *rows = json_array();
+    double abs_err = 0, worst = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        json_t *row = predict_row(&cal, &runs[i], bc, i < n_fit, err, errlen);
+        if (!row) {
             rc = -1;
             break;
         }
-        json_t *p = predict_one(&cal, &run, bc, a->predict[i], err, errlen);
-        sim_calibrate_free(&run);
-        if (!p)
-            rc = -1;
-        else
-            json_array_append_new(preds, p);
+        double e = fabs(json_real_value(json_object_get(row, "error_pct")));
+        if (i >= n_fit) {
+            abs_err += e / a->n_predict;
+            worst = e > worst ? e : worst;
+        }
+        json_array_append_new(rows, row);
     }
-    json_object_set_new(j, "predictions", preds);
+    if (rc == 0) {
+        json_object_set_new(j, "calibration", json_pack("{s:f,s:f,s:f,s:i}", "speed_gbs",
+                            cal.speed / 1e9, "op_overhead_us", cal.op_overhead * 1e6,
+                            "fit_rms_log_error", cal.rms_log_err, "fit_runs", n_fit));
+        json_object_set_new(j, "runs", rows);
+        json_object_set_new(j, "predicted_runs", json_integer(a->n_predict));
+        json_object_set_new(j, "mean_abs_error_pct", json_real(abs_err));
+        json_object_set_new(j, "max_abs_error_pct", json_real(worst));
+    } else {
+        json_decref(rows);
+    }
     if (rc == 0 && a->calibrate_out) {
         SimCluster cl;
-        sim_calibrate_cluster(&cal, &cl, cal.plan.n_workers, bc);
+        sim_calibrate_cluster(&cal, &runs[0], &cl, bc);
         rc = sim_cluster_write(&cl, a->calibrate_out, err, errlen);
         sim_cluster_free(&cl);
     }
     if (rc == 0)
         rc = emit_json(j, a->json, err, errlen);
     json_decref(j);
-    sim_calibrate_free(&cal);
+    for (int i = 0; i < n_read; i++)
+        sim_calibrate_free(&runs[i]);
+    free(runs);
     return rc;
 }
 
@@ -492,7 +498,7 @@ int main(int argc, char **argv)
         return prc > 0 ? 0 : 2;
     }
     int rc = 0;
-    if (a.calibrate) {
+    if (a.n_calibrate) {
         rc = sim_app_calibrate(&a, err, sizeof err);
     } else {
         ModelConfig c;

@@ -1,16 +1,21 @@
-/* calibrate.c: per-operation costs from the engine's own metrics (headsplit --metrics).
- * The engine reports, per layer and per token, the slowest rank's attention, projection and
- * FFN time; each is (weight and KV bytes streamed) / speed + calls * overhead on one machine,
- * so a least-squares fit gives the device speed and the per-call overhead.  The link latency
- * (MPI over loopback, waits included) is then the value that makes the simulated median
- * ms/token of that run equal the measured one. */
+/* calibrate.c: the simulator against the engine's own measurements (headsplit --metrics).
+ * A run's metrics carry the model, the plan it ran (replayed as is), the per-token latencies,
+ * the start-up RTT matrix (one-way latency = RTT / 2, software overhead and any --emulate-link
+ * delay included), the emulated bandwidth and the speculation outcomes.  What remains is the
+ * device: one speed (bytes/s streamed) and one per-op overhead for every rank of the host,
+ * fitted so that the simulated median ms/token of the fit runs matches theirs; the other
+ * runs are then predictions.  The per-layer timers are kept for reference only: they average
+ * over every token, the slow first one included. */
 #include "sim.h"
 
 #include "util.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define CAL_SKIP 2 /* warm-up tokens (the first one pays start-up costs) */
 
 static int get_int(json_t *o, const char *key, int *out)
 {
@@ -41,11 +46,44 @@ static int read_model(ModelConfig *c, json_t *m, char *err, size_t errlen)
         get_int(m, "head_dim", &c->head_dim) || get_int(m, "ffn_dim", &c->ffn_dim) ||
         get_int(m, "vocab_size", &c->vocab_size) ||
         get_int(m, "context_length", &c->context_length))
-        return util_err(err, errlen, "metrics: field model lacks a dimension");
+        return util_err(err, errlen, "field model lacks a dimension");
     c->norm_eps = (float)get_num(m, "norm_eps");
     c->rope_theta = (float)get_num(m, "rope_theta");
     c->bos_id = c->eos_id = -1;
     return config_validate(c, err, errlen);
+}
+
+static int read_layer(LayerPlan *lp, json_t *lo, int l, char *err, size_t errlen)
+{
+    json_t *parts = json_object_get(lo, "parts"), *mode = json_object_get(lo, "mode");
+    json_t *sl = json_object_get(lo, "ffn_slices");
+    if (get_int(lo, "proj_rank", &lp->proj_rank) || get_int(lo, "ffn_rank", &lp->ffn_rank) ||
+        !json_is_array(parts) || json_array_size(parts) == 0)
+        return util_err(err, errlen, "plan layer %d is malformed", l);
+    lp->mode = json_is_string(mode) && strcmp(json_string_value(mode), "slice") == 0
+                   ? LAYER_SLICE : LAYER_PIPE;
+    lp->n_parts = (int)json_array_size(parts);
+    lp->parts = xcalloc((size_t)lp->n_parts, sizeof(AttnPart));
+    for (int k = 0; k < lp->n_parts; k++) {
+        json_t *po = json_array_get(parts, (size_t)k);
+        AttnPart *a = &lp->parts[k];
+        if (get_int(po, "rank", &a->rank) || get_int(po, "unit", &a->unit) ||
+            get_int(po, "q0", &a->q0) || get_int(po, "q1", &a->q1))
+            return util_err(err, errlen, "plan layer %d part %d is malformed", l, k);
+    }
+    if (lp->mode == LAYER_SLICE) {
+        if (!json_is_array(sl) || json_array_size(sl) == 0)
+            return util_err(err, errlen, "plan layer %d: a slice layer without ffn_slices", l);
+        lp->n_slices = (int)json_array_size(sl);
+        lp->slices = xcalloc((size_t)lp->n_slices, sizeof(FfnSlice));
+        for (int k = 0; k < lp->n_slices; k++) {
+            json_t *so = json_array_get(sl, (size_t)k);
+            if (get_int(so, "rank", &lp->slices[k].rank) || get_int(so, "f0", &lp->slices[k].f0) ||
+                get_int(so, "f1", &lp->slices[k].f1))
+                return util_err(err, errlen, "plan layer %d slice %d is malformed", l, k);
+        }
+    }
+    return 0;
 }
 
 static int read_plan(Plan *p, json_t *pj, const ModelConfig *c, char *err, size_t errlen)
@@ -54,8 +92,8 @@ static int read_plan(Plan *p, json_t *pj, const ModelConfig *c, char *err, size_
     json_t *layers = json_object_get(pj, "layers");
     if (!pj || get_int(pj, "n_workers", &p->n_workers) || !json_is_array(layers) ||
         (int)json_array_size(layers) != c->n_layers)
-        return util_err(err, errlen, "metrics: field plan is missing or does not match the "
-                        "model (a single-process run has no plan to replay)");
+        return util_err(err, errlen, "field plan is missing or does not match the model (a "
+                        "single-process run has no plan to replay)");
     json_t *part = json_object_get(pj, "partition"), *place = json_object_get(pj, "placement");
     if (json_is_string(part))
         plan_parse_partition(json_string_value(part), &p->partition);
@@ -63,196 +101,243 @@ static int read_plan(Plan *p, json_t *pj, const ModelConfig *c, char *err, size_
         plan_parse_placement(json_string_value(place), &p->placement);
     p->n_layers = c->n_layers;
     p->layers = xcalloc((size_t)c->n_layers, sizeof(LayerPlan));
-    for (int l = 0; l < c->n_layers; l++) {
-        json_t *lo = json_array_get(layers, (size_t)l), *parts = json_object_get(lo, "parts");
-        LayerPlan *lp = &p->layers[l];
-        if (get_int(lo, "proj_rank", &lp->proj_rank) || get_int(lo, "ffn_rank", &lp->ffn_rank) ||
-            !json_is_array(parts) || json_array_size(parts) == 0)
-            return util_err(err, errlen, "metrics: plan layer %d is malformed", l);
-        lp->n_parts = (int)json_array_size(parts);
-        lp->parts = xcalloc((size_t)lp->n_parts, sizeof(AttnPart));
-        for (int k = 0; k < lp->n_parts; k++) {
-            json_t *po = json_array_get(parts, (size_t)k);
-            AttnPart *a = &lp->parts[k];
-            if (get_int(po, "rank", &a->rank) || get_int(po, "unit", &a->unit) ||
-                get_int(po, "q0", &a->q0) || get_int(po, "q1", &a->q1))
-                return util_err(err, errlen, "metrics: plan layer %d part %d is malformed", l, k);
-        }
-    }
+    for (int l = 0; l < c->n_layers; l++)
+        if (read_layer(&p->layers[l], json_array_get(layers, (size_t)l), l, err, errlen) < 0)
+            return -1;
     return plan_validate(p, c, err, errlen);
 }
 
-int sim_calibrate_read(SimCalibration *cal, const char *path, char *err, size_t errlen)
+/* A field of an --emulate-link spec ("rtt=10ms,jitter=2ms,bw=200mbit"): jitter in seconds
+ * (units s, ms, us; default ms) or bw in bytes/s (bit, kbit, mbit, gbit, B; default mbit);
+ * 0 when absent. */
+static double spec_field(const char *spec, const char *key)
 {
-    memset(cal, 0, sizeof *cal);
+    const char *b = spec ? strstr(spec, key) : NULL;
+    if (!b)
+        return 0;
+    char *end;
+    double x = strtod(b + strlen(key), &end);
+    char u[8] = {0};
+    for (int i = 0; i < 7 && isalpha((unsigned char)end[i]); i++)
+        u[i] = (char)tolower((unsigned char)end[i]);
+    double mult;
+    if (strcmp(key, "bw=") == 0)
+        mult = !strcmp(u, "gbit") ? 1e9 / 8 : !strcmp(u, "kbit") ? 1e3 / 8
+               : !strcmp(u, "bit") || !strcmp(u, "bps") ? 1.0 / 8
+               : !strcmp(u, "b") ? 1.0 : 1e6 / 8;
+    else
+        mult = !strcmp(u, "s") ? 1.0 : !strcmp(u, "us") ? 1e-6 : 1e-3;
+    return x > 0 ? x * mult : 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median_from(const double *v, int n, int skip)
+{
+    if (n - skip < 1)
+        skip = 0;
+    double *t = xmalloc((size_t)n * sizeof(double));
+    memcpy(t, v + skip, (size_t)(n - skip) * sizeof(double));
+    qsort(t, (size_t)(n - skip), sizeof(double), cmp_double);
+    int m = n - skip;
+    double r = m % 2 ? t[m / 2] : 0.5 * (t[m / 2 - 1] + t[m / 2]);
+    free(t);
+    return r;
+}
+
+static int read_run(SimMeasuredRun *run, json_t *o, char *err, size_t errlen)
+{
+    if (read_model(&run->model, json_object_get(o, "model"), err, errlen) < 0 ||
+        read_plan(&run->plan, json_object_get(o, "plan"), &run->model, err, errlen) < 0)
+        return -1;
+    const int L = run->model.n_layers, n1 = run->plan.n_workers + 1;
+    json_t *tms = json_object_get(o, "token_ms"), *layers = json_object_get(o, "layers");
+    if (!json_is_array(tms) || json_array_size(tms) < 2 || !json_is_array(layers) ||
+        (int)json_array_size(layers) != L)
+        return util_err(err, errlen, "token_ms or layers missing (run headsplit with 2+ ranks "
+                        "and --metrics)");
+    run->n_tokens = (int)json_array_size(tms);
+    run->skip = run->n_tokens > CAL_SKIP + 2 ? CAL_SKIP : 0;
+    run->token_ms = xcalloc((size_t)run->n_tokens, sizeof(double));
+    for (int i = 0; i < run->n_tokens; i++)
+        run->token_ms[i] = json_number_value(json_array_get(tms, (size_t)i));
+    run->measured_ms = median_from(run->token_ms, run->n_tokens, run->skip);
+    run->layer_ms = xcalloc((size_t)L * 3, sizeof(double));
+    run->accept = xcalloc((size_t)L, sizeof(double));
+    for (int l = 0; l < L; l++) {
+        json_t *lo = json_array_get(layers, (size_t)l);
+        run->layer_ms[l * 3 + 0] = get_num(lo, "attention_ms");
+        run->layer_ms[l * 3 + 1] = get_num(lo, "projection_ms");
+        run->layer_ms[l * 3 + 2] = get_num(lo, "ffn_ms");
+        double tried = get_num(lo, "spec_tried"), kept = get_num(lo, "spec_kept");
+        run->accept[l] = tried > 0 ? kept / tried : -1;
+        run->speculated |= tried > 0;
+    }
+    json_t *rtt = json_object_get(o, "rtt_ms");
+    if (json_is_array(rtt) && (int)json_array_size(rtt) == n1) {
+        run->rtt_ms = xcalloc((size_t)n1 * (size_t)n1, sizeof(double));
+        for (int a = 0; a < n1; a++)
+            for (int b = 0; b < n1; b++)
+                run->rtt_ms[a * n1 + b] =
+                    json_number_value(json_array_get(json_array_get(rtt, (size_t)a), (size_t)b));
+    }
+    json_t *cfg = json_object_get(o, "config"), *emu = json_object_get(cfg, "emulate_link");
+    run->bw_Bps = json_is_string(emu) ? spec_field(json_string_value(emu), "bw=") : 0;
+    run->jitter_s = json_is_string(emu) ? spec_field(json_string_value(emu), "jitter=") : 0;
+    json_t *pl = json_object_get(cfg, "placement"), *pa = json_object_get(cfg, "partition");
+    snprintf(run->placement, sizeof run->placement, "%s",
+             json_is_string(pl) ? json_string_value(pl) : "?");
+    snprintf(run->partition, sizeof run->partition, "%s",
+             plan_partition_name(run->plan.partition));
+    if (json_is_string(pa) && strcmp(json_string_value(pa), "auto") != 0)
+        snprintf(run->partition, sizeof run->partition, "%s", json_string_value(pa));
+    return 0;
+}
+
+int sim_calibrate_read(SimMeasuredRun *run, const char *path, char *err, size_t errlen)
+{
+    memset(run, 0, sizeof *run);
+    snprintf(run->file, sizeof run->file, "%s", path);
     json_error_t je;
     json_t *o = json_load_file(path, 0, &je);
     if (!o)
         return util_err(err, errlen, "%s:%d: %s", path, je.line, je.text);
-    char e2[384];
-    int rc = read_model(&cal->model, json_object_get(o, "model"), e2, sizeof e2);
-    if (rc == 0)
-        rc = read_plan(&cal->plan, json_object_get(o, "plan"), &cal->model, e2, sizeof e2);
-    json_t *tms = json_object_get(o, "token_ms"), *layers = json_object_get(o, "layers");
-    if (rc == 0 && (!json_is_array(tms) || json_array_size(tms) < 2 || !json_is_array(layers) ||
-                    (int)json_array_size(layers) != cal->model.n_layers))
-        rc = util_err(e2, sizeof e2, "metrics: token_ms or layers missing (run headsplit with "
-                      "2+ ranks and --metrics)");
-    if (rc == 0) {
-        cal->n_tokens = (int)json_array_size(tms);
-        cal->token_ms = xcalloc((size_t)cal->n_tokens, sizeof(double));
-        for (int i = 0; i < cal->n_tokens; i++)
-            cal->token_ms[i] = json_number_value(json_array_get(tms, (size_t)i));
-        cal->measured_ms = get_num(o, "ms_per_token");
-        json_t *pj = json_object_get(json_object_get(o, "plan"), "placement");
-        snprintf(cal->placement, sizeof cal->placement, "%s",
-                 json_is_string(pj) ? json_string_value(pj) : "?");
-    }
-    if (rc == 0) {
-        cal->layer_ms = xcalloc((size_t)cal->model.n_layers * 3, sizeof(double));
-        for (int l = 0; l < cal->model.n_layers; l++) {
-            json_t *lo = json_array_get(layers, (size_t)l);
-            cal->layer_ms[l * 3 + 0] = get_num(lo, "attention_ms");
-            cal->layer_ms[l * 3 + 1] = get_num(lo, "projection_ms");
-            cal->layer_ms[l * 3 + 2] = get_num(lo, "ffn_ms");
-        }
-    }
+    char e2[400];
+    int rc = read_run(run, o, e2, sizeof e2);
     json_decref(o);
     if (rc < 0) {
         util_err(err, errlen, "%s: %s", path, e2);
-        sim_calibrate_free(cal);
-        return -1;
+        sim_calibrate_free(run);
     }
+    return rc;
+}
+
+void sim_calibrate_free(SimMeasuredRun *run)
+{
+    if (!run)
+        return;
+    free(run->token_ms);
+    free(run->rtt_ms);
+    free(run->accept);
+    free(run->layer_ms);
+    plan_free(&run->plan);
+    memset(run, 0, sizeof *run);
+}
+
+void sim_calibrate_cluster(const SimCalibration *cal, const SimMeasuredRun *run, SimCluster *cl,
+                           SimBcast bcast)
+{
+    const int n = run->plan.n_workers, n1 = n + 1;
+    sim_cluster_init(cl, n);
+    for (int r = 0; r <= n; r++)
+        cl->dev[r] = (SimDevice){"calibrated", cal->speed, cal->op_overhead, 0, 1e9};
+    snprintf(cl->dev[0].name, sizeof cl->dev[0].name, "controller");
+    for (int a = 0; a < n1; a++)
+        for (int b = 0; b < n1; b++) {
+            double rtt = run->rtt_ms ? run->rtt_ms[a * n1 + b] : 0;
+            cl->link[a * n1 + b] = (SimLink){rtt > 0 ? rtt / 2e3 : 20e-6, run->jitter_s,
+                                             run->bw_Bps > 0 ? run->bw_Bps : 5e9};
+        }
+    cl->bcast = bcast;
+    /* The engine's emulation delays each message on its own (uniform jitter); loopback MPI
+     * does not queue. */
+    cl->medium = SIM_MEDIUM_IDEAL;
+    cl->jitter_uniform = 1;
+    snprintf(cl->links_name, sizeof cl->links_name, "measured");
+}
+
+int sim_calibrate_predict(const SimCalibration *cal, const SimMeasuredRun *run, SimBcast bcast,
+                          double *median_ms, double *token_err, char *err, size_t errlen)
+{
+    SimCluster cl;
+    sim_calibrate_cluster(cal, run, &cl, bcast);
+    SimOptions o = {SIM_POLICY_PLAN, &run->plan, run->n_tokens, 1, run->speculated,
+                    run->speculated ? run->accept : NULL, 1.0, 0.85, 0, NULL};
+    SimResult r;
+    int rc = sim_run(&r, &run->model, &cl, &o, err, errlen);
+    sim_cluster_free(&cl);
+    if (rc < 0)
+        return -1;
+    *median_ms = median_from(r.token_ms, r.n_tokens, run->skip);
+    double e = 0;
+    for (int i = run->skip; i < r.n_tokens; i++)
+        e += fabs(r.token_ms[i] - run->token_ms[i]) / run->token_ms[i];
+    if (token_err)
+        *token_err = e / (r.n_tokens - run->skip);
+    sim_result_free(&r);
     return 0;
 }
 
-void sim_calibrate_free(SimCalibration *cal)
+/* Sum over the fit runs of log(simulated / measured)^2 at x = (ln speed, ln overhead). */
+static double objective(const double *x, const SimMeasuredRun *runs, int n, SimBcast bcast)
 {
-    if (!cal)
-        return;
-    free(cal->token_ms);
-    free(cal->layer_ms);
-    plan_free(&cal->plan);
-    memset(cal, 0, sizeof *cal);
-}
-
-void sim_calibrate_cluster(const SimCalibration *cal, SimCluster *cl, int n_workers,
-                           SimBcast bcast)
-{
-    sim_cluster_init(cl, n_workers);
-    for (int r = 0; r <= n_workers; r++)
-        cl->dev[r] = (SimDevice){"calibrated", cal->speed, cal->op_overhead, 0, 1e9};
-    snprintf(cl->dev[0].name, sizeof cl->dev[0].name, "controller");
-    for (size_t i = 0; i < (size_t)(n_workers + 1) * (size_t)(n_workers + 1); i++)
-        cl->link[i] = (SimLink){cal->latency, 0, cal->bandwidth};
-    cl->bcast = bcast;
-    cl->medium = SIM_MEDIUM_SWITCHED;
-    snprintf(cl->links_name, sizeof cl->links_name, "calibrated");
-}
-
-/* Median simulated ms/token (first token left out, as the engine does). */
-static double sim_median(const SimCalibration *cal, const SimCluster *cl)
-{
-    SimOptions o = {SIM_POLICY_PLAN, &cal->plan, cal->n_tokens, 1, 0, NULL, 1.0, 0.85, 0, NULL};
-    SimResult r;
+    SimCalibration cal = {exp(x[0]), exp(x[1]), 0, 0};
+    double s = 0;
     char err[256];
-    if (sim_run(&r, &cal->model, cl, &o, err, sizeof err) < 0)
-        return NAN;
-    json_t *j = sim_result_to_json(&r, &o);
-    double m = get_num(j, "ms_per_token_median");
-    json_decref(j);
-    sim_result_free(&r);
-    return m;
+    for (int i = 0; i < n; i++) {
+        double m;
+        if (sim_calibrate_predict(&cal, &runs[i], bcast, &m, NULL, err, sizeof err) < 0 ||
+            !(m > 0))
+            return 1e30;
+        double d = log(m / runs[i].measured_ms);
+        s += d * d;
+    }
+    return s;
 }
 
-int sim_calibrate_fit(SimCalibration *cal, SimBcast bcast, char *err, size_t errlen)
+int sim_calibrate_fit(SimCalibration *cal, const SimMeasuredRun *runs, int n, SimBcast bcast,
+                      char *err, size_t errlen)
 {
-    const ModelConfig *c = &cal->model;
-    const Plan *p = &cal->plan;
-    const double *ms = cal->layer_ms;
-    /* The timers average over the run's positions: KV reads at the mean position. */
-    int avg_pos = (cal->n_tokens - 1) / 2;
-    double sxx = 0, sxy = 0, syy = 0, sx = 0, sy = 0;
-    int ns = 0;
-    double (*smp)[3] = xcalloc((size_t)c->n_layers * 3, sizeof *smp); /* calls, bytes, s */
-    for (int l = 0; l < c->n_layers; l++) {
-        const LayerPlan *lp = &p->layers[l];
-        /* Attention: the rank with the most work sets the reported maximum. */
-        double best_b = 0, best_calls = 0;
-        for (int r = 1; r <= p->n_workers; r++) {
-            double b = 0, calls = 0;
-            for (int k = 0; k < lp->n_parts; k++)
-                if (lp->parts[k].rank == r) {
-                    b += (double)config_attn_unit_floats(c, lp->parts[k].q1 - lp->parts[k].q0) *
-                         sizeof(float) + (double)config_kv_bytes(c, avg_pos + 1);
-                    calls++;
-                }
-            if (b > best_b) {
-                best_b = b;
-                best_calls = calls;
-            }
+    if (n < 1)
+        return util_err(err, errlen, "calibration needs at least one measured run");
+    /* Nelder-Mead on (ln speed, ln overhead) from 10 GB/s and 5 us; with a single run the
+     * overhead stays put (one equation, one unknown). */
+    const int dim = n > 1 ? 2 : 1;
+    double x[3][2] = {{log(10e9), log(5e-6)}, {log(20e9), log(5e-6)}, {log(10e9), log(20e-6)}};
+    double f[3];
+    for (int i = 0; i <= dim; i++)
+        f[i] = objective(x[i], runs, n, bcast);
+    for (int it = 0; it < 300; it++) {
+        int hi = 0, lo = 0;
+        for (int i = 1; i <= dim; i++) {
+            hi = f[i] > f[hi] ? i : hi;
+            lo = f[i] < f[lo] ? i : lo;
         }
-        double row[3][3] = {
-            {best_calls, best_b, ms[l * 3 + 0] / 1e3},
-            {1, (double)config_proj_floats(c) * sizeof(float), ms[l * 3 + 1] / 1e3},
-            {1, (double)config_ffn_floats(c, c->ffn_dim) * sizeof(float), ms[l * 3 + 2] / 1e3}};
-        for (int k = 0; k < 3; k++)
-            if (isfinite(row[k][2]) && row[k][1] > 0) {
-                memcpy(smp[ns++], row[k], sizeof row[k]);
-            }
+        if (f[hi] - f[lo] < 1e-12 && it > 20)
+            break;
+        double c[2] = {0, 0}, xr[2], xe[2];
+        for (int i = 0; i <= dim; i++)
+            for (int k = 0; k < 2; k++)
+                if (i != hi)
+                    c[k] += x[i][k] / dim;
+        for (int k = 0; k < 2; k++)
+            xr[k] = c[k] + (c[k] - x[hi][k]);
+        double fr = objective(xr, runs, n, bcast);
+        if (fr < f[lo]) {
+            for (int k = 0; k < 2; k++)
+                xe[k] = c[k] + 2 * (c[k] - x[hi][k]);
+            double fe = objective(xe, runs, n, bcast);
+            memcpy(x[hi], fe < fr ? xe : xr, sizeof xr);
+            f[hi] = fe < fr ? fe : fr;
+        } else if (fr < f[hi]) {
+            memcpy(x[hi], xr, sizeof xr);
+            f[hi] = fr;
+        } else {
+            for (int i = 0; i <= dim; i++) /* shrink towards the best */
+                if (i != lo) {
+                    for (int k = 0; k < 2; k++)
+                        x[i][k] = x[lo][k] + 0.5 * (x[i][k] - x[lo][k]);
+                    f[i] = objective(x[i], runs, n, bcast);
+                }
+        }
     }
-    /* Least squares t = calls * o + bytes * u (u = 1/speed). */
-    for (int i = 0; i < ns; i++) {
-        sxx += smp[i][0] * smp[i][0];
-        sxy += smp[i][0] * smp[i][1];
-        syy += smp[i][1] * smp[i][1];
-        sx += smp[i][0] * smp[i][2];
-        sy += smp[i][1] * smp[i][2];
-    }
-    double det = sxx * syy - sxy * sxy, o = 0, u = 0;
-    if (ns >= 2 && det > 0) {
-        o = (sx * syy - sy * sxy) / det;
-        u = (sxx * sy - sxy * sx) / det;
-    }
-    if (o < 0 || u <= 0) {
-        o = 0;
-        u = syy > 0 ? sy / syy : 0;
-    }
-    if (!(u > 0)) {
-        free(smp);
-        return util_err(err, errlen, "calibration: the per-layer timers are empty or zero");
-    }
-    double rss = 0;
-    for (int i = 0; i < ns; i++) {
-        double e = smp[i][0] * o + smp[i][1] * u - smp[i][2];
-        rss += e * e;
-    }
-    free(smp);
-    cal->speed = 1.0 / u;
-    cal->op_overhead = o;
-    cal->fit_rms_ms = ns ? sqrt(rss / ns) * 1e3 : 0;
-    cal->bandwidth = 5e9; /* shared-memory transport: small messages are latency-bound */
-    /* Link latency: bisection on the simulated median of this very run. */
-    double lo = 0, hi = 0.05;
-    SimCluster cl;
-    cal->latency = 0;
-    sim_calibrate_cluster(cal, &cl, p->n_workers, bcast);
-    double t_lo = sim_median(cal, &cl);
-    sim_cluster_free(&cl);
-    if (!(t_lo < cal->measured_ms)) {
-        cal->latency = 0; /* compute alone already reaches the measured time */
-        return 0;
-    }
-    for (int it = 0; it < 60; it++) {
-        cal->latency = (lo + hi) / 2;
-        sim_calibrate_cluster(cal, &cl, p->n_workers, bcast);
-        double t = sim_median(cal, &cl);
-        sim_cluster_free(&cl);
-        if (t < cal->measured_ms)
-            lo = cal->latency;
-        else
-            hi = cal->latency;
-    }
-    cal->latency = (lo + hi) / 2;
+    int lo = 0;
+    for (int i = 1; i <= dim; i++)
+        lo = f[i] < f[lo] ? i : lo;
+    *cal = (SimCalibration){exp(x[lo][0]), exp(x[lo][1]), sqrt(f[lo] / n), n};
     return 0;
 }

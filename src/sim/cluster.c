@@ -160,8 +160,9 @@ json_t *sim_cluster_to_json(const SimCluster *cl)
                               "load_mbs", d->load_bw / 1e6));
     }
     json_object_set_new(o, "links", json_string(cl->links_name));
-    json_object_set_new(o, "medium", json_string(cl->medium == SIM_MEDIUM_SHARED ? "shared"
-                                                                                 : "switched"));
+    static const char *media[] = {"switched", "shared", "ideal"};
+    json_object_set_new(o, "medium", json_string(media[cl->medium]));
+    json_object_set_new(o, "jitter", json_string(cl->jitter_uniform ? "uniform" : "halfnormal"));
     static const char *bc[] = {"linear", "binomial", "auto"};
     json_object_set_new(o, "bcast", json_string(bc[cl->bcast]));
     json_object_set_new(o, "devices", devs);
@@ -256,8 +257,12 @@ int sim_cluster_read(SimCluster *cl, const char *path, char *err, size_t errlen)
                           keys[w], n + 1, n + 1);
     json_t *med = json_object_get(o, "medium"), *bc = json_object_get(o, "bcast");
     if (rc == 0 && json_is_string(med))
-        cl->medium = strcmp(json_string_value(med), "shared") == 0 ? SIM_MEDIUM_SHARED
-                                                                   : SIM_MEDIUM_SWITCHED;
+        cl->medium = strcmp(json_string_value(med), "shared") == 0  ? SIM_MEDIUM_SHARED
+                     : strcmp(json_string_value(med), "ideal") == 0 ? SIM_MEDIUM_IDEAL
+                                                                    : SIM_MEDIUM_SWITCHED;
+    json_t *jd = json_object_get(o, "jitter");
+    if (rc == 0 && json_is_string(jd))
+        cl->jitter_uniform = strcmp(json_string_value(jd), "uniform") == 0;
     if (rc == 0 && json_is_string(bc)) {
         const char *s = json_string_value(bc);
         cl->bcast = strcmp(s, "linear") == 0 ? SIM_BCAST_LINEAR

@@ -234,9 +234,17 @@ static void on_txdone(SimDes *d, int op)
         start_next(d, r);
     }
     const SimLink *lk = link_of(d, o->src, o->dst);
-    double arrive = d->now + lk->latency;
-    if (d->jitter_rng)
-        arrive += des_jitter(d->jitter_rng, lk->jitter);
+    double delay = lk->latency;
+    if (d->jitter_rng && lk->jitter > 0) {
+        if (d->cl->jitter_uniform) {
+            double u = (double)(rng_next(d->jitter_rng) >> 11) / 9007199254740992.0;
+            delay += lk->jitter * (u - 0.5);
+            delay = delay > 0 ? delay : 0;
+        } else {
+            delay += des_jitter(d->jitter_rng, lk->jitter);
+        }
+    }
+    double arrive = d->now + delay;
     if (d->cl->medium == SIM_MEDIUM_SWITCHED) {
         /* The receiver's downlink takes the bytes of one message at a time. */
         double rx = d->rx_free[o->dst] + o->amount / lk->bandwidth;

@@ -207,7 +207,7 @@ int sim_run(SimResult *res, const ModelConfig *c, const SimCluster *cl, const Si
             double u = (double)(rng_next(&spc) >> 11) / 9007199254740992.0;
             double p = o->accept ? o->accept[l - 1] : o->accept_all;
             spec[l] = FLOW_SPEC_NONE;
-            if (o->speculate && flow_spec_eligible(&plan, l - 1)) {
+            if (o->speculate && p >= 0 && flow_spec_eligible(&plan, l - 1)) {
                 spec[l] = u < p ? FLOW_SPEC_KEEP : FLOW_SPEC_REJECT;
                 res->spec_tried++;
                 res->spec_rejected += spec[l] == FLOW_SPEC_REJECT;

@@ -729,7 +729,7 @@ static void test_bad_json(void **state)
         {"{\"model\": {\"vocab\": {\"a\": 0, \"b\": -1}, \"merges\": []}}", "model.vocab"},
         {"{\"model\": {\"vocab\": {\"a\": 0, \"b\": 16777216}, \"merges\": []}}", "model.vocab"},
         {"{\"model\": {\"vocab\": {\"a\": 0, \"b\": 0}, \"merges\": []}}", "model.vocab"},
-        {"{\"model\": {\"vocab\": {\"a\": 0, \"b\": 2}, \"merges\": []}}", "id 1"},
+        {"{\"model\": {\"vocab\": {\"a\": 0, \"b\": 2}, \"merges\": []}}", "ids go up to 2"},
         {"{\"model\": {\"vocab\": {\"a\": 0, \"b\": 1}, \"merges\": [\"a c\"]}}",
          "model.merges[0]"},
         {"{\"model\": {\"vocab\": {\"a\": 0, \"b\": 1}, \"merges\": [\"ab\"]}}",
