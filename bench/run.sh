@@ -7,10 +7,10 @@
 #
 # Options:
 #   --quick            (default) fewer positions (TinyLlama 16, GPT-2 32, stories260K 64),
-#                      1 repeat, RTT sweep on gpt2-small only (0,5,10,20,30 ms), tolerance
+#                      1 repeat, RTT sweep on gpt2-small only (0,10,20,30 ms), tolerance
 #                      sweep on trained models only: about 15 minutes on a 2-core machine
 #   --full             256 positions, 3 repeats, RTT sweep 0,2,5,10,20,30 ms and tolerance
-#                      sweep on every model: about 8 hours on a 2-core machine (the estimate
+#                      sweep on every model: 6-8 hours on a 2-core machine (the estimate
 #                      for the plan at hand is printed before the first run)
 #   --launcher L       mpirun (default) or srun (inside a Slurm allocation)
 #   --device P|none    wrap each rank in scripts/emulate-device P (default pi4 with mpirun,
@@ -27,7 +27,7 @@
 #                      (default tinyllama,gpt2-small,stories260K)
 #   --configs LIST     subset of layer, head, head+spec/random, head+spec/roundrobin,
 #                      head+spec/greedy, slice, auto (default: all the engine supports)
-#   --rtts LIST        RTT sweep in ms (quick 0,5,10,20,30; full 0,2,5,10,20,30; "none": off)
+#   --rtts LIST        RTT sweep in ms (quick 0,10,20,30; full 0,2,5,10,20,30; "none": off)
 #   --rtt-models LIST  models of the RTT sweep (quick gpt2-small; full: all of --models)
 #   --tolerances LIST  tolerance sweep of heads + speculation (0.02,0.05,0.10; "none": off)
 #   --tol-models LIST  models of the tolerance sweep (quick: stories260K and the trained
@@ -80,7 +80,7 @@ while [ $# -gt 0 ]; do
 done
 case $LAUNCHER in mpirun|srun) ;; *) die "--launcher must be mpirun or srun" ;; esac
 case $MODE in
-  quick) : "${REPEATS:=1}" "${RTTS:=0,5,10,20,30}" "${TOLS:=0.02,0.05,0.10}" ;;
+  quick) : "${REPEATS:=1}" "${RTTS:=0,10,20,30}" "${TOLS:=0.02,0.05,0.10}" ;;
   full) : "${REPEATS:=3}" "${RTTS:=0,2,5,10,20,30}" "${TOLS:=0.02,0.05,0.10}" ;;
 esac
 [[ $REPEATS =~ ^[1-9][0-9]*$ ]] || die "--repeats must be a positive integer"
@@ -310,9 +310,10 @@ NU=${#PLAN[@]}
 NRUNS=$((NU * REPEATS))
 
 # ---- time estimate (for the ETA; calibrated on the emulated testbed of a 2-core EPYC) ------
-# startup: loading (~10 s per GB on a pi4 rank) + mpirun; per position: compute that scales
-# with the model's bytes (a pi4 rank streams ~8 GB/s of weights... across 4 ranks, ~130 ms
-# per GB) times a partition factor, plus the hops' one-way latencies.
+# A run costs a start-up (loading, and the first position, which waits for the workers'
+# loading: ~12 s per GB of model on pi4 ranks, plus mpirun) and, per position, compute that
+# scales with the model's bytes (layer-wise ~130 ms per GB: the four pi4 ranks stream the
+# weights one after the other) times a partition factor, plus each hop's one-way latency.
 est_run() {  # est_run MODEL CONFIG RTT -> seconds
   local m=$1 c=$2 r=$3 steps L gb
   steps=$(default_tokens "$m"); L=${MLAYERS[$m]:-12}; gb=$(awk -v b="${MBYTES[$m]:-0}" 'BEGIN{print b/1e9}')
@@ -323,7 +324,7 @@ est_run() {  # est_run MODEL CONFIG RTT -> seconds
     if (c == "slice") { f = 0.45; hops = 2 * L + 2 }
     if (c == "auto") { f = 0.8; hops = (r > 3 ? w + 1 : 2 * L + 1) }
     if (c ~ /spec/) f = 0.7
-    t = 3 + 10 * gb + s * (130 * gb * f + hops * (r / 2 + 0.3)) / 1000
+    t = 8 + 12 * gb + s * (130 * gb * f + hops * (r / 2 + 0.3)) / 1000
     printf "%.0f", t }'
 }
 declare -A EST
@@ -406,8 +407,7 @@ if [ "$DEVICE" != none ]; then
     { cat "$OUT/emulate-check.txt" >&2; die "device emulation unavailable (see above); --device none runs unconstrained"; }
 fi
 GITREV=$(git -C "$ROOT" describe --always --dirty --abbrev=7 2>/dev/null || echo unknown)
-printf -v CMDLINE '%q ' bench/run.sh "${ARGV[@]}"
-export HS_META_COMMAND="${CMDLINE% }" HS_META_MODE=$MODE HS_META_LAUNCHER=$LAUNCHER \
+export HS_META_COMMAND="$(hs_shell_words bench/run.sh "${ARGV[@]}")" HS_META_MODE=$MODE HS_META_LAUNCHER=$LAUNCHER \
   HS_META_DEVICE=$DEVICE HS_META_LINK=$LINK HS_META_BASE_RTT=$BASE_RTT HS_META_RANKS=$RANKS \
   HS_META_REPEATS=$REPEATS HS_META_N_RUNS=$NRUNS HS_META_N_UNIQUE=$NU \
   HS_META_CONFIGS="$CONFIGS" HS_META_MODELS="${MODEL_LIST[*]}" HS_META_RTTS=$RTTS \
@@ -477,7 +477,7 @@ for rep in $(seq 1 "$REPEATS"); do
     lim=$TIMEOUT; [ -n "$lim" ] || lim=$((e * 4 > 300 ? e * 4 : 300))
     read -r load1 _ </proc/loadavg 2>/dev/null || load1=""
     printf -v started '%(%Y-%m-%dT%H:%M:%S%z)T' -1
-    printf -v cmdq '%q ' "${CMD[@]}"
+    cmdq=$(hs_shell_words "${CMD[@]}")
     { echo "# $cmdq"; echo "# started $started, load average $(</proc/loadavg)"; } >"$log" 2>/dev/null
     rm -f "$metrics"
     now; s0=$NOW
@@ -493,7 +493,7 @@ for rep in $(seq 1 "$REPEATS"); do
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
       "$(short_name "$m")" "${MPATH[$m]}" "$c" "$part" "$pl" "$spec" "$t" "$r" "${LNK[$line]}" \
       "${STP[$line]}" "$g" "$rep" $((41 + rep)) "$status" "$rc" "$wall" "$load1" "$started" \
-      "${MSYN[$m]}" "$metrics" "$log" "${cmdq% }" >>"$RUNS_TSV"
+      "${MSYN[$m]}" "$metrics" "$log" "$cmdq" >>"$RUNS_TSV"
     if [ "$status" = ok ]; then
       res="$(jnum ms_per_token "$metrics")"; res="${res%%.*} ms/token, $(jnum hops_per_token "$metrics") hops"
       [ "$c" = auto ] && res+=" -> $(jnum partition "$metrics" last)"

@@ -1,8 +1,8 @@
 /* fuzz_llama2c: the llama2.c legacy checkpoint loader (src/convert/llama2c.c) end to end:
  * header checks, size check, streaming every tensor into a HeadSplit model file.
  * The input is the checkpoint.  When its last byte is odd and the header's implied size is
- * small, the harness pads or cuts the data to exactly that size, so that mutated headers also
- * reach the streaming code.  A matching tokenizer.bin (up to 4096 pieces) is generated for
+ * small (at most 1 MiB and 8 layers: each tensor costs an HDF5 dataset), the harness pads or
+ * cuts the data to exactly that size, so that mutated headers also reach the streaming code.  A matching tokenizer.bin (up to 4096 pieces) is generated for
  * the header's vocabulary size; the output goes to a scratch file that is checked and
  * removed. */
 #include "convert.h"
@@ -70,7 +70,7 @@ static uint64_t implied_bytes(const uint8_t *h)
     if (vocab < 0)
         vocab = -vocab;
     if (dim <= 0 || hid <= 0 || L <= 0 || nh <= 0 || nkv <= 0 || vocab <= 0 || seq <= 0 ||
-        dim > 4096 || hid > 4096 || L > 64 || nh > dim || nkv > nh || vocab > 65536 ||
+        dim > 4096 || hid > 4096 || L > 8 || nh > dim || nkv > nh || vocab > 65536 ||
         seq > 65536 || dim % nh != 0)
         return 0;
     int64_t hs = dim / nh, kv = hs * nkv;

@@ -157,6 +157,7 @@ typedef struct {
     double *rtt_ms;       /* [(n_workers+1)^2] start-up RTT medians, or NULL */
     double bw_Bps;        /* emulated link bandwidth (0: none, loopback) */
     double jitter_s;      /* emulated jitter (uniform +-jitter/2) */
+    double emu_rtt_s;     /* emulated round trip (0: none; the measured RTTs are used) */
     int speculated;
     double *accept;       /* [n_layers] kept/tried of transition l -> l+1, -1: not tried */
     double *layer_ms;     /* [n_layers][3] attention, projection, FFN ms/token (all tokens) */
@@ -164,7 +165,7 @@ typedef struct {
 
 typedef struct {
     double speed;        /* bytes/s */
-    double op_overhead;  /* seconds per compute op */
+    double op_overhead;  /* seconds per compute op (fixed, not fitted) */
     double rms_log_err;  /* over the fit runs' medians */
     int n_fit;
 } SimCalibration;
@@ -178,7 +179,7 @@ void sim_calibrate_cluster(const SimCalibration *cal, const SimMeasuredRun *run,
  * of the per-token latencies. */
 int sim_calibrate_predict(const SimCalibration *cal, const SimMeasuredRun *run, SimBcast bcast,
                           double *median_ms, double *token_err, char *err, size_t errlen);
-/* Fits speed and overhead (Nelder-Mead on their logarithms) to the fit runs' medians. */
+/* Fits the device speed (golden-section search on its logarithm) to the fit runs' medians. */
 int sim_calibrate_fit(SimCalibration *cal, const SimMeasuredRun *runs, int n, SimBcast bcast,
                       char *err, size_t errlen);
 

@@ -18,6 +18,7 @@ r-cran-janeaustenr (or unpack that .deb with dpkg-deb -x, see train_corpus.py). 
 """
 import argparse
 import json
+import signal
 import math
 import os
 import sys
@@ -151,6 +152,9 @@ def main():
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=50)
     ap.add_argument("--weight-decay", type=float, default=0.1)
+    ap.add_argument("--stop-at", type=int, default=None,
+                    help="end training after this many steps of the --steps schedule "
+                    "(SIGUSR1 does the same at the next step; the file records where)")
     ap.add_argument("--eval-every", type=int, default=250)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--pkg-dir", default=None, help="janeaustenr package directory")
@@ -206,7 +210,14 @@ def main():
     t_train = time.time()
     ema = None
     history = []
+    stop = {"flag": False}
+    signal.signal(signal.SIGUSR1, lambda *_: stop.update(flag=True))
+    steps_run = a.steps
     for step in range(a.steps):
+        if stop["flag"] or (a.stop_at is not None and step >= a.stop_at):
+            steps_run = step
+            log("stopping after %d of %d steps" % (step, a.steps))
+            break
         for g in opt.param_groups:
             g["lr"] = lr_at(step, a.steps, a.lr, a.warmup)
         x, y = batches_from(stream, a.context, a.batch, gen)
@@ -231,19 +242,20 @@ def main():
     val_loss = nats / n
     bpb = nats / math.log(2) / held_bytes
     log("trained %d steps (%d tokens) in %.1f s; held-out loss %.4f nats/token, %.4f "
-        "bits/byte (%d tokens, %d bytes)" % (a.steps, a.steps * a.batch * a.context, train_s,
+        "bits/byte (%d tokens, %d bytes)" % (steps_run, steps_run * a.batch * a.context, train_s,
                                              val_loss, bpb, n, held_bytes))
     source = ("tools/train.py --arch %s --seed %d --steps %d --batch %d --context %d "
-              "--vocab %d --dim %d --layers %d --heads %d --kv-heads %d --ffn %d --lr %g; "
+              "--vocab %d --dim %d --layers %d --heads %d --kv-heads %d --ffn %d --lr %g%s; "
               "corpus: Jane Austen's novels (Debian r-cran-janeaustenr)" % (
                   a.arch, a.seed, a.steps, a.batch, a.context, a.vocab, a.dim, a.layers,
-                  a.heads, a.kv_heads, a.ffn, a.lr))
+                  a.heads, a.kv_heads, a.ffn, a.lr,
+                  " --stop-at %d" % steps_run if steps_run < a.steps else ""))
     train_model.export_h5(model, tok, a.out, source)
     log("wrote %s (%d bytes)" % (a.out, os.path.getsize(a.out)))
     if a.summary:
         with open(a.summary, "w") as f:
             json.dump({"arch": a.arch, "out": a.out, "config": vars(a), "params": n_params,
-                       "train_seconds": train_s, "total_seconds": time.time() - t_start,
+                       "steps_run": steps_run, "train_seconds": train_s, "total_seconds": time.time() - t_start,
                        "train_tokens": int(len(stream)), "heldout_tokens": n,
                        "heldout_bytes": held_bytes, "val_nats_per_token": val_loss,
                        "val_bits_per_byte": bpb, "history": history,

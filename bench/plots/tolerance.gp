@@ -21,7 +21,7 @@ if (n > 0) {
   set xlabel "acceptance"
   set ylabel "x heads only (same placement)"
   set xrange [-0.05:1.05]
-  set yrange [*:*]
+  set yrange [0:1.2<*]
   set arrow 1 from graph 0, first 1 to graph 1, first 1 nohead dt 2 lc rgb "#444444"
   plot for [i = 1:n] sprintf("%s/tol_%d.dat", dir, i - 1) using 2:3:4:5 with yerrorbars pt 7 title word(tol_models, i), \
        for [i = 1:n] sprintf("%s/tol_%d.dat", dir, i - 1) using 2:3:(sprintf("%g", $1)) with labels offset 2.5, 0.6 font ",8" notitle

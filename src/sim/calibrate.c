@@ -1,10 +1,12 @@
 /* calibrate.c: the simulator against the engine's own measurements (headsplit --metrics).
  * A run's metrics carry the model, the plan it ran (replayed as is), the per-token latencies,
- * the start-up RTT matrix (one-way latency = RTT / 2, software overhead and any --emulate-link
- * delay included), the emulated bandwidth and the speculation outcomes.  What remains is the
- * device: one speed (bytes/s streamed) and one per-op overhead for every rank of the host,
- * fitted so that the simulated median ms/token of the fit runs matches theirs; the other
- * runs are then predictions.  The per-layer timers are kept for reference only: they average
+ * the --emulate-link spec (one-way latency rtt/2, uniform jitter, bandwidth) or else the
+ * start-up RTT matrix (one-way = RTT / 2), and the speculation outcomes.  What remains is one
+ * number: the device speed (bytes/s streamed, every rank of the host alike, small per-op
+ * and software costs folded in), fitted so that the simulated median ms/token of the fit
+ * runs matches theirs.  The other runs are then predictions.  (Fitting a per-message or
+ * per-op overhead as well was tried: on a busy host the fit runs are too noisy to tell the
+ * two apart, and the extra term made predictions worse.)  The per-layer timers are kept for reference only: they average
  * over every token, the slow first one included. */
 #include "sim.h"
 
@@ -188,6 +190,7 @@ static int read_run(SimMeasuredRun *run, json_t *o, char *err, size_t errlen)
     json_t *cfg = json_object_get(o, "config"), *emu = json_object_get(cfg, "emulate_link");
     run->bw_Bps = json_is_string(emu) ? spec_field(json_string_value(emu), "bw=") : 0;
     run->jitter_s = json_is_string(emu) ? spec_field(json_string_value(emu), "jitter=") : 0;
+    run->emu_rtt_s = json_is_string(emu) ? spec_field(json_string_value(emu), "rtt=") : 0;
     json_t *pl = json_object_get(cfg, "placement"), *pa = json_object_get(cfg, "partition");
     snprintf(run->placement, sizeof run->placement, "%s",
              json_is_string(pl) ? json_string_value(pl) : "?");
@@ -238,8 +241,11 @@ void sim_calibrate_cluster(const SimCalibration *cal, const SimMeasuredRun *run,
     snprintf(cl->dev[0].name, sizeof cl->dev[0].name, "controller");
     for (int a = 0; a < n1; a++)
         for (int b = 0; b < n1; b++) {
-            double rtt = run->rtt_ms ? run->rtt_ms[a * n1 + b] : 0;
-            cl->link[a * n1 + b] = (SimLink){rtt > 0 ? rtt / 2e3 : 20e-6, run->jitter_s,
+            /* The emulated one-way delay, else half the measured round trip. */
+            double rtt = run->emu_rtt_s > 0 ? run->emu_rtt_s * 1e3
+                         : run->rtt_ms   ? run->rtt_ms[a * n1 + b] : 0;
+            cl->link[a * n1 + b] = (SimLink){rtt > 0 ? rtt / 2e3 : 20e-6,
+                                             run->jitter_s,
                                              run->bw_Bps > 0 ? run->bw_Bps : 5e9};
         }
     cl->bcast = bcast;
@@ -272,10 +278,12 @@ int sim_calibrate_predict(const SimCalibration *cal, const SimMeasuredRun *run, 
     return 0;
 }
 
-/* Sum over the fit runs of log(simulated / measured)^2 at x = (ln speed, ln overhead). */
-static double objective(const double *x, const SimMeasuredRun *runs, int n, SimBcast bcast)
+#define CAL_OP_OVERHEAD 2e-6 /* per kernel call group; small next to the fitted term */
+
+/* Sum over the fit runs of log(simulated / measured)^2 at speed exp(x). */
+static double objective(double x, const SimMeasuredRun *runs, int n, SimBcast bcast)
 {
-    SimCalibration cal = {exp(x[0]), exp(x[1]), 0, 0};
+    SimCalibration cal = {exp(x), CAL_OP_OVERHEAD, 0, 0};
     double s = 0;
     char err[256];
     for (int i = 0; i < n; i++) {
@@ -294,50 +302,27 @@ int sim_calibrate_fit(SimCalibration *cal, const SimMeasuredRun *runs, int n, Si
 {
     if (n < 1)
         return util_err(err, errlen, "calibration needs at least one measured run");
-    /* Nelder-Mead on (ln speed, ln overhead) from 10 GB/s and 5 us; with a single run the
-     * overhead stays put (one equation, one unknown). */
-    const int dim = n > 1 ? 2 : 1;
-    double x[3][2] = {{log(10e9), log(5e-6)}, {log(20e9), log(5e-6)}, {log(10e9), log(20e-6)}};
-    double f[3];
-    for (int i = 0; i <= dim; i++)
-        f[i] = objective(x[i], runs, n, bcast);
-    for (int it = 0; it < 300; it++) {
-        int hi = 0, lo = 0;
-        for (int i = 1; i <= dim; i++) {
-            hi = f[i] > f[hi] ? i : hi;
-            lo = f[i] < f[lo] ? i : lo;
-        }
-        if (f[hi] - f[lo] < 1e-12 && it > 20)
-            break;
-        double c[2] = {0, 0}, xr[2], xe[2];
-        for (int i = 0; i <= dim; i++)
-            for (int k = 0; k < 2; k++)
-                if (i != hi)
-                    c[k] += x[i][k] / dim;
-        for (int k = 0; k < 2; k++)
-            xr[k] = c[k] + (c[k] - x[hi][k]);
-        double fr = objective(xr, runs, n, bcast);
-        if (fr < f[lo]) {
-            for (int k = 0; k < 2; k++)
-                xe[k] = c[k] + 2 * (c[k] - x[hi][k]);
-            double fe = objective(xe, runs, n, bcast);
-            memcpy(x[hi], fe < fr ? xe : xr, sizeof xr);
-            f[hi] = fe < fr ? fe : fr;
-        } else if (fr < f[hi]) {
-            memcpy(x[hi], xr, sizeof xr);
-            f[hi] = fr;
+    /* Golden-section search on ln(speed) over 1 MB/s .. 1 TB/s (the objective is unimodal:
+     * every simulated time falls as the speed grows). */
+    const double g = 0.6180339887498949;
+    double a = log(1e6), b = log(1e12), c = b - g * (b - a), d = a + g * (b - a);
+    double fc = objective(c, runs, n, bcast), fd = objective(d, runs, n, bcast);
+    for (int it = 0; it < 80 && b - a > 1e-7; it++) {
+        if (fc < fd) {
+            b = d;
+            d = c;
+            fd = fc;
+            c = b - g * (b - a);
+            fc = objective(c, runs, n, bcast);
         } else {
-            for (int i = 0; i <= dim; i++) /* shrink towards the best */
-                if (i != lo) {
-                    for (int k = 0; k < 2; k++)
-                        x[i][k] = x[lo][k] + 0.5 * (x[i][k] - x[lo][k]);
-                    f[i] = objective(x[i], runs, n, bcast);
-                }
+            a = c;
+            c = d;
+            fc = fd;
+            d = a + g * (b - a);
+            fd = objective(d, runs, n, bcast);
         }
     }
-    int lo = 0;
-    for (int i = 1; i <= dim; i++)
-        lo = f[i] < f[lo] ? i : lo;
-    *cal = (SimCalibration){exp(x[lo][0]), exp(x[lo][1]), sqrt(f[lo] / n), n};
+    double x = 0.5 * (a + b);
+    *cal = (SimCalibration){exp(x), CAL_OP_OVERHEAD, sqrt(objective(x, runs, n, bcast) / n), n};
     return 0;
 }

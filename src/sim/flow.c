@@ -73,17 +73,16 @@ void flow_bcast(SimFlow *f, SimTag tag, int layer, const int *members, int n, in
         }
         return;
     }
-    /* Binomial tree: relative rank r gets it from r with its lowest set bit cleared; each
-     * node sends to its children largest subtree first (MPICH, libnbc). */
-    int top = 1;
-    while (top < n)
-        top <<= 1;
-    for (int mask = top >> 1; mask >= 1; mask >>= 1)
-        for (int r = 0; r + mask < n; r += 2 * mask) {
-            int child = r + mask;
-            recv[child] = des_msg(f->d, tag, layer, members[r], members[child], bytes);
-            des_dep(f->d, recv[r], recv[child]);
-        }
+    /* Binomial tree as Open MPI's libnbc builds it: member v receives from v minus its
+     * highest set bit and sends to v + 2^r for every 2^r > v, nearest first; creating the
+     * messages in member order keeps each sender's uplink queue in that order. */
+    for (int v = 1; v < n; v++) {
+        int hb = 1;
+        while (hb * 2 <= v)
+            hb *= 2;
+        recv[v] = des_msg(f->d, tag, layer, members[v - hb], members[v], bytes);
+        des_dep(f->d, recv[v - hb], recv[v]);
+    }
 }
 
 static int cmp_int(const void *a, const void *b)

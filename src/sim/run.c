@@ -22,6 +22,12 @@ static void run_plan_copy(Plan *dst, const Plan *src)
         dst->layers[l].parts = xmalloc((size_t)src->layers[l].n_parts * sizeof(AttnPart));
         memcpy(dst->layers[l].parts, src->layers[l].parts,
                (size_t)src->layers[l].n_parts * sizeof(AttnPart));
+        dst->layers[l].slices = NULL;
+        if (src->layers[l].n_slices > 0) {
+            size_t b = (size_t)src->layers[l].n_slices * sizeof(FfnSlice);
+            dst->layers[l].slices = xmalloc(b);
+            memcpy(dst->layers[l].slices, src->layers[l].slices, b);
+        }
     }
 }
 
@@ -343,4 +349,30 @@ json_t *sim_result_to_json(const SimResult *res, const SimOptions *o)
     json_object_set_new(j, "devices_used", json_integer(res->devices_used));
     free(v);
     return j;
+}
+
+static const char *policy_names[SIM_POLICY_COUNT] = {"layer-dp", "galaxy", "greedy", "dynamic",
+                                                     "plan"};
+
+const char *sim_policy_name(SimPolicy p)
+{
+    return (unsigned)p < SIM_POLICY_COUNT ? policy_names[p] : "?";
+}
+
+int sim_parse_policy(const char *s, SimPolicy *out)
+{
+    for (int p = 0; p < SIM_POLICY_COUNT; p++)
+        if (strcmp(s, policy_names[p]) == 0) {
+            *out = (SimPolicy)p;
+            return 0;
+        }
+    return -1;
+}
+
+const char *sim_tag_name(SimTag t)
+{
+    static const char *names[SIM_TAG_COUNT] = {
+        "embed", "head", "attn", "spec_attn", "reexec", "proj", "ffn", "bcast", "spec_bcast",
+        "gather", "z", "out", "exchange", "kv_move", "reload", "join"};
+    return (unsigned)t < SIM_TAG_COUNT ? names[t] : "?";
 }

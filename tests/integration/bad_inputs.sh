@@ -1,18 +1,23 @@
 # shellcheck shell=bash
-# Bad inputs: hostile or broken model files, checkpoints, safetensors directories, tokenizers and
-# command lines fed to headsplit, headsplit-convert and headsplit-tokenize.  Every case must end
-# with a non-zero exit status (no signal, no timeout), exactly one error line on stderr that
-# names the file, option or field at fault, and no sanitizer report.  Prints a table of
-# case -> exit status -> error line, then "N passed, 0 failed".
+# Bad inputs: hostile or broken model files, checkpoints, safetensors directories, tokenizers,
+# transcripts and command lines fed to headsplit, headsplit-convert and headsplit-tokenize.
+# Every case must end with a non-zero exit status (no signal, no timeout), exactly one line on
+# stderr (a usage text may follow it) that names the file, option or field at fault, and no
+# sanitizer report.  Prints a table of case -> exit status -> error line, then
+# "N passed, 0 failed".
 #   bash bad_inputs.sh BUILD_DIR SOURCE_DIR SHARED_DIR
 # Broken HDF5 files are made from a good synthetic model with a small C helper (h5edit, below)
 # compiled here against libhdf5; everything else is written with printf/head/dd.
 . "$(dirname "$0")/common.sh"
 export LC_ALL=C
 TOKENIZE="$BUILD/headsplit-tokenize"
-JOBS=${BAD_INPUTS_JOBS:-6}
+JOBS=${BAD_INPUTS_JOBS:-4}
 # headsplit runs here without mpirun, as an MPI singleton: no helper daemon is needed.
 export OMPI_MCA_ess_singleton_isolated=1
+# Under ASan, headsplit runs without leak detection: an MPI singleton's own leaks sit in
+# unloaded Open MPI plugins whose frames tests/lsan.supp cannot match.  Memory errors are still
+# detected; headsplit-convert and headsplit-tokenize (no MPI) keep leak detection.
+HS_ASAN="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 t_start=$(date +%s)
 
 # ---- helpers ----------------------------------------------------------------------------------
@@ -210,6 +215,9 @@ head -c $(( sz * 9 / 10 )) "$T/good.h5" > "$T/trunc_data.h5"
 cp "$T/good.h5" "$T/badsig.h5"
 printf 'XXXXXXXX' | dd of="$T/badsig.h5" bs=1 seek=0 conv=notrunc status=none
 long_prompt=$(printf 'once upon a time %.0s' $(seq 1 200))
+printf 'hello\n' > "$T/notrans.txt"
+printf 'headsplit-transcript 1\nmodel x\np 1\nt 99999\nt 5\n' > "$T/badid.txt"
+printf 'headsplit-transcript 1\nmodel x\nt 5\n' > "$T/noprompt.txt"
 
 # llama2.c checkpoints (dim 8, hidden 16, 1 layer, 2 heads) and tokenizers
 llama2c_ckpt "$T/ok.bin" 8 16 1 2 2 32 8
@@ -253,8 +261,8 @@ mkdir -p "$T/tokjson2"; printf '{"model": {"type": "BPE", "vocab": {"a": 0, "b":
 "$CONVERT" --quiet --format llama2c --checkpoint "$T/ok.bin" --tokenizer "$T/tok32.bin" \
   --out "$T/ok.h5" || fail "control: the crafted llama2.c checkpoint does not convert"
 "$TOKENIZE" --model "$T/good.h5" hello > /dev/null || fail "control: headsplit-tokenize"
-timeout -k 5 60 "$HS" --model "$T/good.h5" --steps 4 --quiet --prompt hi > /dev/null ||
-  fail "control: headsplit on the good model"
+ASAN_OPTIONS=$HS_ASAN timeout -k 5 60 "$HS" --model "$T/good.h5" --steps 4 --quiet --prompt hi \
+  > /dev/null || fail "control: headsplit on the good model"
 
 # ---- the cases ------------------------------------------------------------------------------------
 
@@ -276,6 +284,10 @@ case_ "unknown option"         "--bogus"              "${HSM[@]}" "$T/good.h5" -
 case_ "option without value"   "--prompt"             "${HSM[@]}" "$T/good.h5" --prompt
 case_ "stray argument"         "extra"                "${HSM[@]}" "$T/good.h5" extra
 case_ "missing --model"        "--model"              "$HS" --steps 4
+case_ "resume: no such file"    "--resume.*nosuch.txt" "${HSM[@]}" "$T/good.h5" --resume "$T/nosuch.txt"
+case_ "resume: not a transcript" "notrans.txt.*transcript" "${HSM[@]}" "$T/good.h5" --resume "$T/notrans.txt"
+case_ "resume: id 99999"       "badid.txt:4.*99999"  "${HSM[@]}" "$T/good.h5" --resume "$T/badid.txt"
+case_ "resume: no prompt"      "noprompt.txt.*prompt" "${HSM[@]}" "$T/good.h5" --resume "$T/noprompt.txt"
 case_ "prompt beyond context"  "--prompt.*context"    "${HSM[@]}" "$T/good.h5" --steps 2048 --prompt "$long_prompt"
 # model files
 case_ "model missing"          "nosuch.h5"            "${HSM[@]}" "$T/nosuch.h5"
@@ -364,7 +376,10 @@ run_case() { # run_case I: runs case I into $T/c.I.{rc,err}
   set +e
   # A private TMPDIR: Open MPI singletons starting together race on their session directory.
   mkdir -p "$T/tmp.$i"
-  TMPDIR="$T/tmp.$i" eval "timeout -k 5 30 ${cmds[$i]}" > "$T/c.$i.out" 2> "$T/c.$i.err" \
+  case ${cmds[$i]} in
+    "$(printf '%q' "$HS") "*) export ASAN_OPTIONS="$HS_ASAN" ;;
+  esac
+  TMPDIR="$T/tmp.$i" eval "timeout -k 5 60 ${cmds[$i]}" > "$T/c.$i.out" 2> "$T/c.$i.err" \
     < /dev/null
   echo $? > "$T/c.$i.rc"
 }
@@ -387,12 +402,14 @@ for (( i = 0; i < n; i++ )); do
   elif [ "$rc" -ge 128 ]; then why="killed by a signal"
   elif grep -qE 'Sanitizer|runtime error:|HDF5-DIAG' "$errf"; then why="sanitizer or HDF5 report"
   elif [ "$(grep -ci 'error' "$errf")" -ne 1 ]; then why="$(grep -ci 'error' "$errf") error lines"
+  elif [ "$(awk '/^usage:/ { exit } NF { n++ } END { print n + 0 }' "$errf")" -ne 1 ]; then
+    why="the message is not one line"
   elif ! grep -i 'error' "$errf" | grep -qE -- "${pats[$i]}"; then why="message lacks /${pats[$i]}/"
   fi
   printf '%-26s %4s  %s\n' "${names[$i]}" "$rc" "${line:0:150}"
   if [ -n "$why" ]; then
     failed=$((failed + 1))
-    echo "  FAIL: $why: ${cmds[$i]}"
+    echo "  FAIL: $why: ${cmds[$i]:0:300}"
     sed 's/^/    | /' "$errf" | head -20
   else
     passed=$((passed + 1))
