@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # bench/lib.sh: helpers for bench/run.sh and bench/report.sh (sourced, not run).
 #
 #   hs_fmt_dur SECONDS            "1h02m", "12m05s", "45s"

@@ -129,7 +129,8 @@ L.append("- **Energy** comes from the engine (`energy_source`; on the emulated t
 L.append("- **Acceptance** on synthetic weights is meaningless (random matrices, not a trained "
          "network); only stories260K and trained models in `weights/` say something about it.")
 L.append("")
-L.append(f"Regenerate: `{meta.get('command', 'bench/run.sh')}` then `bench/report.sh {os.path.relpath(out)}`.")
+L.append(f"Reproduce: `{meta.get('command', 'bench/run.sh')}`; remake this page from that run's output "
+         f"(`out/` is not in git): `bench/report.sh {os.path.relpath(out)}`.")
 open(doc, "w").write("\n".join(L) + "\n")
 print(f"report: wrote {doc} and {assets}/", file=sys.stderr)
 PY

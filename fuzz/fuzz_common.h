@@ -4,6 +4,7 @@
 #ifndef HEADSPLIT_FUZZ_COMMON_H
 #define HEADSPLIT_FUZZ_COMMON_H
 
+#include <dirent.h>
 #include <hdf5.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -26,19 +27,39 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
         }                                                                                      \
     } while (0)
 
+static char fuzz_scratch[256];
+
+/* Removes the scratch directory and its files at exit (a crash leaves it for inspection). */
+static inline void fuzz_scratch_remove(void)
+{
+    DIR *d = opendir(fuzz_scratch);
+    if (!d)
+        return;
+    struct dirent *e;
+    char path[600];
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "%s/%s", fuzz_scratch, e->d_name);
+        unlink(path);
+    }
+    closedir(d);
+    rmdir(fuzz_scratch);
+}
+
 /* A private scratch directory for this fuzzing process (tmpfs when available). */
 static inline const char *fuzz_scratch_dir(void)
 {
-    static char dir[256];
-    if (!dir[0]) {
+    if (!fuzz_scratch[0]) {
         const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR");
-        snprintf(dir, sizeof dir, "%s/hsfuzz.XXXXXX", base ? base : "/tmp");
-        if (!mkdtemp(dir)) {
+        snprintf(fuzz_scratch, sizeof fuzz_scratch, "%s/hsfuzz.XXXXXX", base ? base : "/tmp");
+        if (!mkdtemp(fuzz_scratch)) {
             perror("mkdtemp");
             abort();
         }
+        atexit(fuzz_scratch_remove);
     }
-    return dir;
+    return fuzz_scratch;
 }
 
 /* "<scratch>/<name>" in a static buffer of its own per slot (0..3). */

@@ -18,7 +18,7 @@
 typedef struct {
     int pos;          /* position whose KV reads the costs include */
     int kv_positions; /* KV cache reserved in the memory budgets */
-    long max_nodes;   /* branch-and-bound node limit (0: 200 million) */
+    long max_nodes;   /* branch-and-bound node limit (0: none with max_s, else 200 million) */
     double max_s;     /* time limit in seconds (0: none) */
 } SolverRequest;
 

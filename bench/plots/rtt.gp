@@ -2,11 +2,11 @@
 # (top) and speedup over layer-wise at the same RTT (bottom; below 1 = head-level does not pay).
 n = words(sweep_models)
 if (n > 0) {
-  set terminal term size (n * 520 + 60), 820 font ",10"
+  set terminal term size (n * 640 + 60), 820 font ",10"
   set output outdir.'/rtt_sweep.png'
   set multiplot layout 2, n columnsfirst title "RTT sweep (jitter 20% of RTT)"
   set grid lc rgb "#dddddd"
-  set key top left noenhanced
+  set key outside right top noenhanced
   set xlabel "RTT (ms)"
   set xrange [-1:*]
   array cfg[4] = ["layer", "head", "slice", "auto"]

@@ -21,7 +21,7 @@ if (n > 0) {
     set ylabel "s per 256 tokens"
     f = sprintf("%s/seconds_%d.dat", dir, i - 1)
     plot f using 0:2:xtic(1) with boxes lc rgb "#4477aa", \
-         f using 0:2:3:4 with yerrorbars lc rgb "black" pt -1, \
+         f using 0:2:3:4 with yerrorbars lc rgb "black" pt 7 ps 0, \
          f using 0:2:(sprintf("%.3g", $2)) with labels offset 0, 0.8 font ",9"
   }
   unset multiplot

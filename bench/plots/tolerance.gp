@@ -1,6 +1,6 @@
 # tolerance.gp: the tolerance sweep of heads + speculation (greedy placement): acceptance per
-# tolerance (left) and speedup over heads without speculation against acceptance (right;
-# points labelled with the tolerance).
+# tolerance (left) and speedup over heads without speculation per tolerance (right; points
+# labelled with the acceptance).
 n = words(tol_models)
 if (n > 0) {
   set terminal term size 1100, 520 font ",10"
@@ -17,12 +17,12 @@ if (n > 0) {
   set xrange [0:*]
   set offsets graph 0.05, graph 0.05, 0, 0
   plot for [i = 1:n] sprintf("%s/tol_%d.dat", dir, i - 1) using 1:2 with linespoints pt 7 title word(tol_models, i)
-  set title "speedup over heads only vs acceptance"
-  set xlabel "acceptance"
+  set title "speedup over heads only (labels: acceptance)"
+  set xlabel "tolerance"
   set ylabel "x heads only (same placement)"
-  set xrange [-0.05:1.05]
   set yrange [0:1.2<*]
   set arrow 1 from graph 0, first 1 to graph 1, first 1 nohead dt 2 lc rgb "#444444"
-  plot for [i = 1:n] sprintf("%s/tol_%d.dat", dir, i - 1) using 2:3:4:5 with yerrorbars pt 7 title word(tol_models, i), \
-       for [i = 1:n] sprintf("%s/tol_%d.dat", dir, i - 1) using 2:3:(sprintf("%g", $1)) with labels offset 2.5, 0.6 font ",8" notitle
+  plot for [i = 1:n] sprintf("%s/tol_%d.dat", dir, i - 1) using 1:3:4:5 with yerrorlines pt 7 title word(tol_models, i), \
+       for [i = 1:n] sprintf("%s/tol_%d.dat", dir, i - 1) using 1:3:(sprintf("acc %.2f", $2)) with labels offset 0, 1.2 font ",8" notitle
+  unset multiplot
 }

@@ -27,11 +27,13 @@ int generate_read_transcript(const char *path, int vocab, int **prompt, int *n_p
         ln++;
         if (line[0] != 'p' && line[0] != 't')
             continue; /* header fields */
+        int complete = strchr(line, '\n') != NULL;
+        line[strcspn(line, "\r\n")] = '\0';
         char *end;
         long v = strtol(line + 1, &end, 10);
-        if (end == line + 1 || (*end != '\n' && *end != '\0') || v < 0 || v >= vocab) {
+        if (end == line + 1 || *end != '\0' || v < 0 || v >= vocab) {
             /* A last line cut short by a crash is not an error: it was never flushed whole. */
-            if (!strchr(line, '\n'))
+            if (!complete)
                 break;
             rc = util_err(err, errlen, "%s:%d: token id '%.20s' is not in 0..%d", path, ln,
                           line + 1, vocab - 1);

@@ -254,9 +254,12 @@ int sim_cluster_read(SimCluster *cl, const char *path, char *err, size_t errlen)
                           "op_overhead_us >= 0", path, r);
     }
     json_t *links = json_object_get(o, "links");
-    if (rc == 0 && json_is_string(links))
+    /* A preset name draws the links unless the matrices give them (then it is a label). */
+    if (rc == 0 && json_is_string(links) && !json_object_get(o, "link_latency_ms"))
         rc = sim_cluster_set_links(cl, json_string_value(links), (uint64_t)num(o, "link_seed", 1),
                                    err, errlen);
+    else if (rc == 0 && json_is_string(links))
+        snprintf(cl->links_name, sizeof cl->links_name, "%s", json_string_value(links));
     const char *keys[3] = {"link_latency_ms", "link_jitter_ms", "link_bandwidth_mbit"};
     for (int w = 0; w < 3 && rc == 0; w++)
         if (read_matrix(cl, o, keys[w], w) < 0)

@@ -23,6 +23,7 @@
 #include "util.h"
 
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -436,12 +437,35 @@ static void bnb_free(Bnb *b)
     des_free(&b->des);
 }
 
-/* The structure (parts per layer) every head-level plan for n workers shares. */
-static int head_template(Plan *p, const ModelConfig *c, int n, int kv, char *err, size_t errlen)
+/* A head-level plan's structure (parts per layer): plan_build's, which splits KV groups when
+ * there are more workers than groups (whole = 0), or one part per KV group (whole = 1). */
+static int head_template(Plan *p, const ModelConfig *c, int n, int kv, int whole, char *err,
+                         size_t errlen)
 {
-    PlanRequest req = {.partition = PARTITION_HEAD, .placement = PLACEMENT_ROUNDROBIN,
+    PlanRequest req = {.partition = whole ? PARTITION_LAYER : PARTITION_HEAD,
+                       .placement = whole ? PLACEMENT_LAYER : PLACEMENT_ROUNDROBIN,
                        .n_workers = n, .kv_positions = kv};
-    return plan_build(p, c, &req, err, errlen);
+    int rc = plan_build(p, c, &req, err, errlen);
+    if (rc == 0 && whole) {
+        p->partition = PARTITION_HEAD;
+        p->placement = PLACEMENT_ROUNDROBIN;
+    }
+    return rc;
+}
+
+/* 1 if a and b have the same parts in every layer. */
+static int same_parts(const Plan *a, const Plan *b)
+{
+    for (int l = 0; l < a->n_layers; l++) {
+        if (a->layers[l].n_parts != b->layers[l].n_parts || b->layers[l].mode != LAYER_PIPE)
+            return 0;
+        for (int k = 0; k < a->layers[l].n_parts; k++)
+            if (a->layers[l].parts[k].unit != b->layers[l].parts[k].unit ||
+                a->layers[l].parts[k].q0 != b->layers[l].parts[k].q0 ||
+                a->layers[l].parts[k].q1 != b->layers[l].parts[k].q1)
+                return 0;
+    }
+    return 1;
 }
 
 static void bnb_init(Bnb *b, const ModelConfig *c, const SimCluster *cl)
@@ -489,17 +513,17 @@ static double incumbent(const Plan *p, const ModelConfig *c, const SimCluster *c
     return solver_plan_fits(p, c, cl, kv) ? sim_plan_token_time(c, cl, p, pos) : DBL_MAX;
 }
 
-int solver_exact(Plan *plan, SolverStats *st, const ModelConfig *c, const SimCluster *cl,
-                 const SolverRequest *req, char *err, size_t errlen)
+/* Searches the placements with the parts of structure `whole` for a token time below *ub
+ * (seconds); a better plan replaces *best and *ub.  inc (may be empty) is a plan of cost *ub
+ * in this structure.  Adds its effort to st; *bound gets a lower bound of this structure's
+ * optimum.  Returns 0, or -1 with err. */
+static int exact_search(int whole, double *ub, Plan *best, const Plan *inc, SolverStats *st,
+                        double *bound, const ModelConfig *c, const SimCluster *cl,
+                        const SolverRequest *req, double deadline, char *err, size_t errlen)
 {
-    double t0 = time_now();
-    memset(plan, 0, sizeof *plan);
-    if (cl->n_workers < 1 || cl->n_workers > 6)
-        return util_err(err, errlen, "the exact solver takes 1 to 6 devices, not %d",
-                        cl->n_workers);
     Bnb b;
     bnb_init(&b, c, cl);
-    if (head_template(&b.tmpl, c, b.n, req->kv_positions, err, errlen) < 0) {
+    if (head_template(&b.tmpl, c, b.n, req->kv_positions, whole, err, errlen) < 0) {
         bnb_free(&b);
         return -1;
     }
@@ -518,63 +542,104 @@ int solver_exact(Plan *plan, SolverStats *st, const ModelConfig *c, const SimClu
                 config_q_per_kv(c) < 64;
     flow_init(&b.flow, &b.des, c, cl, b.P);
     bnb_prepare(&b, req);
-    b.max_nodes = req->max_nodes > 0 ? req->max_nodes : 200000000L;
-    b.deadline = req->max_s > 0 ? t0 + req->max_s : 0;
+    b.max_nodes = req->max_nodes > 0 ? req->max_nodes : deadline > 0 ? LONG_MAX : 200000000L;
+    b.deadline = deadline;
     /* The table grows with the problem (a few entries per configuration and layer). */
     for (b.memo_bits = 12; b.memo_bits < MEMO_BITS_MAX &&
                            ((size_t)1 << b.memo_bits) < (size_t)b.n_conf * (size_t)b.L * 64;
          b.memo_bits++)
         ;
     b.memo = b.memo_ok ? xcalloc((size_t)1 << b.memo_bits, sizeof(MemoEntry)) : NULL;
-    /* Incumbents: greedy and layer-dp (their configurations are in the search space). */
-    Plan known;
-    char kerr[256];
-    double inc = DBL_MAX;
-    Device *dv = sim_cluster_plan_devices(cl, 1.0);
-    PlanRequest greq = {.partition = PARTITION_HEAD, .placement = PLACEMENT_GREEDY,
-                        .n_workers = b.n, .devices = dv, .kv_positions = req->kv_positions};
-    if (plan_build(&known, c, &greq, kerr, sizeof kerr) == 0) {
-        inc = incumbent(&known, c, cl, req->pos, req->kv_positions);
-        plan_free(&known);
-    }
-    free(dv);
-    if (solver_layer_dp(&known, NULL, c, cl, req, kerr, sizeof kerr) == 0) {
-        double v = incumbent(&known, c, cl, req->pos, req->kv_positions);
-        if (v < inc)
-            inc = v;
-        plan_free(&known);
-    }
-    /* Slightly above, so the search itself finds a plan at least as good. */
-    b.best = inc == DBL_MAX ? DBL_MAX : inc * (1 + 1e-9) - b.embed;
-    double best0 = b.best;
+    /* Slightly above the incumbent, so that the search itself finds one at least as good
+     * when the incumbent is in this structure. */
+    const int have_inc = inc && inc->layers && same_parts(&b.tmpl, inc);
+    b.best = *ub == DBL_MAX ? DBL_MAX : *ub * (have_inc ? 1 + 1e-9 : 1) - b.embed;
+    const double best0 = b.best;
     lagrange_fit(&b, b.best);
     bnb_order(&b);
-    double root_bound = lower_bound(&b, 0, 0);
-    if (getenv("HS_SOLVER_DEBUG"))
-        fprintf(stderr, "root bound %.6f ms (incumbent %.6f)\n", (root_bound + b.embed) * 1e3, (b.best + b.embed) * 1e3);
+    const double root = lower_bound(&b, 0, 0) + b.embed;
     dfs(&b, 0, 0, 0);
     int rc = 0;
-    if (b.best >= best0) {
-        rc = util_err(err, errlen, b.aborted ? "exact solver: no placement found within the "
-                      "limits" : "exact solver: no head-level placement fits the budgets");
-    } else {
-        *plan = b.tmpl;
+    if (b.best < best0 && b.best + b.embed < *ub * (1 + 1e-9)) {
+        Plan p = b.tmpl;
         memset(&b.tmpl, 0, sizeof b.tmpl);
         for (int l = 0; l < b.L; l++) {
             const int *r = b.rank + (size_t)b.best_choice[l] * (size_t)b.W;
             for (int j = 0; j < b.P; j++)
-                plan->layers[l].parts[j].rank = r[j];
-            plan->layers[l].proj_rank = r[b.P];
-            plan->layers[l].ffn_rank = r[b.P + 1];
+                p.layers[l].parts[j].rank = r[j];
+            p.layers[l].proj_rank = r[b.P];
+            p.layers[l].ffn_rank = r[b.P + 1];
         }
-        rc = plan_validate(plan, c, err, errlen);
+        rc = plan_validate(&p, c, err, errlen);
+        if (rc == 0) {
+            plan_free(best);
+            *best = p;
+            *ub = b.best + b.embed;
+        } else {
+            plan_free(&p);
+        }
     }
-    if (st) {
-        double cost = rc == 0 ? b.best + b.embed : DBL_MAX;
-        double bound = b.aborted ? b.embed + root_bound : cost;
-        *st = (SolverStats){cost, bound, !b.aborted, b.nodes, b.n_conf, time_now() - t0};
-    }
+    *bound = b.aborted ? root : *ub;
+    st->nodes += b.nodes;
+    st->configs += b.n_conf;
+    st->optimal &= !b.aborted;
     bnb_free(&b);
+    return rc;
+}
+
+int solver_exact(Plan *plan, SolverStats *st, const ModelConfig *c, const SimCluster *cl,
+                 const SolverRequest *req, char *err, size_t errlen)
+{
+    double t0 = time_now();
+    memset(plan, 0, sizeof *plan);
+    if (cl->n_workers < 1 || cl->n_workers > 6)
+        return util_err(err, errlen, "the exact solver takes 1 to 6 devices, not %d",
+                        cl->n_workers);
+    /* Incumbents: greedy and layer-dp, whichever is cheaper and fits. */
+    Plan known;
+    char kerr[256];
+    double ub = DBL_MAX;
+    Device *dv = sim_cluster_plan_devices(cl, 1.0);
+    PlanRequest greq = {.partition = PARTITION_HEAD, .placement = PLACEMENT_GREEDY,
+                        .n_workers = cl->n_workers, .devices = dv,
+                        .kv_positions = req->kv_positions};
+    for (int k = 0; k < 2; k++) {
+        int ok = k == 0 ? plan_build(&known, c, &greq, kerr, sizeof kerr) == 0
+                        : solver_layer_dp(&known, NULL, c, cl, req, kerr, sizeof kerr) == 0;
+        if (!ok)
+            continue;
+        double v = incumbent(&known, c, cl, req->pos, req->kv_positions);
+        if (v < ub) {
+            ub = v;
+            plan_free(plan);
+            *plan = known;
+        } else {
+            plan_free(&known);
+        }
+    }
+    free(dv);
+    /* Both part structures: plan_build's (groups split when workers outnumber them), then
+     * whole groups (fewer, larger parts: no K/V weights duplicated), if different. */
+    SolverStats s = {0, 0, 1, 0, 0, 0};
+    double deadline = req->max_s > 0 ? t0 + req->max_s : 0, bound = DBL_MAX, bd = DBL_MAX;
+    Plan inc = *plan;
+    int split = (cl->n_workers + c->n_kv_heads - 1) / c->n_kv_heads > 1 &&
+                config_q_per_kv(c) > 1;
+    int rc = 0;
+    for (int whole = 0; whole <= split && rc == 0; whole++) {
+        rc = exact_search(whole, &ub, plan, &inc, &s, &bd, c, cl, req, deadline, err, errlen);
+        inc = *plan;
+        bound = bd < bound ? bd : bound;
+    }
+    if (rc == 0 && !plan->layers)
+        rc = util_err(err, errlen, s.optimal ? "exact solver: no head-level placement fits the "
+                      "budgets" : "exact solver: no placement found within the limits");
+    if (st) {
+        s.cost_s = rc == 0 ? ub : DBL_MAX;
+        s.bound_s = s.optimal ? s.cost_s : (bound < s.cost_s ? bound : s.cost_s);
+        s.elapsed_s = time_now() - t0;
+        *st = s;
+    }
     if (rc < 0)
         plan_free(plan);
     return rc;
@@ -609,7 +674,7 @@ double solver_exact_brute(const ModelConfig *c, const SimCluster *cl, const Solv
 {
     Plan p;
     char err[256];
-    if (head_template(&p, c, cl->n_workers, req->kv_positions, err, sizeof err) < 0)
+    if (head_template(&p, c, cl->n_workers, req->kv_positions, 0, err, sizeof err) < 0)
         return DBL_MAX;
     const int W = p.layers[0].n_parts + 2;
     double best = DBL_MAX;
