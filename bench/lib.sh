@@ -409,7 +409,8 @@ for model in models:
     layer = [s for s in exact if s["config"] == "layer"]
     if not exact or not layer: continue
     best = min(exact, key=lambda s: s["s_per_token_median"])
-    allbest = min([s for s in summary if s["model"] == model and s["s_per_token_median"] is not None],
+    allbest = min([s for s in summary if s["model"] == model and s["config"] != "auto"
+                   and s["s_per_token_median"] is not None],
                   key=lambda s: s["s_per_token_median"])
     autos = [s for s in summary if s["model"] == model and s["config"] == "auto"]
     h = {"layer_s_per_token": layer[0]["s_per_token_median"], "best_exact": best["config"],
@@ -419,6 +420,7 @@ for model in models:
          layer[0]["s_per_token_median"] / allbest["s_per_token_median"]}
     if autos and autos[0]["s_per_token_median"]:
         h["auto_choice"] = autos[0]["auto_choice"]
+        h["auto_hops"], h["best_exact_hops"] = autos[0]["hops_per_token"], best["hops_per_token"]
         h["auto_vs_best_exact"] = autos[0]["s_per_token_median"] / best["s_per_token_median"]
     sw = [r for r in rtt_rows if r["model"] == model]
     if sw:
@@ -500,7 +502,11 @@ if headline:
             line += (f"; `auto` chose `{h['auto_choice']}`"
                      + (" (the best)" if same else f" (not the best, `{h['best_exact']}`)")
                      + f", measured {(h['auto_vs_best_exact'] - 1) * 100:+.0f}% vs the best"
-                     + (" (same configuration: the gap is run-to-run noise)" if same and abs(h['auto_vs_best_exact'] - 1) > 0.03 else ""))
+                     + ((" (same partition and hops/token: the gap is run-to-run variation)"
+                         if h.get("auto_hops") == h.get("best_exact_hops") else
+                         f" (same partition, another plan: {h.get('auto_hops') or 0:g} vs "
+                         f"{h.get('best_exact_hops') or 0:g} hops/token)")
+                        if same and abs(h['auto_vs_best_exact'] - 1) > 0.03 else ""))
         line += "."
         L.append(line)
         if "auto_vs_best_by_rtt" in h:
@@ -518,6 +524,11 @@ if headline:
             L.append(f"  Head-level (the better of head and slice) vs layer-wise: break-even {be}.")
     L.append("")
 
+if str(reps) == "1":
+    L.append("One repeat per configuration (no min-max): on a shared host, measurements of one "
+             "configuration repeated in separate runs vary by 10-20%, so smaller gaps between "
+             "configurations are not significant; `--full` repeats each three times.")
+    L.append("")
 L.append(f"### Main matrix (RTT {base_rtt:g} ms)" if base_rtt is not None else "### Main matrix")
 L.append("")
 L.append("Median over repeats, (min–max) where repeats differ. Speedup = layer-wise median / "

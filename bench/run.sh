@@ -476,7 +476,8 @@ for rep in $(seq 1 "$REPEATS"); do
     now; el=$((${NOW%.*} - T0))
     if [ "$DONE_EST" -gt 0 ]; then eta=$((REM_EST * DONE_REAL / DONE_EST)); else eta=$REM_EST; fi
     rl=""; [ "$r" != none ] && rl=" rtt ${r}ms"; tl=""; [ "$t" != - ] && tl=" tol $t"
-    printf '[%d/%d] %s %s%s%s rep %d/%d ... elapsed %s, ETA %s ' "$i" "$NRUNS" "${m##*/}" \
+    mm=${m##*/}; mm=${mm%.h5}
+    printf '[%d/%d] %s %s%s%s rep %d/%d ... elapsed %s, ETA %s ' "$i" "$NRUNS" "$mm" \
       "$c" "$rl" "$tl" "$rep" "$REPEATS" "$(hs_fmt_dur $el)" "$(hs_fmt_dur "$eta")" >&2
     lim=$TIMEOUT; [ -n "$lim" ] || lim=$((e * 4 > 300 ? e * 4 : 300))
     read -r load1 _ </proc/loadavg 2>/dev/null || load1=""

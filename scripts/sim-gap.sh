@@ -4,7 +4,8 @@
 # docs/sim-greedy-gap.md.
 # Environment: BUILD (default build), OUT (default $BUILD/sim-gap), SHAPE (tinyllama-1.1b),
 # SEEDS ("1 2 3"), TOKENS (256: costs at position TOKENS/2, KV reserved for TOKENS),
-# LIMIT (120: seconds per search; an unfinished search reports its proven bound).
+# LIMIT (120: seconds per search; an unfinished search reports its proven bound).  Results
+# already in OUT are reused (FRESH=1 solves everything again).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -21,6 +22,8 @@ for n in 3 4 5; do
     for slack in 1.5 3; do
       for seed in $SEEDS; do
         f="$OUT/n$n-$links-s$slack-h$seed.json"
+        rows+=("$f")
+        [ -z "${FRESH:-}" ] && [ -s "$f" ] && continue
         "$BUILD/headsplit-sim" --shape "$SHAPE" --devices "$n" --hetero "$seed" \
           --mem-slack "$slack" --links "$links" --tokens "$TOKENS" --solve \
           --solve-limit "$LIMIT" --json "$f"
@@ -28,7 +31,6 @@ for n in 3 4 5; do
           round) ms, exact \(.exact_ms | round) ms\(if .optimal then "" else " (bound \(.bound_ms |
           round))" end), gap \(.greedy_gap_pct // "n/a" | if type == "number" then
           (. * 10 | round / 10 | tostring) + "%" else . end)"' "$f")"
-        rows+=("$f")
       done
     done
   done
@@ -61,9 +63,11 @@ done
     slack=$(echo "$b" | sed 's/.*-s\([0-9.]*\)-h.*/\1/')
     seed=${b##*-h}
     jq -r --arg slack "$([ "$slack" = 1.5 ] && echo tight || echo loose)" --arg seed "$seed" '
-      def r1: if type == "number" then (. * 10 | round / 10) else "n/a" end;
-      def gap(x): if x > 0 then ((x / .exact_ms - 1) * 100 | r1) +
-        (if .optimal then "" else " .. " + ((x / .bound_ms - 1) * 100 | r1) end) else "n/a" end;
+      def r1: if type == "number" then (. * 10 | round / 10 | if . == 0 then 0 else . end)
+        else "n/a" end;
+      def gap(x): if x > 0 then ((x / .exact_ms - 1) * 100 | r1 | tostring) +
+        (if .optimal then "" else " .. " + ((x / .bound_ms - 1) * 100 | r1 | tostring) end)
+        else "n/a" end;
       "| \(.devices) | \(.links) | \($slack) | \($seed) | " +
       "\(if .greedy_ms > 0 then (.greedy_ms | r1) else "does not fit" end) | " +
       "\(if .layer_dp_ms > 0 then (.layer_dp_ms | r1) else "does not fit" end) | " +

@@ -6,8 +6,8 @@
  * and software costs folded in), fitted so that the simulated median ms/token of the fit
  * runs matches theirs.  The other runs are then predictions.  (Fitting a per-message or
  * per-op overhead as well was tried: on a busy host the fit runs are too noisy to tell the
- * two apart, and the extra term made predictions worse.)  The per-layer timers are kept for reference only: they average
- * over every token, the slow first one included. */
+ * two apart, and the extra term made predictions worse.)  The per-layer timers are kept
+ * for reference only: they average over every token, the slow first one included. */
 #include "sim.h"
 
 #include "util.h"

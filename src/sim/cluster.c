@@ -67,7 +67,8 @@ int sim_cluster_generate(SimCluster *cl, int n, uint64_t seed, const ModelConfig
     double mem_total = 0;
     for (int r = 1; r <= n; r++) {
         int k = seed ? (int)(rng_next(&st) % N_CLASSES) : 1;
-        double fs = seed ? uniform(&st, 0.85, 1.15) : 1.0, fm = seed ? uniform(&st, 0.85, 1.15) : 1.0;
+        double fs = seed ? uniform(&st, 0.85, 1.15) : 1.0;
+        double fm = seed ? uniform(&st, 0.85, 1.15) : 1.0;
         SimDevice *d = &cl->dev[r];
         snprintf(d->name, sizeof d->name, "%s", classes[k].name);
         d->speed = classes[k].speed_gbs * 1e9 * fs;

@@ -314,7 +314,8 @@ int solver_plan_fits(const Plan *plan, const ModelConfig *c, const SimCluster *c
 {
     for (int r = 1; r <= cl->n_workers; r++) {
         size_t b = cl->dev[r].mem_budget;
-        if (b && plan_rank_weight_bytes(plan, c, r) + plan_rank_kv_bytes(plan, c, r, kv_positions) > b)
+        if (b && plan_rank_weight_bytes(plan, c, r) +
+                         plan_rank_kv_bytes(plan, c, r, kv_positions) > b)
             return 0;
     }
     return 1;

@@ -236,7 +236,8 @@ static double lower_bound(const Bnb *b, int l, int prev)
         int d = b->by_ffn[i];
         long cap = left;
         if (b->budget[d])
-            cap = b->budget[d] > b->used[d] ? (long)((b->budget[d] - b->used[d]) / b->ffn_bytes) : 0;
+            cap = b->budget[d] > b->used[d]
+                      ? (long)((b->budget[d] - b->used[d]) / b->ffn_bytes) : 0;
         if (cap > left)
             cap = left;
         f += (double)cap * b->ffn_t[d];
