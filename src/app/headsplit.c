@@ -307,6 +307,10 @@ static json_t *options_json(const Options *o, int n_ranks)
                      "mem_budget", (json_int_t)o->mem_budget,
                      "matvec", o->matvec == MATVEC_BLAS ? "blas" : "own",
                      "ranks", n_ranks, "git_revision", HEADSPLIT_GIT_REV);
+    if (o->partition_auto) {
+        json_object_set_new(j, "partition_chosen", json_string(plan_partition_name(o->partition)));
+        json_object_set_new(j, "partition", json_string("auto"));
+    }
     json_object_set_new(j, "speculate", json_string(o->speculate));
     json_object_set_new(j, "tolerance", json_real(o->tolerance));
     json_object_set_new(j, "min_acceptance", json_real(o->min_acceptance));
