@@ -42,6 +42,9 @@ int config_read(ModelConfig *c, hid_t file, const char *fname, char *err, size_t
 /* Writes /config attributes (format version included). */
 int config_write(const ModelConfig *c, hid_t file, char *err, size_t errlen);
 
+/* The shape named tinyllama-1.1b, gpt2-small or stories260k; -1 for another name. */
+int config_preset(const char *name, ModelConfig *out);
+
 const char *config_arch_name(Arch a);
 const char *config_rope_name(RopeStyle r);
 

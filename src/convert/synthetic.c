@@ -14,28 +14,6 @@
 
 #define SYN_STD 0.02f
 
-typedef struct {
-    const char *name;
-    ModelConfig c;
-} Preset;
-
-static const Preset presets[] = {
-    {"tinyllama-1.1b",
-     {.arch = ARCH_LLAMA, .dim = 2048, .n_layers = 22, .n_heads = 32, .n_kv_heads = 4,
-      .head_dim = 64, .ffn_dim = 5632, .vocab_size = 32000, .context_length = 2048,
-      .norm_eps = 1e-5f, .rope_theta = 10000.0f, .rope_style = ROPE_HALF,
-      .tied_embeddings = 0, .bos_id = 1, .eos_id = 2}},
-    {"gpt2-small",
-     {.arch = ARCH_GPT2, .dim = 768, .n_layers = 12, .n_heads = 12, .n_kv_heads = 12,
-      .head_dim = 64, .ffn_dim = 3072, .vocab_size = 50257, .context_length = 1024,
-      .norm_eps = 1e-5f, .rope_theta = 10000.0f, .rope_style = ROPE_NONE,
-      .tied_embeddings = 1, .bos_id = 50256, .eos_id = 50256}},
-    {"stories260k",
-     {.arch = ARCH_LLAMA, .dim = 64, .n_layers = 5, .n_heads = 8, .n_kv_heads = 4,
-      .head_dim = 8, .ffn_dim = 172, .vocab_size = 512, .context_length = 512,
-      .norm_eps = 1e-5f, .rope_theta = 10000.0f, .rope_style = ROPE_INTERLEAVED,
-      .tied_embeddings = 1, .bos_id = 1, .eos_id = 2}},
-};
 
 /* Parses "key=value,key=value" after "llama:" or "gpt2:" into c. */
 static int parse_spec(const char *spec, ModelConfig *c, char *err, size_t errlen)
@@ -110,11 +88,8 @@ static int parse_spec(const char *spec, ModelConfig *c, char *err, size_t errlen
 int convert_synthetic_config(const char *spec, int layers, ModelConfig *c, char *err,
                              size_t errlen)
 {
-    size_t i = 0;
-    while (i < sizeof presets / sizeof presets[0] && strcmp(presets[i].name, spec) != 0)
-        i++;
-    if (i < sizeof presets / sizeof presets[0]) {
-        *c = presets[i].c;
+    if (config_preset(spec, c) == 0) {
+        /* a named shape */
     } else if (strncmp(spec, "llama:", 6) == 0 || strncmp(spec, "gpt2:", 5) == 0) {
         if (parse_spec(spec, c, err, errlen) < 0)
             return -1;

@@ -189,3 +189,38 @@ size_t config_kv_bytes(const ModelConfig *c, int n_positions)
 {
     return 2 * (size_t)n_positions * (size_t)c->head_dim * sizeof(float);
 }
+
+/* The named shapes of real models (synthetic weights of these shapes serve for timing). */
+typedef struct {
+    const char *name;
+    ModelConfig c;
+} Preset;
+
+
+static const Preset presets[] = {
+    {"tinyllama-1.1b",
+     {.arch = ARCH_LLAMA, .dim = 2048, .n_layers = 22, .n_heads = 32, .n_kv_heads = 4,
+      .head_dim = 64, .ffn_dim = 5632, .vocab_size = 32000, .context_length = 2048,
+      .norm_eps = 1e-5f, .rope_theta = 10000.0f, .rope_style = ROPE_HALF,
+      .tied_embeddings = 0, .bos_id = 1, .eos_id = 2}},
+    {"gpt2-small",
+     {.arch = ARCH_GPT2, .dim = 768, .n_layers = 12, .n_heads = 12, .n_kv_heads = 12,
+      .head_dim = 64, .ffn_dim = 3072, .vocab_size = 50257, .context_length = 1024,
+      .norm_eps = 1e-5f, .rope_theta = 10000.0f, .rope_style = ROPE_NONE,
+      .tied_embeddings = 1, .bos_id = 50256, .eos_id = 50256}},
+    {"stories260k",
+     {.arch = ARCH_LLAMA, .dim = 64, .n_layers = 5, .n_heads = 8, .n_kv_heads = 4,
+      .head_dim = 8, .ffn_dim = 172, .vocab_size = 512, .context_length = 512,
+      .norm_eps = 1e-5f, .rope_theta = 10000.0f, .rope_style = ROPE_INTERLEAVED,
+      .tied_embeddings = 1, .bos_id = 1, .eos_id = 2}},
+};
+
+int config_preset(const char *name, ModelConfig *out)
+{
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+        if (strcmp(name, presets[i].name) == 0) {
+            *out = presets[i].c;
+            return 0;
+        }
+    return -1;
+}

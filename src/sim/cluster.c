@@ -337,39 +337,13 @@ double sim_msg_bytes(const ModelConfig *c)
     return (double)sizeof(WireHdr) + (double)c->dim * sizeof(float);
 }
 
-typedef struct {
-    const char *name;
-    ModelConfig c;
-} SimShape;
-
-/* The shapes of headsplit-convert --synthetic (src/convert/synthetic.c). */
-static const SimShape shapes[] = {
-    {"tinyllama-1.1b",
-     {.arch = ARCH_LLAMA, .dim = 2048, .n_layers = 22, .n_heads = 32, .n_kv_heads = 4,
-      .head_dim = 64, .ffn_dim = 5632, .vocab_size = 32000, .context_length = 2048,
-      .norm_eps = 1e-5f, .rope_theta = 10000.0f, .rope_style = ROPE_HALF,
-      .tied_embeddings = 0, .bos_id = 1, .eos_id = 2}},
-    {"gpt2-small",
-     {.arch = ARCH_GPT2, .dim = 768, .n_layers = 12, .n_heads = 12, .n_kv_heads = 12,
-      .head_dim = 64, .ffn_dim = 3072, .vocab_size = 50257, .context_length = 1024,
-      .norm_eps = 1e-5f, .rope_theta = 10000.0f, .rope_style = ROPE_NONE,
-      .tied_embeddings = 1, .bos_id = 50256, .eos_id = 50256}},
-    {"stories260k",
-     {.arch = ARCH_LLAMA, .dim = 64, .n_layers = 5, .n_heads = 8, .n_kv_heads = 4,
-      .head_dim = 8, .ffn_dim = 172, .vocab_size = 512, .context_length = 512,
-      .norm_eps = 1e-5f, .rope_theta = 10000.0f, .rope_style = ROPE_INTERLEAVED,
-      .tied_embeddings = 1, .bos_id = 1, .eos_id = 2}},
-};
-
 int sim_model_preset(ModelConfig *c, const char *name, int layers, char *err, size_t errlen)
 {
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        if (strcmp(name, shapes[i].name) == 0) {
-            *c = shapes[i].c;
-            if (layers > 0)
-                c->n_layers = layers;
-            return config_validate(c, err, errlen);
-        }
+    if (config_preset(name, c) == 0) { /* the shapes of headsplit-convert --synthetic */
+        if (layers > 0)
+            c->n_layers = layers;
+        return config_validate(c, err, errlen);
+    }
     return util_err(err, errlen, "--shape: unknown model '%s' (tinyllama-1.1b, gpt2-small, "
                     "stories260k)", name);
 }
