@@ -58,6 +58,7 @@ typedef struct {
     const char *resume;
     int kill_rank, kill_pos;
     const char *devices_file;
+    double assume_rtt_ms; /* < 0: plan with the measured RTTs */
     int static_plan;
     double replace_threshold;
 } Options;
@@ -83,6 +84,8 @@ static void usage(FILE *out)
         "                        device's, HEADSPLIT_DEVICE_MEM_BYTES, else none)\n"
         "  --devices FILE        per-worker budgets and speeds: lines 'RANK mem=SIZE speed=X'\n"
         "  --replace-threshold F re-place when a worker passes F of its budget (default 0.85)\n"
+        "  --assume-rtt MS       plan for this RTT between all ranks instead of the measured\n"
+        "                        one (deadlines still use the measurement)\n"
         "  --static              keep the start-up placement (exceeding a budget ends the run)\n"
         "  --matvec own|blas     matrix-vector kernel (default own)\n"
         "  --emulate-link SPEC   delay every message as a link would: rtt=10ms,jitter=2ms,bw=200mbit\n"
@@ -113,7 +116,8 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
     enum { O_MODEL = 256, O_PROMPT, O_STEPS, O_TEMP, O_TOPP, O_SEED, O_METRICS, O_PART, O_PLACE,
            O_SHOW, O_WAIT, O_BUDGET, O_MATVEC, O_LOGITS, O_QUIET, O_HELP, O_TRANSCRIPT,
            O_EMU, O_MATRIX, O_PINGS, O_TIMEOUT, O_STALL, O_SPEC, O_TOL, O_MINACC, O_ADAPT,
-           O_PROFILE, O_VERBOSE, O_RESUME, O_KILL, O_DEVICES, O_STATIC, O_THRESH };
+           O_PROFILE, O_VERBOSE, O_RESUME, O_KILL, O_DEVICES, O_STATIC, O_THRESH,
+           O_ASSUME_RTT };
     static const struct option longopts[] = {
         {"model", required_argument, 0, O_MODEL}, {"prompt", required_argument, 0, O_PROMPT},
         {"steps", required_argument, 0, O_STEPS}, {"temperature", required_argument, 0, O_TEMP},
@@ -139,6 +143,7 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
         {"inject-kill", required_argument, 0, O_KILL},
         {"devices", required_argument, 0, O_DEVICES}, {"static", no_argument, 0, O_STATIC},
         {"replace-threshold", required_argument, 0, O_THRESH},
+        {"assume-rtt", required_argument, 0, O_ASSUME_RTT},
         {"quiet", no_argument, 0, O_QUIET}, {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->prompt = "";
@@ -152,6 +157,7 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
     o->stall_rank = -1;
     o->kill_rank = -1;
     o->replace_threshold = 0.85;
+    o->assume_rtt_ms = -1;
     o->speculate = "none";
     o->tolerance = 0.05f;
     o->min_acceptance = 0.7f;
@@ -246,6 +252,12 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
         case O_RESUME: o->resume = optarg; break;
         case O_DEVICES: o->devices_file = optarg; break;
         case O_STATIC: o->static_plan = 1; break;
+        case O_ASSUME_RTT:
+            o->assume_rtt_ms = strtod(optarg, &end);
+            if (*end || errno || !(o->assume_rtt_ms >= 0 && o->assume_rtt_ms < 1e6))
+                return util_err(err, errlen, "--assume-rtt: '%s' is not milliseconds >= 0",
+                                optarg);
+            break;
         case O_THRESH:
             o->replace_threshold = strtod(optarg, &end);
             if (*end || errno || !(o->replace_threshold > 0 && o->replace_threshold <= 1))
@@ -781,7 +793,8 @@ int main(int argc, char **argv)
         stabilise_inputs(devices, cm.size - 1, NULL, 0);
         double *lat = xcalloc((size_t)cm.size * (size_t)cm.size, sizeof(double));
         for (int i = 0; i < cm.size * cm.size; i++)
-            lat[i] = 0.5 * cm.rtt_ms[i] * (1.0 + cm.margin);
+            lat[i] = o.assume_rtt_ms >= 0 ? (i / cm.size == i % cm.size ? 0 : 0.5 * o.assume_rtt_ms)
+                                          : 0.5 * cm.rtt_ms[i] * (1.0 + cm.margin);
         stabilise_inputs(NULL, 0, lat, cm.size);
         double bw = 0;
         if (cm.emu)

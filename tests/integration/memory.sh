@@ -10,9 +10,10 @@ else
   "$CONVERT" --synthetic stories260k --seed 6 --out "$T/m.h5"
   P="hello"
 fi
-# Pinned speeds make the placement independent of timing noise.
+# Pinned speeds and an assumed RTT make the placement independent of timing noise.
 printf '1 speed=1\n2 speed=1\n3 speed=1\n4 speed=1\n' > "$T/free.txt"
-args=(--model "$T/m.h5" --prompt "$P" --steps 200 --quiet --partition head --rtt-pings 1)
+args=(--model "$T/m.h5" --prompt "$P" --steps 200 --quiet --partition head --rtt-pings 1
+      --assume-rtt 0)
 run_hs 5 "${args[@]}" --devices "$T/free.txt" --metrics "$T/free.json"
 # Rank 2's start-up bytes and growth (under the same plan) set a budget that it passes 95% of
 # at about token 60 (re-placement) and outgrows at about token 100 (the static run's end).
