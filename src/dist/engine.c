@@ -302,11 +302,9 @@ int dist_setup(DistEngine **out, Comm *cm, const ModelConfig *c, const Plan *pla
         engine_setup_layer(e, l);
     char err[512] = "";
     if (cm->rank > 0)
-        for (int l = 0; l < e->L; l++) {
-            e->active |= plan_rank_in_layer(plan, l, cm->rank);
+        for (int l = 0; l < e->L; l++)
             if (load_layer(e, l, file, fname, kv_cap, err, sizeof err) < 0)
-                break;
-        }
+                break; /* roles (e->active) are set by engine_refresh_roles below */
     const size_t qd = (size_t)c->n_heads * (size_t)c->head_dim;
     const size_t hdr = sizeof(WireHdr);
     e->msg_bytes = hdr + (size_t)c->dim * sizeof(float);
