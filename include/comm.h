@@ -53,6 +53,10 @@ typedef struct {
     double timeout_s;      /* hard timeout of one wait in the token loop */
     int max_retries;
     LinkStats *links;      /* [size] by peer */
+    /* The last wait (comm_deliver's emulated transit counts against its timeout). */
+    double wait_t0, wait_limit_s; /* limit 0: a set-up wait without a timeout */
+    const char *wait_what;
+    int wait_layer;
 } Comm;
 
 /* MPI_Init, errors-return on MPI_COMM_WORLD, MPI_Abort as the fatal hook. */
@@ -73,7 +77,11 @@ void comm_wait(Comm *cm, MPI_Request *req);
 /* Token-loop wait for data from peer: deadline = measured one-way time with the margin plus
  * twice the recent wait at this site; a miss is counted and waited for again up to
  * max_retries; past timeout_s the run ends naming this rank, the peer and what it waited
- * for.  *ewma keeps the site's recent wait. */
+ * for.  *ewma keeps the site's recent wait.
+ * Who reports first: a message known to be held on an emulated link past timeout_s is
+ * reported at timeout_s by its receiver; a worker's plain wait allows 10% + 0.2 s more and
+ * the controller's (it waits on the whole pipeline) 25% + 0.5 s more, so that a fault is
+ * named by the rank next to it rather than by ranks waiting on that rank. */
 void comm_wait_link(Comm *cm, MPI_Request *req, int peer, const char *what, int layer,
                     double *ewma);
 

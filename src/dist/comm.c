@@ -88,6 +88,8 @@ void comm_wait(Comm *cm, MPI_Request *req)
 {
     double t0 = time_now();
     cm->waits++;
+    cm->wait_t0 = t0;
+    cm->wait_limit_s = 0;
     wait_until(cm, req, 0);
     cm->wait_s += time_now() - t0;
 }
@@ -102,11 +104,16 @@ void comm_wait_link(Comm *cm, MPI_Request *req, int peer, const char *what, int 
         one_way = 0.5e-3 * cm->rtt_p95_ms[(size_t)cm->rank * (size_t)cm->size + (size_t)peer];
     double slot = one_way * (1.0 + cm->margin) + 2.0 * (ewma ? *ewma : 0) + 1e-3;
     double deadline = t0 + slot;
+    const double limit = cm->rank == 0 ? 1.25 * cm->timeout_s + 0.5 : 1.1 * cm->timeout_s + 0.2;
+    cm->wait_t0 = t0;
+    cm->wait_limit_s = cm->timeout_s;
+    cm->wait_what = what;
+    cm->wait_layer = layer;
     int retries = 0;
     LinkStats *ls = peer >= 0 && peer < cm->size ? &cm->links[peer] : NULL;
-    while (!wait_until(cm, req, deadline < t0 + cm->timeout_s ? deadline : t0 + cm->timeout_s)) {
+    while (!wait_until(cm, req, deadline < t0 + limit ? deadline : t0 + limit)) {
         double now = time_now();
-        if (now - t0 >= cm->timeout_s)
+        if (now - t0 >= limit)
             FATAL("no message from rank %d for %.1f s (%s, layer %d, link %d->%d): the peer "
                   "has failed or stalled", peer, now - t0, what, layer, peer, cm->rank);
         if (ls && retries == 0)
@@ -118,7 +125,7 @@ void comm_wait_link(Comm *cm, MPI_Request *req, int peer, const char *what, int 
                 ls->retries++;
             deadline = now + slot;
         } else {
-            deadline = t0 + cm->timeout_s;
+            deadline = t0 + limit;
         }
     }
     double w = time_now() - t0;
@@ -161,11 +168,19 @@ void comm_deliver(Comm *cm, const WireHdr *h, size_t bytes)
         double d = 0.5 * l->rtt_s + j;
         target += (d > 0 ? d : 0) + (l->bw_Bps > 0 ? (double)bytes / l->bw_Bps : 0);
     }
+    /* The message is still in transit (emulated): past the wait's timeout it never came. */
+    const double give_up = cm->wait_limit_s > 0 ? cm->wait_t0 + cm->wait_limit_s : INFINITY;
+    if (target > give_up)
+        target = give_up;
     for (double now = time_now(); now < target; now = time_now()) {
         double left = target - now;
         struct timespec ts = {(time_t)left, (long)((left - floor(left)) * 1e9)};
         nanosleep(&ts, NULL);
     }
+    if (target == give_up)
+        FATAL("no message from rank %d for %.1f s (%s, layer %d, link %d->%d): the peer "
+              "has failed or stalled", src, time_now() - cm->wait_t0,
+              cm->wait_what ? cm->wait_what : "message", cm->wait_layer, src, cm->rank);
 }
 
 /* Parses a number with a unit: times (s, ms, us) into seconds, rates (bit, kbit, mbit, gbit,
