@@ -53,7 +53,8 @@ L.append("<!-- Written by bench/report.sh from a bench/run.sh output directory; 
 L.append("")
 L.append("Distributed inference of HeadSplit on the emulated edge testbed: a controller and four "
          "workers, five MPI ranks, each "
-         + (f"in its own cgroup as a `{meta.get('device')}` board (`scripts/emulate-device`)"
+         + (f"in its own cgroup as a `{meta.get('device')}` board (`scripts/emulate-device`, "
+            f"{'compute dilation' if meta.get('device_model') == 'dilate' else 'CPU quota'})"
             if meta.get("device", "none") != "none" else "without device emulation")
          + (f", every message delayed as over `{meta.get('link')}` (`--emulate-link`)"
             if meta.get("link", "none") != "none" else ", on the real network")
@@ -72,7 +73,8 @@ L.append(f"| machine | {meta.get('machine', '?')} (host {meta.get('host', '?')})
 L.append(f"| date | {meta.get('started', '?')} to {meta.get('finished', '?')} "
          f"({int(meta.get('elapsed_s', 0)) // 60} min {int(meta.get('elapsed_s', 0)) % 60} s) |")
 L.append(f"| git revision | `{meta.get('git_revision', '?')}` (engine binary sha256 {meta.get('binary_sha256', '?')}...) |")
-L.append(f"| launcher | `{meta.get('launcher', '?')}`, {meta.get('ranks', '?')} ranks; device `{meta.get('device', '?')}`; "
+L.append(f"| launcher | `{meta.get('launcher', '?')}`, {meta.get('ranks', '?')} ranks; device `{meta.get('device', '?')}` "
+         f"({meta.get('device_model', 'quota')}); "
          f"link `{meta.get('link', '?')}` |")
 lm = f", median {statistics.median(loads):.1f} at the runs' starts (range {min(loads):.1f}-{max(loads):.1f})" if loads else ""
 L.append(f"| host load average (1/5/15 min) | start {meta.get('loadavg_start', '?')}, end "

@@ -15,6 +15,9 @@
 #   --launcher L       mpirun (default) or srun (inside a Slurm allocation)
 #   --device P|none    wrap each rank in scripts/emulate-device P (default pi4 with mpirun,
 #                      none with srun unless --emulate)
+#   --device-model M   dilate (default) or quota: how emulate-device slows a rank (see
+#                      docs/testbed.md; dilate keeps ranks that compute at once from
+#                      competing for the host's cores)
 #   --link SPEC|none   --emulate-link of the base configuration (default
 #                      rtt=10ms,jitter=2ms,bw=200mbit with mpirun; none with srun unless --emulate)
 #   --emulate          with srun: emulate the testbed anyway (device pi4, the default link)
@@ -48,6 +51,7 @@ ARGV=("$@")
 
 die() { echo "bench: $*" >&2; exit 2; }
 
+DEVICE_MODEL=dilate
 MODE=quick LAUNCHER=mpirun DEVICE='' LINK='' EMULATE=0 RANKS='' BUILD=build OUT='' TOKENS='' REPEATS=''
 MODELS=tinyllama,gpt2-small,stories260K CONFIGS='' RTTS='' RTT_MODELS='' TOLS='' TOL_MODELS=''
 MODEL_DIR=out/models TIMEOUT='' REPORT=0 DRY=0
@@ -57,6 +61,7 @@ while [ $# -gt 0 ]; do
     --full) MODE=full; shift ;;
     --launcher) LAUNCHER=${2:?}; shift 2 ;;
     --device) DEVICE=${2:?}; shift 2 ;;
+    --device-model) DEVICE_MODEL=${2:?}; shift 2 ;;
     --link) LINK=${2:?}; shift 2 ;;
     --emulate) EMULATE=1; shift ;;
     --ranks) RANKS=${2:?}; shift 2 ;;
@@ -79,6 +84,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 case $LAUNCHER in mpirun|srun) ;; *) die "--launcher must be mpirun or srun" ;; esac
+case $DEVICE_MODEL in dilate|quota) ;; *) die "--device-model must be dilate or quota" ;; esac
 case $MODE in
   quick) : "${REPEATS:=1}" "${RTTS:=0,10,20,30}" "${TOLS:=0.02,0.05,0.10}" ;;
   full) : "${REPEATS:=3}" "${RTTS:=0,2,5,10,20,30}" "${TOLS:=0.02,0.05,0.10}" ;;
@@ -349,7 +355,7 @@ else
 fi
 WRAP=()
 [ "$DEVICE" != none ] && WRAP=("$ROOT/scripts/emulate-device" "$DEVICE")
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 HEADSPLIT_EMU_MODE=$DEVICE_MODEL
 
 TOKDESC=""
 for m in "${MODEL_LIST[@]}" ${TOL_MODELS//,/ }; do
@@ -361,7 +367,7 @@ TOKDESC=${TOKDESC%, }
 echo "bench: $MODE matrix: ${#MODEL_LIST[@]} model(s) [${MODEL_LIST[*]}], configurations [$CONFIGS]," \
      "RTT sweep [${RTTS}] on [${RTT_MODELS}], tolerance sweep [${TOLS}] on [${TOL_MODELS:-none}]" >&2
 echo "bench: $NU distinct runs x $REPEATS repeat(s) = $NRUNS runs; positions: $TOKDESC;" \
-     "device $DEVICE, link $LINK, launcher $LAUNCHER ($RANKS ranks)" >&2
+     "device $DEVICE ($DEVICE_MODEL), link $LINK, launcher $LAUNCHER ($RANKS ranks)" >&2
 echo "bench: estimated duration ~$(hs_fmt_dur "$TOTAL_EST") (from a model of the 2-core emulated testbed; the ETA refines it as runs finish)" >&2
 
 cmd_for() {  # cmd_for MODEL CONFIG RTT TOL REP METRICS -> sets CMD array
@@ -412,7 +418,7 @@ if [ "$DEVICE" != none ]; then
 fi
 GITREV=$(git -C "$ROOT" describe --always --dirty --abbrev=7 2>/dev/null || echo unknown)
 export HS_META_COMMAND="$(hs_shell_words bench/run.sh "${ARGV[@]}")" HS_META_MODE=$MODE HS_META_LAUNCHER=$LAUNCHER \
-  HS_META_DEVICE=$DEVICE HS_META_LINK=$LINK HS_META_BASE_RTT=$BASE_RTT HS_META_RANKS=$RANKS \
+  HS_META_DEVICE=$DEVICE HS_META_DEVICE_MODEL=$DEVICE_MODEL HS_META_LINK=$LINK HS_META_BASE_RTT=$BASE_RTT HS_META_RANKS=$RANKS \
   HS_META_REPEATS=$REPEATS HS_META_N_RUNS=$NRUNS HS_META_N_UNIQUE=$NU \
   HS_META_CONFIGS="$CONFIGS" HS_META_MODELS="${MODEL_LIST[*]}" HS_META_RTTS=$RTTS \
   HS_META_RTT_MODELS=$RTT_MODELS HS_META_TOLERANCES=$TOLS HS_META_TOL_MODELS=$TOL_MODELS \

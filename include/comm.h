@@ -57,6 +57,12 @@ typedef struct {
     double wait_t0, wait_limit_s; /* limit 0: a set-up wait without a timeout */
     const char *wait_what;
     int wait_layer;
+    /* Compute dilation (device emulation, comm_dilate_start): this rank stands for a device
+     * `dilate` times slower than its host core. */
+    double dilate;          /* factor (<= 1: off) */
+    int dilate_on;
+    double dil_cpu0, dil_wall0; /* start of the current stretch of work */
+    double dilated_s;       /* wall time added by dilation */
 } Comm;
 
 /* MPI_Init, errors-return on MPI_COMM_WORLD, MPI_Abort as the fatal hook. */
@@ -85,7 +91,17 @@ void comm_wait(Comm *cm, MPI_Request *req);
 void comm_wait_link(Comm *cm, MPI_Request *req, int peer, const char *what, int layer,
                     double *ewma);
 
-/* Fills the header of an outgoing message (src, time of sending). */
+/* Compute dilation: from now on every stretch of work between two communication points
+ * (the end of a wait, and the next wait or stamped send) lasts `dilate` times its CPU time
+ * of wall time; the rank sleeps out the difference before it sends or waits.  A rank then
+ * computes like a device `dilate` times slower with memory of its own: a sleeping rank
+ * uses no host core, so concurrent ranks do not slow each other as CPU quotas on a shared
+ * host would (as long as the host has a core per dilate-th of the ranks).  No-op when
+ * cm->dilate <= 1. */
+void comm_dilate_start(Comm *cm);
+void comm_dilate_stop(Comm *cm);
+
+/* Fills the header of an outgoing message (src, time of sending; dilation paid first). */
 void comm_stamp(Comm *cm, WireHdr *h);
 /* After a message from h->src has arrived: sleeps until the emulated link would have
  * delivered bytes of it (no-op without emulation). */

@@ -59,6 +59,7 @@ typedef struct {
     int kill_rank, kill_pos;
     const char *devices_file;
     double assume_rtt_ms; /* < 0: plan with the measured RTTs */
+    double slowdown;      /* --emulate-slowdown (0: HEADSPLIT_DEVICE_SLOWDOWN, else none) */
     int static_plan;
     double replace_threshold;
 } Options;
@@ -89,6 +90,9 @@ static void usage(FILE *out)
         "  --static              keep the start-up placement (exceeding a budget ends the run)\n"
         "  --matvec own|blas     matrix-vector kernel (default own)\n"
         "  --emulate-link SPEC   delay every message as a link would: rtt=10ms,jitter=2ms,bw=200mbit\n"
+        "  --emulate-slowdown K  compute as a device K times slower than this host's core: each\n"
+        "                        stretch of work lasts K x its CPU time (default each rank's\n"
+        "                        HEADSPLIT_DEVICE_SLOWDOWN, set by scripts/emulate-device)\n"
         "  --link-matrix FILE    per-pair links: lines 'SRC DST rtt=..,jitter=..,bw=..' (* = any)\n"
         "  --rtt-pings N         ping-pongs per rank pair at start-up (default 5)\n"
         "  --timeout SECONDS     end the run when a peer sends nothing this long (default 10:\n"
@@ -118,7 +122,7 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
            O_SHOW, O_WAIT, O_BUDGET, O_MATVEC, O_LOGITS, O_QUIET, O_HELP, O_TRANSCRIPT,
            O_EMU, O_MATRIX, O_PINGS, O_TIMEOUT, O_STALL, O_SPEC, O_TOL, O_MINACC, O_ADAPT,
            O_PROFILE, O_VERBOSE, O_RESUME, O_KILL, O_DEVICES, O_STATIC, O_THRESH,
-           O_ASSUME_RTT };
+           O_ASSUME_RTT, O_SLOWDOWN };
     static const struct option longopts[] = {
         {"model", required_argument, 0, O_MODEL}, {"prompt", required_argument, 0, O_PROMPT},
         {"steps", required_argument, 0, O_STEPS}, {"temperature", required_argument, 0, O_TEMP},
@@ -145,6 +149,7 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
         {"devices", required_argument, 0, O_DEVICES}, {"static", no_argument, 0, O_STATIC},
         {"replace-threshold", required_argument, 0, O_THRESH},
         {"assume-rtt", required_argument, 0, O_ASSUME_RTT},
+        {"emulate-slowdown", required_argument, 0, O_SLOWDOWN},
         {"quiet", no_argument, 0, O_QUIET}, {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->prompt = "";
@@ -259,6 +264,12 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
                 return util_err(err, errlen, "--assume-rtt: '%s' is not milliseconds >= 0",
                                 optarg);
             break;
+        case O_SLOWDOWN:
+            o->slowdown = strtod(optarg, &end);
+            if (*end || errno || !(o->slowdown >= 1 && o->slowdown <= 1000))
+                return util_err(err, errlen, "--emulate-slowdown: '%s' is not a factor from 1 "
+                                "to 1000", optarg);
+            break;
         case O_THRESH:
             o->replace_threshold = strtod(optarg, &end);
             if (*end || errno || !(o->replace_threshold > 0 && o->replace_threshold <= 1))
@@ -333,6 +344,8 @@ static json_t *options_json(const Options *o, int n_ranks)
     json_object_set_new(j, "link_matrix", o->link_matrix ? json_string(o->link_matrix)
                                                          : json_null());
     json_object_set_new(j, "timeout_s", json_real(o->timeout_s));
+    json_object_set_new(j, "emulate_slowdown", o->slowdown > 0 ? json_real(o->slowdown)
+                                                               : json_null());
     return j;
 }
 
@@ -566,13 +579,28 @@ static double measure_speed(void)
     return 2.0 * (double)n * (double)d * sizeof(float) / best;
 }
 
-/* Every rank's speed, measured one rank at a time so that they do not compete. */
+/* This rank's HEADSPLIT_DEVICE_SLOWDOWN (1 when unset); a bad value ends the run. */
+static double device_slowdown(int rank)
+{
+    const char *v = getenv("HEADSPLIT_DEVICE_SLOWDOWN");
+    if (!v || !v[0])
+        return 1;
+    char *end;
+    errno = 0;
+    double k = strtod(v, &end);
+    if (*end || errno || !(k >= 1 && k <= 1000))
+        FATAL("rank %d: HEADSPLIT_DEVICE_SLOWDOWN='%s' is not a factor from 1 to 1000", rank, v);
+    return k;
+}
+
+/* Every rank's speed, measured one rank at a time so that they do not compete; a dilated
+ * rank (--emulate-slowdown) reports its emulated device's speed. */
 static void measure_speeds(Comm *cm, double *speeds)
 {
     double mine = 0;
     for (int r = 0; r < cm->size; r++) {
         if (r == cm->rank)
-            mine = measure_speed();
+            mine = measure_speed() / (cm->dilate > 1 ? cm->dilate : 1);
         MPI_Request req;
         MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
         comm_wait(cm, &req);
@@ -765,6 +793,7 @@ int main(int argc, char **argv)
             free(links);
         }
         cm.timeout_s = o.timeout_s;
+        cm.dilate = o.slowdown > 0 ? o.slowdown : device_slowdown(cm.rank);
         cm.stall_rank = o.stall_rank;
         cm.stall_pos = o.stall_pos;
         cm.stall_s = o.stall_s;
@@ -867,6 +896,8 @@ int main(int argc, char **argv)
     int rc = 0;
     GenResult res;
     memset(&res, 0, sizeof res);
+    if (distributed)
+        comm_dilate_start(&cm);
     double t_gen = time_now();
     if (cm.rank == 0) {
         LayerBackend be = distributed ? dist_backend(dist) : local_model_backend(local);
@@ -900,6 +931,8 @@ int main(int argc, char **argv)
     } else {
         dist_worker_loop(dist);
     }
+    if (distributed)
+        comm_dilate_stop(&cm);
     double gen_s = time_now() - t_gen;
     double joules = have_energy ? energy_stop(&meter, eerr, sizeof eerr) : -1;
     /* Every rank's joules, at rank 0. */

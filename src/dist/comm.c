@@ -84,19 +84,61 @@ static int wait_until(Comm *cm, MPI_Request *req, double until)
     }
 }
 
+static void sleep_s(double s)
+{
+    if (s <= 0)
+        return;
+    struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static void dilate_mark(Comm *cm)
+{
+    cm->dil_cpu0 = time_cpu();
+    cm->dil_wall0 = time_now();
+}
+
+/* Ends a stretch of work: sleeps until it has lasted dilate x its CPU time. */
+static void dilate_pay(Comm *cm)
+{
+    if (!cm->dilate_on)
+        return;
+    double owed = cm->dilate * (time_cpu() - cm->dil_cpu0) - (time_now() - cm->dil_wall0);
+    if (owed > 0) {
+        sleep_s(owed);
+        cm->dilated_s += owed;
+    }
+}
+
+void comm_dilate_start(Comm *cm)
+{
+    cm->dilate_on = cm->dilate > 1;
+    dilate_mark(cm);
+}
+
+void comm_dilate_stop(Comm *cm)
+{
+    dilate_pay(cm);
+    cm->dilate_on = 0;
+}
+
 void comm_wait(Comm *cm, MPI_Request *req)
 {
+    dilate_pay(cm);
     double t0 = time_now();
     cm->waits++;
     cm->wait_t0 = t0;
     cm->wait_limit_s = 0;
     wait_until(cm, req, 0);
     cm->wait_s += time_now() - t0;
+    dilate_mark(cm);
 }
 
 void comm_wait_link(Comm *cm, MPI_Request *req, int peer, const char *what, int layer,
                     double *ewma)
 {
+    dilate_pay(cm);
     double t0 = time_now();
     cm->waits++;
     double one_way = 0;
@@ -134,10 +176,13 @@ void comm_wait_link(Comm *cm, MPI_Request *req, int peer, const char *what, int 
     if (ewma)
         *ewma = *ewma == 0 ? w : 0.8 * *ewma + 0.2 * w;
     cm->wait_s += w;
+    dilate_mark(cm);
 }
 
 void comm_stamp(Comm *cm, WireHdr *h)
 {
+    dilate_pay(cm);
+    dilate_mark(cm);
     h->magic = WIRE_MAGIC;
     h->src = cm->rank;
     h->t_send = time_now();
@@ -181,6 +226,7 @@ void comm_deliver(Comm *cm, const WireHdr *h, size_t bytes)
         FATAL("no message from rank %d for %.1f s (%s, layer %d, link %d->%d): the peer "
               "has failed or stalled", src, time_now() - cm->wait_t0,
               cm->wait_what ? cm->wait_what : "message", cm->wait_layer, src, cm->rank);
+    dilate_mark(cm); /* the transit was waiting, not work */
 }
 
 /* Parses a number with a unit: times (s, ms, us) into seconds, rates (bit, kbit, mbit, gbit,

@@ -869,13 +869,14 @@ void dist_controller_stop(DistEngine *e) { engine_controller_control(e, WIRE_STO
 
 json_t *dist_collect_metrics(DistEngine *e, int n_tokens)
 {
-    enum { R_WEIGHT, R_RSS, R_BYTES, R_MSGS, R_WAIT, R_CPU, R_WALL, R_COUNT };
+    enum { R_WEIGHT, R_RSS, R_BYTES, R_MSGS, R_WAIT, R_CPU, R_WALL, R_SLOW, R_DIL, R_COUNT };
     const int size = e->cm->size;
     const int per = R_COUNT + e->L * T_COUNT + 3 * size + 4 * e->L;
     double *send = xcalloc((size_t)per, sizeof(double));
     double mine[R_COUNT] = {(double)e->weight_bytes, (double)util_peak_rss(),
                             (double)e->cm->bytes_sent, (double)e->cm->msgs_sent, e->cm->wait_s,
-                            time_cpu(), time_now()};
+                            time_cpu(), time_now(), e->cm->dilate > 1 ? e->cm->dilate : 1,
+                            e->cm->dilated_s};
     memcpy(send, mine, sizeof mine);
     memcpy(send + R_COUNT, e->timers, (size_t)e->L * T_COUNT * sizeof(double));
     double *ls = send + R_COUNT + (size_t)e->L * T_COUNT;
@@ -905,13 +906,15 @@ json_t *dist_collect_metrics(DistEngine *e, int n_tokens)
     for (int r = 0; r < size; r++) {
         const double *v = all + (size_t)r * (size_t)per;
         total_bytes += v[R_BYTES];
-        json_array_append_new(ranks, json_pack("{s:i,s:s,s:I,s:I,s:I,s:I,s:f,s:f}", "rank", r,
+        json_array_append_new(ranks, json_pack("{s:i,s:s,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:f}",
+                              "rank", r,
                               "role", r == 0 ? "controller" : "worker",
                               "weight_bytes", (json_int_t)v[R_WEIGHT],
                               "peak_rss_bytes", (json_int_t)v[R_RSS],
                               "bytes_sent", (json_int_t)v[R_BYTES],
                               "messages_sent", (json_int_t)v[R_MSGS],
-                              "wait_s", v[R_WAIT], "cpu_s", v[R_CPU]));
+                              "wait_s", v[R_WAIT], "cpu_s", v[R_CPU],
+                              "slowdown", v[R_SLOW], "dilated_s", v[R_DIL]));
         const double *lv = v + R_COUNT + (size_t)e->L * T_COUNT;
         for (int p = 0; p < size; p++)
             if (lv[3 * p] > 0 || lv[3 * p + 1] > 0) {
