@@ -76,6 +76,9 @@ typedef struct {
     const double *lat_ms;
     double bw_Bps;
     double ref_Bps;
+    /* Greedy: the share of each budget it may fill with layers (0: all of it); the engine
+     * leaves room below its re-placement threshold for the KV cache to grow. */
+    double fill;
 } PlanRequest;
 
 /* Builds a plan; returns 0 or -1 with err (e.g. a part that fits no device's budget). */

@@ -116,6 +116,10 @@ void sim_cluster_init(SimCluster *cl, int n_workers);
 void sim_cluster_free(SimCluster *cl);
 /* Relative speeds and budgets in the form plan_build takes ([n_workers], caller frees). */
 Device *sim_cluster_plan_devices(const SimCluster *cl, double budget_frac);
+/* The link inputs the engine's greedy gets from its RTT measurement: fills req's lat_ms (a
+ * new [(n+1)^2] matrix of one-way ms, the caller frees it), bw_Bps (the slowest link) and
+ * ref_Bps (the devices' mean speed, the unit of sim_cluster_plan_devices' speeds). */
+double *sim_cluster_plan_links(const SimCluster *cl, PlanRequest *req);
 
 /* Per-operation costs in seconds (no jitter): compute on device rank, messages a -> b. */
 double sim_cost_attn(const ModelConfig *c, const SimCluster *cl, int rank, int n_q, int pos);

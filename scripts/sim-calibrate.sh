@@ -2,7 +2,8 @@
 # Calibrates the simulator against the real engine on 4 workers (mpirun -np 5) and writes
 # docs/sim-calibration.md.  Three testbeds, each placement run REPS times:
 #   pi4:  the emulated testbed of docs/testbed.md: every rank in scripts/emulate-device pi4
-#         (0.35 of a core, 3.5 GB) and links emulated as WiFi (rtt=10ms,jitter=2ms,bw=200mbit);
+#         (compute dilated 8x, 3.5 GB; HEADSPLIT_EMU_MODE=quota for the CPU quota instead)
+#         and links emulated as WiFi (rtt=10ms,jitter=2ms,bw=200mbit);
 #         TinyLlama-1.1B shapes with 2 layers.
 #   wifi: stories260k shapes on the same emulated links: compute is negligible, the time is
 #         the flow's sequence of messages.
@@ -36,7 +37,7 @@ mkdir -p "$OUT"
 run() {
   local name=$1 wrap=()
   shift
-  [[ $name == pi4-* ]] && wrap=(scripts/emulate-device pi4)
+  [[ $name == pi4-* ]] && wrap=(env HEADSPLIT_EMU_MODE="${HEADSPLIT_EMU_MODE:-dilate}" scripts/emulate-device pi4)
   if [ -z "${FRESH:-}" ] && [ -s "$OUT/$name.json" ]; then
     return
   fi
@@ -117,7 +118,7 @@ configs() {
   echo "emulated, head greedy with \`--speculate all\`, on up to three testbeds:"
   echo
   echo "- **pi4**, the emulated testbed of [testbed.md](testbed.md): every rank under"
-  echo "  \`scripts/emulate-device pi4\` (0.35 of a core, 3.5 GB) and every message delayed as"
+  echo "  \`scripts/emulate-device pi4\` (HEADSPLIT_EMU_MODE=${HEADSPLIT_EMU_MODE:-dilate}: compute $( [ "${HEADSPLIT_EMU_MODE:-dilate}" = dilate ] && echo "dilated 8x" || echo "under a 0.125 CPU quota"), 3.5 GB) and every message delayed as"
   echo "  \`--emulate-link $EMU\`; TinyLlama-1.1B shapes with 2 layers."
   echo "- **wifi**: the same links, stories260k shapes: compute is negligible, so the time is"
   echo "  the flow's chain of messages (broadcasts, gathers, Z, SLICE exchanges, speculation)."
@@ -159,7 +160,7 @@ configs() {
   echo
   echo "The target is 15% per token on 4 workers. Repetitions of one configuration show how much"
   echo "of an error is the machine's own variation: the ranks share this host's cores with each"
-  echo "other (and with whatever else runs), which the cgroup quotas of the pi4 testbed contain"
+  echo "other (and with whatever else runs), which the pi4 testbed's device emulation contains"
   echo "and the unlimited cpu testbed does not. Speculation runs use synthetic weights, whose"
   echo "acceptance is 0: every speculation is rejected; see the limits in"
   echo "[simulator.md](simulator.md) for how the simulator under-predicts that case."

@@ -831,7 +831,9 @@ int main(int argc, char **argv)
             bw = cm.emu[1].bw_Bps;
         PlanRequest req = {.partition = o.partition, .placement = o.placement, .seed = o.seed,
                            .n_workers = cm.size - 1, .devices = devices, .kv_positions = 1,
-                           .lat_ms = lat, .bw_Bps = bw, .ref_Bps = ref};
+                           .lat_ms = lat, .bw_Bps = bw, .ref_Bps = ref,
+                           /* room below the re-placement threshold for the KV cache */
+                           .fill = 0.9 * o.replace_threshold};
         char perr[512] = "";
         double preds[3] = {0, 0, 0}, pred = 0;
         int bad = o.partition_auto

@@ -373,10 +373,13 @@ static double engine_cost(const ModelConfig *c, const SimCluster *cl, PlacementK
     PlanRequest pr = {.partition = k == PLACEMENT_LAYER ? PARTITION_LAYER : PARTITION_HEAD,
                       .placement = k, .seed = 1, .n_workers = cl->n_workers, .devices = dv,
                       .kv_positions = req->kv_positions};
+    double *lat = sim_cluster_plan_links(cl, &pr);
     Plan p;
     char e[256];
     double t = -1;
-    if (plan_build(&p, c, &pr, e, sizeof e) == 0) {
+    int built = plan_build(&p, c, &pr, e, sizeof e) == 0;
+    free(lat);
+    if (built) {
         if (solver_plan_fits(&p, c, cl, req->kv_positions))
             t = sim_plan_token_time(c, cl, &p, req->pos);
         if (show)
@@ -448,7 +451,9 @@ static int run_sim(const SimArgs *a, const ModelConfig *c, const SimCluster *cl,
         PlanRequest req = {.partition = part, .placement = a->engine_placement,
                            .seed = a->seed, .n_workers = cl->n_workers, .devices = dv,
                            .kv_positions = a->tokens};
+        double *lat = sim_cluster_plan_links(cl, &req);
         int rc = plan_build(&eplan, c, &req, err, errlen);
+        free(lat);
         free(dv);
         if (rc < 0)
             return -1;

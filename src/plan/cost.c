@@ -142,7 +142,10 @@ int plan_build_auto(Plan *plan, const ModelConfig *c, const PlanRequest *req, do
         double v = -1;
         if (plan_build(&p, c, &r, last_err, sizeof last_err) == 0) {
             v = plan_predict_ms(&p, c, &r);
-            if (!have || v < best) {
+            /* Candidates come simplest first: another must be predicted 1% faster, so that
+             * near-identical plans (heads kept with their FFN on a slow network) stay
+             * layer-wise. */
+            if (!have || v < best * 0.99) {
                 if (have)
                     plan_free(plan);
                 *plan = p;

@@ -191,21 +191,91 @@ static int build_layerwise(Plan *p, Tally *t, char *err, size_t errlen)
     return 0;
 }
 
+/* Each device's fair share of the layers: contiguous-block sizes proportional to speed, as
+ * the layer-wise placement cuts them (they sum to L). */
+static void fair_shares(const PlanRequest *req, int L, int *share)
+{
+    const int n = req->n_workers;
+    double total = 0, acc = 0;
+    for (int r = 1; r <= n; r++)
+        total += speed_of(req, r);
+    int prev = 0;
+    for (int r = 1; r <= n; r++) {
+        acc += speed_of(req, r);
+        int end = r == n ? L : (int)(acc / total * L + 0.5);
+        end = end < prev ? prev : end;
+        share[r] = end - prev;
+        prev = end;
+    }
+}
+
+/* Whether rank may take a layer of add more bytes: within its fair share of layers, as its
+ * budget allows; beyond it only when every device has a budget (never the whole model by
+ * default), and then only up to the share of its budget greedy may fill. */
+static int may_take(const Tally *t, int rank, size_t add, int count, int share, int budgets)
+{
+    if (count < share)
+        return fits(t, rank, add);
+    if (!budgets)
+        return 0;
+    double f = t->req->fill > 0 && t->req->fill < 1 ? t->req->fill : 1.0;
+    return (double)(t->bytes[rank] + add) <= f * (double)budget_of(t->req, rank);
+}
+
+/* The device for a layer's FFN and projection (ffn bytes; the whole layer is layer bytes):
+ * among devices that may take the whole layer (else the FFN and projection alone), the one
+ * where the layer's input (from `prev`) arrives and the FFN's work ends soonest.  Token time
+ * is the sum of the layers' work, so the fastest devices fill first, and staying on the
+ * previous layer's device costs no hop, so on a network layers form contiguous blocks.  Ties
+ * (a LAN of equal devices) go to a device within its fair share, then to the least loaded.  When no device
+ * qualifies, any device that fits, least loaded first. */
+static int pick_ffn(const Tally *t, size_t ffn, size_t layer, int prev, const int *count,
+                    const int *share, int budgets)
+{
+    const double msg = 32.0 + 4.0 * t->c->dim;
+    int best = -1;
+    for (int pass = 0; pass < 2 && best < 0; pass++) {
+        double best_v = 0;
+        int best_over = 0;
+        for (int r = 1; r <= t->req->n_workers; r++) {
+            if (!may_take(t, r, pass == 0 ? layer : ffn, count[r], share[r], budgets))
+                continue;
+            double v = plan_cost_hop_ms(t->req, prev, r, msg) +
+                       plan_cost_work_ms(t->req, r, (double)ffn);
+            int over = count[r] >= share[r];
+            int tie = v <= best_v + 1e-9 && v >= best_v - 1e-9;
+            if (best < 0 || v < best_v - 1e-9 || (tie && over < best_over) ||
+                (tie && over == best_over && t->load[r] < t->load[best])) {
+                best = r;
+                best_v = v;
+                best_over = over;
+            }
+        }
+    }
+    return best >= 0 ? best : pick_least(t, ffn, NULL);
+}
+
 static int build_greedy(Plan *p, Tally *t, char *err, size_t errlen)
 {
     const ModelConfig *c = t->c;
     const int L = c->n_layers, n = t->req->n_workers;
     char *used = xcalloc((size_t)n + 1, 1);
     double *layer_busy = xcalloc((size_t)n + 1, sizeof(double));
+    int *count = xcalloc((size_t)n + 1, sizeof(int)), *cap = xcalloc((size_t)n + 1, sizeof(int));
+    fair_shares(t->req, L, cap);
+    int budgets = t->req->devices != NULL;
+    for (int r = 1; r <= n && budgets; r++)
+        budgets = budget_of(t->req, r) > 0;
     int rc = 0;
     for (int l = 0; l < L && rc == 0; l++) {
         LayerPlan *lp = &p->layers[l];
         memset(used, 0, (size_t)n + 1);
+        const int prev = l == 0 ? 0 : p->layers[l - 1].ffn_rank;
         if (p->partition == PARTITION_LAYER) {
             size_t b = projffn_bytes(c);
             for (int k = 0; k < lp->n_parts; k++)
                 b += part_bytes(c, &lp->parts[k], t->req->kv_positions);
-            int r = pick_least(t, b, NULL);
+            int r = pick_ffn(t, b, b, prev, count, cap, budgets);
             if (r < 0) {
                 rc = util_err(err, errlen, "layer %d (%zu bytes) fits no device's memory budget",
                               l, b);
@@ -213,11 +283,14 @@ static int build_greedy(Plan *p, Tally *t, char *err, size_t errlen)
             }
             whole_layer(lp, r);
             charge(t, r, b);
+            count[r]++;
             continue;
         }
         /* The FFN and projection are the largest pieces: place them first, together. */
-        size_t b = projffn_bytes(c);
-        int r = pick_least(t, b, NULL);
+        size_t b = projffn_bytes(c), whole = b;
+        for (int k = 0; k < lp->n_parts; k++)
+            whole += part_bytes(c, &lp->parts[k], t->req->kv_positions);
+        int r = pick_ffn(t, b, whole, prev, count, cap, budgets);
         if (r < 0) {
             rc = util_err(err, errlen, "the FFN and projection of layer %d (%zu bytes) fit no "
                           "device's memory budget", l, b);
@@ -225,11 +298,12 @@ static int build_greedy(Plan *p, Tally *t, char *err, size_t errlen)
         }
         lp->proj_rank = lp->ffn_rank = r;
         charge(t, r, b);
+        count[r]++;
         used[r] = 1;
         /* Then the heads, spread over devices this layer does not use yet, so that they run
          * in parallel; with measured links, each goes where it reaches the projection
          * soonest (on a slow network that is the projection rank itself). */
-        int producer = l == 0 ? 0 : p->layers[l - 1].ffn_rank;
+        const int producer = prev;
         for (int q = 0; q <= n; q++)
             layer_busy[q] = 0;
         for (int k = 0; k < lp->n_parts; k++) {
@@ -248,6 +322,8 @@ static int build_greedy(Plan *p, Tally *t, char *err, size_t errlen)
     }
     free(used);
     free(layer_busy);
+    free(count);
+    free(cap);
     return rc;
 }
 

@@ -140,6 +140,28 @@ Device *sim_cluster_plan_devices(const SimCluster *cl, double budget_frac)
     return d;
 }
 
+double *sim_cluster_plan_links(const SimCluster *cl, PlanRequest *req)
+{
+    const int n = cl->n_workers + 1;
+    double *lat = xcalloc((size_t)n * (size_t)n, sizeof(double));
+    double bw = 0, mean = 0;
+    for (int a = 0; a < n; a++)
+        for (int b = 0; b < n; b++) {
+            const SimLink *lk = &cl->link[(size_t)a * (size_t)n + (size_t)b];
+            if (a == b)
+                continue;
+            lat[(size_t)a * (size_t)n + (size_t)b] = lk->latency * 1e3;
+            if (lk->bandwidth > 0 && (bw == 0 || lk->bandwidth < bw))
+                bw = lk->bandwidth;
+        }
+    for (int r = 1; r <= cl->n_workers; r++)
+        mean += cl->dev[r].speed / cl->n_workers;
+    req->lat_ms = lat;
+    req->bw_Bps = bw;
+    req->ref_Bps = mean;
+    return lat;
+}
+
 static json_t *matrix_json(const SimCluster *cl, int what)
 {
     const int n = cl->n_workers + 1;

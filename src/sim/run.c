@@ -66,7 +66,9 @@ static int build_head_plan(Plan *p, const ModelConfig *c, const SimCluster *cl, 
     Device *dv = sim_cluster_plan_devices(cl, frac);
     PlanRequest req = {.partition = PARTITION_HEAD, .placement = PLACEMENT_GREEDY,
                        .n_workers = cl->n_workers, .devices = dv, .kv_positions = kv_positions};
+    double *lat = sim_cluster_plan_links(cl, &req);
     int rc = plan_build(p, c, &req, err, errlen);
+    free(lat);
     free(dv);
     return rc;
 }

@@ -604,6 +604,7 @@ int solver_exact(Plan *plan, SolverStats *st, const ModelConfig *c, const SimClu
     PlanRequest greq = {.partition = PARTITION_HEAD, .placement = PLACEMENT_GREEDY,
                         .n_workers = cl->n_workers, .devices = dv,
                         .kv_positions = req->kv_positions};
+    double *glat = sim_cluster_plan_links(cl, &greq);
     for (int k = 0; k < 2; k++) {
         int ok = k == 0 ? plan_build(&known, c, &greq, kerr, sizeof kerr) == 0
                         : solver_layer_dp(&known, NULL, c, cl, req, kerr, sizeof kerr) == 0;
@@ -619,6 +620,7 @@ int solver_exact(Plan *plan, SolverStats *st, const ModelConfig *c, const SimClu
         }
     }
     free(dv);
+    free(glat);
     /* Both part structures: plan_build's (groups split when workers outnumber them), then
      * whole groups (fewer, larger parts: no K/V weights duplicated), if different. */
     SolverStats s = {0, 0, 1, 0, 0, 0};

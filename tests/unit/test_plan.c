@@ -104,14 +104,16 @@ static void test_greedy_spreads_heads(void **state)
             distinct += !seen[p.layers[l].parts[j].rank]++;
         assert_true(distinct >= 3);
     }
-    /* Memory balanced within one layer's FFN of each other. */
+    /* Memory balanced within one whole layer of each other (the fair shares of 22 layers
+     * over 4 differ by one FFN; the heads add less than a layer's attention). */
     size_t mn = SIZE_MAX, mx = 0;
     for (int r = 1; r <= 4; r++) {
         size_t b = plan_rank_weight_bytes(&p, &c, r);
         mn = b < mn ? b : mn;
         mx = b > mx ? b : mx;
     }
-    assert_true(mx - mn <= (config_proj_floats(&c) + config_ffn_floats(&c, c.ffn_dim)) * 4);
+    assert_true(mx - mn <= (config_proj_floats(&c) + config_ffn_floats(&c, c.ffn_dim) +
+                            config_attn_unit_floats(&c, c.n_heads)) * 4);
     plan_free(&p);
 }
 
@@ -207,7 +209,8 @@ static void test_links_and_auto(void **state)
         plan_free(&p);
         double preds[3], best;
         assert_int_equal(plan_build_auto(&p, &c, &req, &best, preds, err, sizeof err), 0);
-        assert_true(best <= preds[0] && best <= preds[1] && best <= preds[2]);
+        for (int i = 0; i < 3; i++) /* the pick is the fastest, or within 1% of it */
+            assert_true(best <= 1.01 * preds[i]);
         assert_int_equal(p.partition, pass == 0 ? PARTITION_SLICE : PARTITION_LAYER);
         plan_free(&p);
     }
