@@ -5,6 +5,7 @@
 #define HEADSPLIT_KERNELS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef enum { MATVEC_AUTO = 0, MATVEC_OWN = 1, MATVEC_BLAS = 2 } MatvecImpl;
 /* Chooses the matrix-vector implementation for kernels_matvec (default: AUTO = own kernel).
@@ -65,5 +66,13 @@ void kernels_attention_ref(float *out, const float *q, const float *k_cache,
 
 /* Index of the largest value; lowest index on exact ties. */
 int kernels_argmax(const float *x, int n);
+
+/* IEEE binary16 for the 16-bit wire format (--wire f16): round to nearest even, overflow
+ * to infinity, subnormals kept.  The vector path (F16C) and the _one functions agree bit
+ * for bit. */
+void kernels_f32_to_f16(uint16_t *y, const float *x, int n);
+void kernels_f16_to_f32(float *y, const uint16_t *x, int n);
+uint16_t kernels_f32_to_f16_one(float f);
+float kernels_f16_to_f32_one(uint16_t h);
 
 #endif

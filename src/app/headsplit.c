@@ -60,6 +60,7 @@ typedef struct {
     const char *devices_file;
     double assume_rtt_ms; /* < 0: plan with the measured RTTs */
     double slowdown;      /* --emulate-slowdown (0: HEADSPLIT_DEVICE_SLOWDOWN, else none) */
+    int wire16;           /* --wire f16 */
     int static_plan;
     double replace_threshold;
 } Options;
@@ -90,6 +91,8 @@ static void usage(FILE *out)
         "  --static              keep the start-up placement (exceeding a budget ends the run)\n"
         "  --matvec own|blas     matrix-vector kernel (default own)\n"
         "  --emulate-link SPEC   delay every message as a link would: rtt=10ms,jitter=2ms,bw=200mbit\n"
+        "  --wire f32|f16        SLICE partial sums on the wire: f32 (default, exact) or IEEE\n"
+        "                        half (half the bytes; tokens may differ)\n"
         "  --emulate-slowdown K  compute as a device K times slower than this host's core: each\n"
         "                        stretch of work lasts K x its CPU time (default each rank's\n"
         "                        HEADSPLIT_DEVICE_SLOWDOWN, set by scripts/emulate-device)\n"
@@ -122,7 +125,7 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
            O_SHOW, O_WAIT, O_BUDGET, O_MATVEC, O_LOGITS, O_QUIET, O_HELP, O_TRANSCRIPT,
            O_EMU, O_MATRIX, O_PINGS, O_TIMEOUT, O_STALL, O_SPEC, O_TOL, O_MINACC, O_ADAPT,
            O_PROFILE, O_VERBOSE, O_RESUME, O_KILL, O_DEVICES, O_STATIC, O_THRESH,
-           O_ASSUME_RTT, O_SLOWDOWN };
+           O_ASSUME_RTT, O_SLOWDOWN, O_WIRE };
     static const struct option longopts[] = {
         {"model", required_argument, 0, O_MODEL}, {"prompt", required_argument, 0, O_PROMPT},
         {"steps", required_argument, 0, O_STEPS}, {"temperature", required_argument, 0, O_TEMP},
@@ -150,6 +153,7 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
         {"replace-threshold", required_argument, 0, O_THRESH},
         {"assume-rtt", required_argument, 0, O_ASSUME_RTT},
         {"emulate-slowdown", required_argument, 0, O_SLOWDOWN},
+        {"wire", required_argument, 0, O_WIRE},
         {"quiet", no_argument, 0, O_QUIET}, {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->prompt = "";
@@ -264,6 +268,11 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
                 return util_err(err, errlen, "--assume-rtt: '%s' is not milliseconds >= 0",
                                 optarg);
             break;
+        case O_WIRE:
+            if (strcmp(optarg, "f32") && strcmp(optarg, "f16"))
+                return util_err(err, errlen, "--wire: '%s' is not f32 or f16", optarg);
+            o->wire16 = strcmp(optarg, "f16") == 0;
+            break;
         case O_SLOWDOWN:
             o->slowdown = strtod(optarg, &end);
             if (*end || errno || !(o->slowdown >= 1 && o->slowdown <= 1000))
@@ -344,6 +353,7 @@ static json_t *options_json(const Options *o, int n_ranks)
     json_object_set_new(j, "link_matrix", o->link_matrix ? json_string(o->link_matrix)
                                                          : json_null());
     json_object_set_new(j, "timeout_s", json_real(o->timeout_s));
+    json_object_set_new(j, "wire", json_string(o->wire16 ? "f16" : "f32"));
     json_object_set_new(j, "emulate_slowdown", o->slowdown > 0 ? json_real(o->slowdown)
                                                                : json_null());
     return j;
@@ -871,6 +881,7 @@ int main(int argc, char **argv)
             MPI_Finalize();
             return 1;
         }
+        dist_set_wire(dist, o.wire16);
         if (setup_speculation(&o, &cm, &cfg, dist) < 0) {
             MPI_Finalize();
             return 1;

@@ -314,6 +314,9 @@ int dist_setup(DistEngine **out, Comm *cm, const ModelConfig *c, const Plan *pla
     e->staging = xcalloc(((size_t)plan->n_workers + 2) * hdr + qd * sizeof(float), 1);
     e->xsend = xcalloc(e->msg_bytes, 1);
     e->xrecv = xcalloc(((size_t)plan->n_workers + 1) * e->msg_bytes, 1);
+    e->wire_bytes = hdr + (size_t)c->dim * sizeof(uint16_t);
+    e->wsend = xcalloc(e->wire_bytes, 1);
+    e->wrecv = xcalloc(((size_t)plan->n_workers + 1) * e->wire_bytes, 1);
     e->heads = xcalloc(qd, sizeof(float));
     e->acc = xcalloc((size_t)c->dim, sizeof(float));
     e->timers = xcalloc((size_t)e->L * T_COUNT, sizeof(double));
@@ -395,6 +398,8 @@ void dist_free(DistEngine *e)
     free(e->staging);
     free(e->xsend);
     free(e->xrecv);
+    free(e->wsend);
+    free(e->wrecv);
     free(e->heads);
     free(e->acc);
     free(e->timers);
@@ -467,18 +472,29 @@ static void exchange_partials(DistEngine *e, int l, int phase, float *base)
     comm_stamp(e->cm, &h);
     h.layer = l;
     memcpy(e->xsend, &h, sizeof h);
+    /* f16: the message carries the halves; this member's own partial is rounded the same
+     * way, so that every member adds identical values. */
+    const size_t wb = e->wire16 ? e->wire_bytes : e->msg_bytes;
+    unsigned char *sbuf = e->wire16 ? e->wsend : e->xsend;
+    unsigned char *rbuf = e->wire16 ? e->wrecv : e->xrecv;
+    if (e->wire16) {
+        uint16_t *half = (uint16_t *)(void *)(e->wsend + sizeof h);
+        memcpy(e->wsend, &h, sizeof h);
+        kernels_f32_to_f16(half, payload(e->xsend), dim);
+        kernels_f16_to_f32(payload(e->xsend), half, dim);
+    }
     for (int i = 0; i < n; i++) {
         if (r->members[i] == me)
             continue;
-        MPI_CHECK(MPI_Irecv(e->xrecv + (size_t)i * e->msg_bytes, (int)e->msg_bytes, MPI_BYTE,
+        MPI_CHECK(MPI_Irecv(rbuf + (size_t)i * wb, (int)wb, MPI_BYTE,
                             r->members[i], tag, MPI_COMM_WORLD, &rq[nr++]));
     }
     for (int i = 0; i < n; i++) {
         if (r->members[i] == me)
             continue;
-        MPI_CHECK(MPI_Isend(e->xsend, (int)e->msg_bytes, MPI_BYTE, r->members[i], tag,
+        MPI_CHECK(MPI_Isend(sbuf, (int)wb, MPI_BYTE, r->members[i], tag,
                             MPI_COMM_WORLD, &rq[nr++]));
-        e->cm->bytes_sent += e->msg_bytes;
+        e->cm->bytes_sent += wb;
         e->cm->msgs_sent++;
     }
     for (int i = 0, k = 0; i < n; i++) {
@@ -486,8 +502,12 @@ static void exchange_partials(DistEngine *e, int l, int phase, float *base)
             continue;
         comm_wait_link(e->cm, &rq[k++], r->members[i], phase ? "FFN partial sums" :
                        "projection partial sums", l, &r->ewma[phase ? W_X2 : W_X1]);
-        WireHdr hi = read_hdr(e->xrecv + (size_t)i * e->msg_bytes, l);
-        comm_deliver(e->cm, &hi, e->msg_bytes);
+        WireHdr hi = read_hdr(rbuf + (size_t)i * wb, l);
+        comm_deliver(e->cm, &hi, wb);
+        if (e->wire16)
+            kernels_f16_to_f32(payload(e->xrecv + (size_t)i * e->msg_bytes),
+                               (const uint16_t *)(const void *)(rbuf + (size_t)i * wb +
+                                                                sizeof hi), dim);
     }
     for (int k = n - 1; k < nr; k++)
         comm_wait(e->cm, &rq[k]);
@@ -835,6 +855,8 @@ static void controller_send(DistEngine *e, int cmd, const float *x, int pos, int
     bcast_input(e, 0, e->xmsg);
     bcast_input(e, e->L, e->xmsg);
 }
+
+void dist_set_wire(DistEngine *e, int f16) { e->wire16 = f16 != 0; }
 
 int dist_set_speculation(DistEngine *e, const unsigned char *mask, float tolerance,
                          float min_acceptance, int adaptive)

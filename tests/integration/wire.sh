@@ -1,0 +1,36 @@
+# The 16-bit wire (--wire f16): SLICE partial sums travel as IEEE halves.  Half the exchange
+# bytes, members stay in step (the run completes with every member adding the same rounded
+# values), logits stay close to the exact f32 run's, and a bad --wire value is refused.
+. "$(dirname "$0")/common.sh"
+if [ -e "$SHARED/stories260K/stories260K.bin" ]; then
+  "$CONVERT" --format llama2c --checkpoint "$SHARED/stories260K/stories260K.bin" \
+    --tokenizer "$SHARED/stories260K/tok512.bin" --out "$T/m.h5"
+  P="Once upon a time"
+else
+  "$CONVERT" --synthetic stories260k --seed 3 --out "$T/m.h5"
+  P="hello"
+fi
+vocab=512
+for w in f32 f16; do
+  run_hs 5 --model "$T/m.h5" --prompt "$P" --steps 48 --quiet --partition slice --wire "$w" \
+    --metrics "$T/$w.json" --logits-out "$T/$w.bin" || fail "--wire $w run failed"
+done
+[ "$(jq -r .config.wire "$T/f16.json")" = f16 ] || fail "metrics do not record the wire format"
+f32=$(jq .bytes_per_token "$T/f32.json")
+f16=$(jq .bytes_per_token "$T/f16.json")
+echo "bytes/token: f32 $f32, f16 $f16"
+awk -v a="$f32" -v b="$f16" 'BEGIN { exit !(b < 0.62 * a) }' || fail "f16 did not shrink the traffic: $f32 -> $f16"
+# Rounding partial sums to 11 significant bits moves logits by far less than their scale.
+rows=$(( $(stat -c %s "$T/f32.bin") / (4 * vocab) ))
+[ "$rows" -gt 0 ] || fail "no logits written"
+"$CMP" "$T/f16.bin" "$T/f32.bin" --cols "$vocab" --tol 0.05 || fail "f16 logits too far from f32"
+same=$(jq -n --slurpfile a "$T/f32.json" --slurpfile b "$T/f16.json" \
+  '[range($a[0].tokens | length) as $i | select($a[0].tokens[$i] == $b[0].tokens[$i])] | length')
+echo "tokens equal to the f32 run: $same of $(jq '.tokens | length' "$T/f32.json")"
+set +e
+run_hs 2 --model "$T/m.h5" --prompt "$P" --steps 2 --wire f8 > /dev/null 2> "$T/err"
+rc=$?
+set -e
+[ $rc -ne 0 ] || fail "--wire f8 accepted"
+grep -q -- "--wire: 'f8' is not f32 or f16" "$T/err" || { cat "$T/err"; fail "bad --wire not named"; }
+echo "PASS: --wire f16 halves the exchange bytes and stays close to f32"
