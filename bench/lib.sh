@@ -84,7 +84,7 @@ if os.path.exists(os.path.join(out, "meta.json")):
 base_rtt = float(meta.get("base_rtt", "10") or 10) if meta.get("base_rtt", "") not in ("", "none") else None
 
 MAIN_ORDER = ["layer", "head", "head+spec/random", "head+spec/roundrobin", "head+spec/greedy",
-              "slice", "auto"]
+              "slice", "auto", "slice/f16"]
 EXACT = {"layer", "head", "slice", "auto"}
 SWEEP_CONFIGS = ["layer", "head", "slice", "auto"]
 # Harness fallback when the engine reports no energy: a Pi 4 idles at 3.8 W and draws 1.2 W
@@ -280,7 +280,8 @@ def summarise(model, config, rtt, tol=None):
     same = [d["tokens_checksum"] == lref[d["rep"]] for d in runs if d["rep"] in lref]
     s["same_tokens_as_layer"] = ("yes" if same and all(same) else "no" if same and not any(same)
                                  else f"{sum(same)}/{len(same)}" if same else "")
-    s["exact"] = "yes" if config in EXACT else f"no (tolerance {tol if tol is not None else '?'})"
+    s["exact"] = ("yes" if config in EXACT else "no (16-bit wire)" if config.endswith("/f16")
+                  else f"no (tolerance {tol if tol is not None else '?'})")
     s["loadavg_median"] = med([d.get("loadavg_1min") for d in allruns])
     return s
 

@@ -29,7 +29,7 @@
 #   --models LIST      comma-separated: tinyllama, gpt2-small, stories260K or FILE.h5
 #                      (default tinyllama,gpt2-small,stories260K)
 #   --configs LIST     subset of layer, head, head+spec/random, head+spec/roundrobin,
-#                      head+spec/greedy, slice, auto (default: all the engine supports)
+#                      head+spec/greedy, slice, slice/f16 (--wire f16), auto (default: all the engine supports)
 #   --rtts LIST        RTT sweep in ms (quick 0,10,20,30; full 0,2,5,10,20,30; "none": off)
 #   --rtt-models LIST  models of the RTT sweep (quick gpt2-small; full: all of --models)
 #   --tolerances LIST  tolerance sweep of heads + speculation (0.02,0.05,0.10; "none": off)
@@ -111,6 +111,8 @@ HELP=$("$BUILD/headsplit" --help 2>&1)
 HAVE_AUTO=0 HAVE_SLICE=0
 grep -qE -- '--partition [a-z|]*auto' <<<"$HELP" && HAVE_AUTO=1
 grep -qE -- '--partition [a-z|]*slice' <<<"$HELP" && HAVE_SLICE=1
+HAVE_WIRE=0
+grep -qE -- '--wire f32\|f16' <<<"$HELP" && HAVE_WIRE=1
 NOTES=""
 note() { NOTES+="$*"$'\n'; echo "bench: note: $*" >&2; }
 
@@ -123,12 +125,14 @@ cfg_def() {
     head+spec/roundrobin) echo "head roundrobin all" ;;
     head+spec/greedy) echo "head greedy all" ;;
     slice) echo "slice greedy none" ;;
+    slice/f16) echo "slice greedy none f16" ;;
     auto) echo "auto greedy none" ;;
     *) return 1 ;;
   esac
 }
 ALL_CONFIGS="layer head head+spec/random head+spec/roundrobin head+spec/greedy"
 [ "$HAVE_SLICE" = 1 ] && ALL_CONFIGS+=" slice" || note "the engine has no --partition slice: slice skipped"
+[ "$HAVE_SLICE$HAVE_WIRE" = 11 ] && ALL_CONFIGS+=" slice/f16"
 [ "$HAVE_AUTO" = 1 ] && ALL_CONFIGS+=" auto" || note "the engine has no --partition auto: auto skipped"
 if [ -n "$CONFIGS" ]; then
   SEL=""
@@ -372,11 +376,12 @@ echo "bench: estimated duration ~$(hs_fmt_dur "$TOTAL_EST") (from a model of the
 
 cmd_for() {  # cmd_for MODEL CONFIG RTT TOL REP METRICS -> sets CMD array
   local m=$1 c=$2 r=$3 t=$4 rep=$5 metrics=$6 part pl spec link
-  read -r part pl spec <<<"$(cfg_def "$c")"
+  read -r part pl spec wire <<<"$(cfg_def "$c")"
   link=$(link_for "$r")
   CMD=("${LAUNCH[@]}" "${WRAP[@]}" "$BIN" --model "${MPATH[$m]}" --prompt "$PROMPT"
        --steps "$(default_tokens "$m")" --partition "$part" --placement "$pl"
        --speculate "$spec" --seed $((41 + rep)) --timeout 120 --metrics "$metrics" --quiet)
+  [ -n "$wire" ] && CMD+=(--wire "$wire")
   [ "$t" != - ] && CMD+=(--tolerance "$t")
   [ "$link" != none ] && CMD+=(--emulate-link "$link")
   return 0
@@ -472,10 +477,11 @@ for rep in $(seq 1 "$REPEATS"); do
     i=$((i + 1))
     k=${KEY[$line]}
     metrics=$OUT/runs/$k.r$rep.json log=$OUT/runs/$k.r$rep.log
-    read -r part pl spec <<<"$(cfg_def "$c")"
+    read -r part pl spec wire <<<"$(cfg_def "$c")"
     CMD=("${LAUNCH[@]}" "${WRAP[@]}" "$BIN" --model "${MPATH[$m]}" --prompt "$PROMPT"
          --steps "${STP[$line]}" --partition "$part" --placement "$pl" --speculate "$spec"
          --seed $((41 + rep)) --timeout 120 --metrics "$metrics" --quiet)
+    [ -n "$wire" ] && CMD+=(--wire "$wire")
     [ "$t" != - ] && CMD+=(--tolerance "$t")
     [ "${LNK[$line]}" != none ] && CMD+=(--emulate-link "${LNK[$line]}")
     e=${EST[$line]}
