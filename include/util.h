@@ -29,6 +29,11 @@ void util_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 
 #define LOG_DEBUG(...) util_log(2, __VA_ARGS__)
 
 /* Allocation that never returns NULL (fatal on failure).  64-byte aligned. */
+/* For weights and KV caches: buffers of 2 MiB or more are 2 MiB-aligned and ask for
+ * transparent huge pages (MADV_HUGEPAGE), so that streaming them through the matrix-vector
+ * kernel is not limited by TLB misses on 4 KiB pages.  Freed with free(). */
+void *xmalloc_big(size_t n);
+void *xcalloc_big(size_t count, size_t size);
 void *xmalloc(size_t n);
 void *xcalloc(size_t count, size_t size);
 void *xrealloc(void *p, size_t n);

@@ -15,7 +15,7 @@ static float *read_vec(hid_t f, const char *fname, const char *path, int n, char
      * allocation of the promised size. */
     if (h5io_check_shape(f, path, 1, dims, fname, err, errlen) < 0)
         return NULL;
-    float *p = xmalloc((size_t)n * sizeof(float));
+    float *p = xmalloc_big((size_t)n * sizeof(float));
     if (h5io_read_slab(f, path, 1, dims, start, dims, p, fname, err, errlen) < 0) {
         free(p);
         return NULL;
@@ -40,7 +40,7 @@ static float *read_slab(hid_t f, const char *fname, const char *path, int rank,
     }
     if (h5io_check_shape(f, path, rank, dims, fname, err, errlen) < 0)
         return NULL;
-    float *p = xmalloc(n);
+    float *p = xmalloc_big(n);
     if (h5io_read_slab(f, path, rank, dims, start, count, p, fname, err, errlen) < 0) {
         free(p);
         return NULL;
@@ -105,8 +105,8 @@ int model_load_attn_part(AttnPartW *w, const ModelConfig *c, hid_t f, const char
             goto fail;
     }
     w->kv_cap = kv_cap;
-    w->k_cache = xcalloc((size_t)kv_cap * hd, sizeof(float));
-    w->v_cache = xcalloc((size_t)kv_cap * hd, sizeof(float));
+    w->k_cache = xcalloc_big((size_t)kv_cap * hd, sizeof(float));
+    w->v_cache = xcalloc_big((size_t)kv_cap * hd, sizeof(float));
     return 0;
 fail:
     model_free_attn_part(w);

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <string.h>
 #include <time.h>
 
@@ -60,6 +61,30 @@ void *xmalloc(size_t n)
     CHECK(rounded >= n, "allocation of %zu bytes overflows", n);
     p = aligned_alloc(64, rounded);
     CHECK(p, "out of memory allocating %zu bytes", n);
+    return p;
+}
+
+void *xmalloc_big(size_t n)
+{
+    const size_t huge = (size_t)2 << 20;
+    if (n < huge)
+        return xmalloc(n);
+    size_t rounded = (n + huge - 1) & ~(huge - 1);
+    CHECK(rounded >= n, "allocation of %zu bytes overflows", n);
+    void *p = aligned_alloc(huge, rounded);
+    CHECK(p, "out of memory allocating %zu bytes", n);
+#ifdef MADV_HUGEPAGE
+    madvise(p, rounded, MADV_HUGEPAGE); /* advice only: 4 KiB pages still work */
+#endif
+    return p;
+}
+
+void *xcalloc_big(size_t count, size_t size)
+{
+    size_t n;
+    CHECK(size_mul(&n, count, size) == 0, "allocation of %zu x %zu bytes overflows", count, size);
+    void *p = xmalloc_big(n);
+    memset(p, 0, n);
     return p;
 }
 
