@@ -79,23 +79,19 @@ void *xmalloc_big(size_t n)
     return p;
 }
 
-void *xcalloc_big(size_t count, size_t size)
+/* count x size zeroed bytes from alloc, overflow checked. */
+static void *zeroed(void *(*alloc)(size_t), size_t count, size_t size)
 {
     size_t n;
     CHECK(size_mul(&n, count, size) == 0, "allocation of %zu x %zu bytes overflows", count, size);
-    void *p = xmalloc_big(n);
+    void *p = alloc(n);
     memset(p, 0, n);
     return p;
 }
 
-void *xcalloc(size_t count, size_t size)
-{
-    size_t n;
-    CHECK(size_mul(&n, count, size) == 0, "allocation of %zu x %zu bytes overflows", count, size);
-    void *p = xmalloc(n);
-    memset(p, 0, n);
-    return p;
-}
+void *xcalloc_big(size_t count, size_t size) { return zeroed(xmalloc_big, count, size); }
+
+void *xcalloc(size_t count, size_t size) { return zeroed(xmalloc, count, size); }
 
 void *xrealloc(void *p, size_t n)
 {

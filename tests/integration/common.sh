@@ -25,6 +25,20 @@ run_hs() {
   timeout -k 5 120 mpirun $MPI_FLAGS -np "$np" "$HS" "$@"
 }
 
+# stories_model OUT SEED: the trained stories260K from ../shared as OUT, or where it is absent
+# a synthetic model of its shape (SEED); sets P to a prompt that suits it.
+stories_model() {
+  if [ -e "$SHARED/stories260K/stories260K.bin" ]; then
+    "$CONVERT" --format llama2c --checkpoint "$SHARED/stories260K/stories260K.bin" \
+      --tokenizer "$SHARED/stories260K/tok512.bin" --out "$1"
+    P="Once upon a time"
+  else
+    echo "note: $SHARED/stories260K absent; using a synthetic model of its shape"
+    "$CONVERT" --synthetic stories260k --seed "$2" --out "$1"
+    P="hello"
+  fi
+}
+
 fail() {
   echo "FAIL: $*" >&2
   exit 1

@@ -2,12 +2,7 @@
 # produced, --resume completes the text exactly, and the supervisor finishes the job on the
 # remaining workers with the same text.
 . "$(dirname "$0")/common.sh"
-if [ -e "$SHARED/stories260K/stories260K.bin" ]; then
-  "$CONVERT" --format llama2c --checkpoint "$SHARED/stories260K/stories260K.bin" \
-    --tokenizer "$SHARED/stories260K/tok512.bin" --out "$T/m.h5"
-else
-  "$CONVERT" --synthetic stories260k --seed 4 --out "$T/m.h5"
-fi
+stories_model "$T/m.h5" 4
 args=(--model "$T/m.h5" --prompt "Once upon a time" --steps 80 --quiet --partition head)
 run_hs 5 "${args[@]}" --metrics "$T/full.json"
 jq -c .tokens "$T/full.json" > "$T/full.tok"

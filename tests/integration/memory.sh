@@ -2,14 +2,7 @@
 # the KV cache grows; with re-placement the same run completes, moving attention parts and
 # their KV caches, and generates exactly the unconstrained run's tokens.
 . "$(dirname "$0")/common.sh"
-if [ -e "$SHARED/stories260K/stories260K.bin" ]; then
-  "$CONVERT" --format llama2c --checkpoint "$SHARED/stories260K/stories260K.bin" \
-    --tokenizer "$SHARED/stories260K/tok512.bin" --out "$T/m.h5"
-  P="Once upon a time"
-else
-  "$CONVERT" --synthetic stories260k --seed 6 --out "$T/m.h5"
-  P="hello"
-fi
+stories_model "$T/m.h5" 6
 # Pinned speeds and an assumed RTT make the placement independent of timing noise.
 printf '1 speed=1\n2 speed=1\n3 speed=1\n4 speed=1\n' > "$T/free.txt"
 args=(--model "$T/m.h5" --prompt "$P" --steps 200 --quiet --partition head --rtt-pings 1

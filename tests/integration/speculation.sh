@@ -2,12 +2,7 @@
 # the distributed run computes exactly what the single-process emulation of speculation
 # computes (same kept/re-executed choices, same bits).
 . "$(dirname "$0")/common.sh"
-if [ -e "$SHARED/stories260K/stories260K.bin" ]; then
-  "$CONVERT" --format llama2c --checkpoint "$SHARED/stories260K/stories260K.bin" \
-    --tokenizer "$SHARED/stories260K/tok512.bin" --out "$T/m.h5"
-else
-  "$CONVERT" --synthetic stories260k --seed 5 --out "$T/m.h5"
-fi
+stories_model "$T/m.h5" 5
 P="Once upon a time"
 run_hs 1 --model "$T/m.h5" --prompt "$P" --steps 40 --quiet --logits-out "$T/exact.bin" \
   --metrics "$T/exact.json"

@@ -2,14 +2,7 @@
 # bytes, members stay in step (the run completes with every member adding the same rounded
 # values), logits stay close to the exact f32 run's, and a bad --wire value is refused.
 . "$(dirname "$0")/common.sh"
-if [ -e "$SHARED/stories260K/stories260K.bin" ]; then
-  "$CONVERT" --format llama2c --checkpoint "$SHARED/stories260K/stories260K.bin" \
-    --tokenizer "$SHARED/stories260K/tok512.bin" --out "$T/m.h5"
-  P="Once upon a time"
-else
-  "$CONVERT" --synthetic stories260k --seed 3 --out "$T/m.h5"
-  P="hello"
-fi
+stories_model "$T/m.h5" 3
 vocab=512
 for w in f32 f16; do
   run_hs 5 --model "$T/m.h5" --prompt "$P" --steps 48 --quiet --partition slice --wire "$w" \
