@@ -215,14 +215,15 @@ void comm_deliver(Comm *cm, const WireHdr *h, size_t bytes)
     }
     /* The message is still in transit (emulated): past the wait's timeout it never came. */
     const double give_up = cm->wait_limit_s > 0 ? cm->wait_t0 + cm->wait_limit_s : INFINITY;
-    if (target > give_up)
+    const int held = target > give_up;
+    if (held)
         target = give_up;
     for (double now = time_now(); now < target; now = time_now()) {
         double left = target - now;
         struct timespec ts = {(time_t)left, (long)((left - floor(left)) * 1e9)};
         nanosleep(&ts, NULL);
     }
-    if (target == give_up)
+    if (held)
         FATAL("no message from rank %d for %.1f s (%s, layer %d, link %d->%d): the peer "
               "has failed or stalled", src, time_now() - cm->wait_t0,
               cm->wait_what ? cm->wait_what : "message", cm->wait_layer, src, cm->rank);

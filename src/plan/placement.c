@@ -226,9 +226,9 @@ static int may_take(const Tally *t, int rank, size_t add, int count, int share, 
  * among devices that may take the whole layer (else the FFN and projection alone), the one
  * where the layer's input (from `prev`) arrives and the FFN's work ends soonest.  Token time
  * is the sum of the layers' work, so the fastest devices fill first, and staying on the
- * previous layer's device costs no hop, so on a network layers form contiguous blocks.  Ties
- * (a LAN of equal devices) go to a device within its fair share, then to the least loaded.  When no device
- * qualifies, any device that fits, least loaded first. */
+ * previous layer's device costs no hop, so on a network layers form contiguous blocks.
+ * Ties (a LAN of equal devices) go to a device within its fair share, then to the least
+ * loaded.  When no device qualifies, any device that fits, least loaded first. */
 static int pick_ffn(const Tally *t, size_t ffn, size_t layer, int prev, const int *count,
                     const int *share, int budgets)
 {
@@ -261,8 +261,9 @@ static int build_greedy(Plan *p, Tally *t, char *err, size_t errlen)
     const int L = c->n_layers, n = t->req->n_workers;
     char *used = xcalloc((size_t)n + 1, 1);
     double *layer_busy = xcalloc((size_t)n + 1, sizeof(double));
-    int *count = xcalloc((size_t)n + 1, sizeof(int)), *cap = xcalloc((size_t)n + 1, sizeof(int));
-    fair_shares(t->req, L, cap);
+    int *count = xcalloc((size_t)n + 1, sizeof(int));
+    int *share = xcalloc((size_t)n + 1, sizeof(int));
+    fair_shares(t->req, L, share);
     int budgets = t->req->devices != NULL;
     for (int r = 1; r <= n && budgets; r++)
         budgets = budget_of(t->req, r) > 0;
@@ -275,7 +276,7 @@ static int build_greedy(Plan *p, Tally *t, char *err, size_t errlen)
             size_t b = projffn_bytes(c);
             for (int k = 0; k < lp->n_parts; k++)
                 b += part_bytes(c, &lp->parts[k], t->req->kv_positions);
-            int r = pick_ffn(t, b, b, prev, count, cap, budgets);
+            int r = pick_ffn(t, b, b, prev, count, share, budgets);
             if (r < 0) {
                 rc = util_err(err, errlen, "layer %d (%zu bytes) fits no device's memory budget",
                               l, b);
@@ -290,7 +291,7 @@ static int build_greedy(Plan *p, Tally *t, char *err, size_t errlen)
         size_t b = projffn_bytes(c), whole = b;
         for (int k = 0; k < lp->n_parts; k++)
             whole += part_bytes(c, &lp->parts[k], t->req->kv_positions);
-        int r = pick_ffn(t, b, whole, prev, count, cap, budgets);
+        int r = pick_ffn(t, b, whole, prev, count, share, budgets);
         if (r < 0) {
             rc = util_err(err, errlen, "the FFN and projection of layer %d (%zu bytes) fit no "
                           "device's memory budget", l, b);
@@ -323,7 +324,7 @@ static int build_greedy(Plan *p, Tally *t, char *err, size_t errlen)
     free(used);
     free(layer_busy);
     free(count);
-    free(cap);
+    free(share);
     return rc;
 }
 
