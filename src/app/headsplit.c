@@ -563,13 +563,15 @@ static int gather_budgets(const Options *o, Comm *cm, size_t *budgets, double *s
     return bad;
 }
 
-/* This rank's matrix-vector streaming speed in bytes per second: a 64 MiB matrix, larger
- * than the caches, best of three timings of two passes each (long enough to span several
- * scheduling periods of an emulated device's CPU quota). */
+/* This rank's matrix-vector streaming speed in bytes per second: a 256 MiB matrix, far
+ * larger than the caches (a 64 MiB probe read partly from this host's L3 and overrated the
+ * devices by about 1.4x), best of three timings of two passes each (long enough to span
+ * several scheduling periods of an emulated device's CPU quota). */
 static double measure_speed(void)
 {
-    const int n = 2048, d = 8192;
-    float *w = xmalloc((size_t)n * (size_t)d * sizeof(float));
+    /* In the weights' kind of buffer, so that it streams from memory as a layer does. */
+    const int n = 2048, d = 32768;
+    float *w = xmalloc_big((size_t)n * (size_t)d * sizeof(float));
     float *x = xmalloc((size_t)n * sizeof(float)), *y = xmalloc((size_t)d * sizeof(float));
     for (size_t i = 0; i < (size_t)n * (size_t)d; i++)
         w[i] = (float)(i % 7) * 0.01f;
