@@ -375,7 +375,7 @@ echo "bench: $NU distinct runs x $REPEATS repeat(s) = $NRUNS runs; positions: $T
 echo "bench: estimated duration ~$(hs_fmt_dur "$TOTAL_EST") (from a model of the 2-core emulated testbed; the ETA refines it as runs finish)" >&2
 
 cmd_for() {  # cmd_for MODEL CONFIG RTT TOL REP METRICS -> sets CMD array
-  local m=$1 c=$2 r=$3 t=$4 rep=$5 metrics=$6 part pl spec link
+  local m=$1 c=$2 r=$3 t=$4 rep=$5 metrics=$6 part pl spec wire link
   read -r part pl spec wire <<<"$(cfg_def "$c")"
   link=$(link_for "$r")
   CMD=("${LAUNCH[@]}" "${WRAP[@]}" "$BIN" --model "${MPATH[$m]}" --prompt "$PROMPT"
@@ -477,13 +477,8 @@ for rep in $(seq 1 "$REPEATS"); do
     i=$((i + 1))
     k=${KEY[$line]}
     metrics=$OUT/runs/$k.r$rep.json log=$OUT/runs/$k.r$rep.log
-    read -r part pl spec wire <<<"$(cfg_def "$c")"
-    CMD=("${LAUNCH[@]}" "${WRAP[@]}" "$BIN" --model "${MPATH[$m]}" --prompt "$PROMPT"
-         --steps "${STP[$line]}" --partition "$part" --placement "$pl" --speculate "$spec"
-         --seed $((41 + rep)) --timeout 120 --metrics "$metrics" --quiet)
-    [ -n "$wire" ] && CMD+=(--wire "$wire")
-    [ "$t" != - ] && CMD+=(--tolerance "$t")
-    [ "${LNK[$line]}" != none ] && CMD+=(--emulate-link "${LNK[$line]}")
+    read -r part pl spec _ <<<"$(cfg_def "$c")"   # for the runs table
+    cmd_for "$m" "$c" "$r" "$t" "$rep" "$metrics"
     e=${EST[$line]}
     now; el=$((${NOW%.*} - T0))
     if [ "$DONE_EST" -gt 0 ]; then eta=$((REM_EST * DONE_REAL / DONE_EST)); else eta=$REM_EST; fi

@@ -29,14 +29,14 @@ void util_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 
 #define LOG_DEBUG(...) util_log(2, __VA_ARGS__)
 
 /* Allocation that never returns NULL (fatal on failure).  64-byte aligned. */
+void *xmalloc(size_t n);
+void *xcalloc(size_t count, size_t size);
+void *xrealloc(void *p, size_t n);
 /* For weights and KV caches: buffers of 2 MiB or more are 2 MiB-aligned and ask for
  * transparent huge pages (MADV_HUGEPAGE), so that streaming them through the matrix-vector
  * kernel is not limited by TLB misses on 4 KiB pages.  Freed with free(). */
 void *xmalloc_big(size_t n);
 void *xcalloc_big(size_t count, size_t size);
-void *xmalloc(size_t n);
-void *xcalloc(size_t count, size_t size);
-void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 
 /* Overflow-checked size arithmetic: return 0 on success, -1 on overflow. */

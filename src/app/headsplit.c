@@ -836,8 +836,8 @@ int main(int argc, char **argv)
         stabilise_inputs(devices, cm.size - 1, NULL, 0);
         double *lat = xcalloc((size_t)cm.size * (size_t)cm.size, sizeof(double));
         for (int i = 0; i < cm.size * cm.size; i++)
-            lat[i] = o.assume_rtt_ms >= 0 ? (i / cm.size == i % cm.size ? 0 : 0.5 * o.assume_rtt_ms)
-                                          : 0.5 * cm.rtt_ms[i] * (1.0 + cm.margin);
+            lat[i] = o.assume_rtt_ms < 0 ? 0.5 * cm.rtt_ms[i] * (1.0 + cm.margin)
+                     : i / cm.size == i % cm.size ? 0 : 0.5 * o.assume_rtt_ms;
         stabilise_inputs(NULL, 0, lat, cm.size);
         double bw = 0;
         if (cm.emu)

@@ -88,16 +88,14 @@ static int parse_spec(const char *spec, ModelConfig *c, char *err, size_t errlen
 int convert_synthetic_config(const char *spec, int layers, ModelConfig *c, char *err,
                              size_t errlen)
 {
-    if (config_preset(spec, c) == 0) {
-        /* a named shape */
-    } else if (strncmp(spec, "llama:", 6) == 0 || strncmp(spec, "gpt2:", 5) == 0) {
-        if (parse_spec(spec, c, err, errlen) < 0)
-            return -1;
-    } else {
+    const int named = config_preset(spec, c) == 0;
+    const int custom = strncmp(spec, "llama:", 6) == 0 || strncmp(spec, "gpt2:", 5) == 0;
+    if (!named && !custom)
         return util_err(err, errlen, "--synthetic: %s: unknown model (tinyllama-1.1b, "
                         "gpt2-small, stories260k, or llama:key=value,... / gpt2:key=value,...)",
                         spec);
-    }
+    if (custom && parse_spec(spec, c, err, errlen) < 0)
+        return -1;
     if (layers > 0)
         c->n_layers = layers;
     char verr[256];

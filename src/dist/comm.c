@@ -93,6 +93,13 @@ static void sleep_s(double s)
     }
 }
 
+/* Ends the run: nothing came from peer for `waited` seconds (what, layer: the wait's site). */
+static void stall_fatal(const Comm *cm, int peer, double waited, const char *what, int layer)
+{
+    FATAL("no message from rank %d for %.1f s (%s, layer %d, link %d->%d): the peer has "
+          "failed or stalled", peer, waited, what ? what : "message", layer, peer, cm->rank);
+}
+
 static void dilate_mark(Comm *cm)
 {
     cm->dil_cpu0 = time_cpu();
@@ -156,8 +163,7 @@ void comm_wait_link(Comm *cm, MPI_Request *req, int peer, const char *what, int 
     while (!wait_until(cm, req, deadline < t0 + limit ? deadline : t0 + limit)) {
         double now = time_now();
         if (now - t0 >= limit)
-            FATAL("no message from rank %d for %.1f s (%s, layer %d, link %d->%d): the peer "
-                  "has failed or stalled", peer, now - t0, what, layer, peer, cm->rank);
+            stall_fatal(cm, peer, now - t0, what, layer);
         if (ls && retries == 0)
             ls->misses++;
         /* Waited for again: a fresh deadline, up to the retry limit, then only the timeout. */
@@ -218,15 +224,9 @@ void comm_deliver(Comm *cm, const WireHdr *h, size_t bytes)
     const int held = target > give_up;
     if (held)
         target = give_up;
-    for (double now = time_now(); now < target; now = time_now()) {
-        double left = target - now;
-        struct timespec ts = {(time_t)left, (long)((left - floor(left)) * 1e9)};
-        nanosleep(&ts, NULL);
-    }
+    sleep_s(target - time_now());
     if (held)
-        FATAL("no message from rank %d for %.1f s (%s, layer %d, link %d->%d): the peer "
-              "has failed or stalled", src, time_now() - cm->wait_t0,
-              cm->wait_what ? cm->wait_what : "message", cm->wait_layer, src, cm->rank);
+        stall_fatal(cm, src, time_now() - cm->wait_t0, cm->wait_what, cm->wait_layer);
     dilate_mark(cm); /* the transit was waiting, not work */
 }
 

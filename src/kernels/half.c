@@ -15,8 +15,10 @@ uint16_t kernels_f32_to_f16_one(float f)
     memcpy(&x, &f, sizeof x);
     const uint32_t sign = (x >> 16) & 0x8000u;
     const uint32_t ax = x & 0x7fffffffu;
-    if (ax >= 0x7f800000u) /* inf or NaN (quiet, keeping the top payload bits) */
-        return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u | ((ax >> 13) & 0x3ffu) : 0));
+    if (ax > 0x7f800000u) /* NaN: quiet, keeping the top payload bits */
+        return (uint16_t)(sign | 0x7c00u | 0x200u | ((ax >> 13) & 0x3ffu));
+    if (ax == 0x7f800000u)
+        return (uint16_t)(sign | 0x7c00u);
     if (ax >= 0x477ff000u) /* rounds to 65536 or more: infinity */
         return (uint16_t)(sign | 0x7c00u);
     if (ax < 0x33000001u) /* below half the smallest subnormal (ties to even: zero) */
@@ -80,7 +82,8 @@ void kernels_f16_to_f32(float *restrict y, const uint16_t *restrict x, int n)
     int i = 0;
 #if defined(__F16C__)
     for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(x + i))));
+        _mm256_storeu_ps(y + i,
+                         _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(x + i))));
 #endif
     for (; i < n; i++)
         y[i] = kernels_f16_to_f32_one(x[i]);

@@ -196,7 +196,6 @@ typedef struct {
     ModelConfig c;
 } Preset;
 
-
 static const Preset presets[] = {
     {"tinyllama-1.1b",
      {.arch = ARCH_LLAMA, .dim = 2048, .n_layers = 22, .n_heads = 32, .n_kv_heads = 4,
