@@ -105,6 +105,11 @@ void model_ffn_delta(const ModelConfig *c, const FfnW *w, Scratch *s, const floa
 float model_ffn_forward(const ModelConfig *c, const FfnW *w, Scratch *s, const float *z,
                         float *x_out);
 
+/* Bytes per second this process streams through the model's layers: synthetic copies of one
+ * layer of c's shapes (at least min_bytes of weights, so that they stream from memory) run
+ * through the functions above; the median of `passes` timed passes after a warm-up. */
+double model_probe_layer_Bps(const ModelConfig *c, size_t min_bytes, int passes);
+
 /* Controller: x[dim] = embedding of token at pos. */
 void model_embed(const ModelConfig *c, const HeadW *w, int token, int pos, float *x);
 /* Controller: logits[vocab] from the last layer's output x (final norm, LM head). */

@@ -79,6 +79,11 @@ typedef struct {
     /* Greedy: the share of each budget it may fill with layers (0: all of it); the engine
      * leaves room below its re-placement threshold for the KV cache to grow. */
     double fill;
+    /* Predictions only: the standard deviation of a one-way latency in ms (a wait for several
+     * messages lasts until the slowest: the expected maximum of their delays), and the ms of
+     * work per token outside the layers (the controller's final norm and LM head). */
+    double lat_sd_ms;
+    double fixed_ms;
 } PlanRequest;
 
 /* Builds a plan; returns 0 or -1 with err (e.g. a part that fits no device's budget). */
@@ -101,7 +106,8 @@ int plan_validate(const Plan *plan, const ModelConfig *c, char *err, size_t errl
 
 /* Predicted milliseconds per token of a plan under req's speeds and links: the critical path
  * of one token through every layer (weights streamed at each device's speed, one-way latency
- * plus size over bandwidth per message), controller work excluded. */
+ * plus size over bandwidth per message, plus the expected maximum of the latency spread
+ * where a rank waits for several senders), plus req->fixed_ms. */
 double plan_predict_ms(const Plan *plan, const ModelConfig *c, const PlanRequest *req);
 /* Builds the candidate plans (layer-wise, head-level greedy, slice) and keeps the one with
  * the lowest predicted time; *pred_ms (may be NULL) receives it, names[]/preds[] (may be NULL,
@@ -127,6 +133,8 @@ int plan_replace(Plan *out, const Plan *cur, const ModelConfig *c, const PlanReq
                  int positions, int horizon, double threshold, char *err, size_t errlen);
 void plan_copy(Plan *out, const Plan *in);
 
+/* The expected maximum of n independent standard normal variables (0 for n <= 1). */
+double plan_expected_max_normal(int n);
 /* The cost model's pieces: ms for rank to stream bytes of weights; ms for a message a -> b. */
 double plan_cost_work_ms(const PlanRequest *req, int rank, double bytes);
 double plan_cost_hop_ms(const PlanRequest *req, int a, int b, double bytes);

@@ -563,33 +563,57 @@ static int gather_budgets(const Options *o, Comm *cm, size_t *budgets, double *s
     return bad;
 }
 
-/* This rank's matrix-vector streaming speed in bytes per second: a 256 MiB matrix, far
- * larger than the caches (a 64 MiB probe read partly from this host's L3 and overrated the
- * devices by about 1.4x), best of three timings of two passes each (long enough to span
- * several scheduling periods of an emulated device's CPU quota). */
-static double measure_speed(void)
+static int cmp_dbl(const void *a, const void *b)
 {
-    /* In the weights' kind of buffer, so that it streams from memory as a layer does. */
-    const int n = 2048, d = 32768;
-    float *w = xmalloc_big((size_t)n * (size_t)d * sizeof(float));
-    float *x = xmalloc((size_t)n * sizeof(float)), *y = xmalloc((size_t)d * sizeof(float));
-    for (size_t i = 0; i < (size_t)n * (size_t)d; i++)
-        w[i] = (float)(i % 7) * 0.01f;
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median_of(const double *v, int n)
+{
+    double *s = xmalloc((size_t)n * sizeof(double));
+    memcpy(s, v, (size_t)n * sizeof(double));
+    qsort(s, (size_t)n, sizeof(double), cmp_dbl);
+    double m = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+    free(s);
+    return m;
+}
+
+/* One-way latency standard deviation (ms) of the network, for predictions: the median over
+ * links of (p95 - median RTT) / 1.645 / sqrt 2, rounded to 0.1 ms; 0 where the stabilised
+ * latencies are (a LAN). */
+static double latency_sd_ms(const Comm *cm, const double *lat)
+{
+    const int n = cm->size;
+    double *sd = xmalloc((size_t)n * (size_t)n * sizeof(double));
+    int m = 0, lan = 1;
     for (int i = 0; i < n; i++)
-        x[i] = 1.0f;
-    kernels_matvec(y, w, x, n, d); /* warm-up: page faults */
-    double best = 1e9;
-    for (int rep = 0; rep < 3; rep++) {
-        double t0 = time_now();
-        kernels_matvec(y, w, x, n, d);
-        kernels_matvec(y, w, x, n, d);
-        double t = time_now() - t0;
-        best = t < best ? t : best;
-    }
-    free(w);
-    free(x);
-    free(y);
-    return 2.0 * (double)n * (double)d * sizeof(float) / best;
+        for (int j = 0; j < n; j++)
+            if (i != j) {
+                size_t k = (size_t)i * (size_t)n + (size_t)j;
+                double d = cm->rtt_p95_ms[k] - cm->rtt_ms[k];
+                sd[m++] = d > 0 ? d / 1.645 / sqrt(2.0) : 0;
+                lan &= lat[k] == 0;
+            }
+    double v = m && !lan ? floor(median_of(sd, m) * 10 + 0.5) / 10 : 0;
+    free(sd);
+    return v;
+}
+
+/* The controller's work per token in ms at its measured speed: final norm and LM head. */
+static double controller_ms(const ModelConfig *c, double speed_Bps)
+{
+    double bytes = ((double)c->vocab_size + 2.0) * (double)c->dim * sizeof(float);
+    return speed_Bps > 0 ? bytes / speed_Bps * 1e3 : 0;
+}
+
+/* This rank's speed in bytes of weights per second through the model's own layer code (norms,
+ * RoPE and attention included; a bare matrix-vector probe overrated the engine by about 20%):
+ * synthetic layers of the model's shapes, at least 256 MiB of them so that they stream from
+ * memory as the real ones do, the median of three passes. */
+static double measure_speed(const ModelConfig *c)
+{
+    return model_probe_layer_Bps(c, (size_t)256 << 20, 3);
 }
 
 /* This rank's HEADSPLIT_DEVICE_SLOWDOWN (1 when unset); a bad value ends the run. */
@@ -608,12 +632,12 @@ static double device_slowdown(int rank)
 
 /* Every rank's speed, measured one rank at a time so that they do not compete; a dilated
  * rank (--emulate-slowdown) reports its emulated device's speed. */
-static void measure_speeds(Comm *cm, double *speeds)
+static void measure_speeds(Comm *cm, const ModelConfig *c, double *speeds)
 {
     double mine = 0;
     for (int r = 0; r < cm->size; r++) {
         if (r == cm->rank)
-            mine = measure_speed() / (cm->dilate > 1 ? cm->dilate : 1);
+            mine = measure_speed(c) / (cm->dilate > 1 ? cm->dilate : 1);
         MPI_Request req;
         MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
         comm_wait(cm, &req);
@@ -819,7 +843,7 @@ int main(int argc, char **argv)
         /* Measured inputs of the cost model: every rank's streaming speed and the one-way
          * latencies (RTT/2 with the margin); identical on every rank after the allgather. */
         double *speeds = xcalloc((size_t)cm.size, sizeof(double));
-        measure_speeds(&cm, speeds);
+        measure_speeds(&cm, &cfg, speeds);
         double ref = 0;
         for (int r = 1; r < cm.size; r++)
             ref = speeds[r] > ref ? speeds[r] : ref;
@@ -834,17 +858,27 @@ int main(int argc, char **argv)
             devices[r] = (Device){budgets[r + 1], ref > 0 ? speeds[r + 1] / ref : 1.0};
         free(budgets);
         stabilise_inputs(devices, cm.size - 1, NULL, 0);
+        int identical = 1;
+        for (int r = 0; r < cm.size - 1; r++)
+            identical &= devices[r].speed == 1.0;
+        if (identical) /* boards alike: they run at their median speed, not the fastest's */
+            ref = median_of(speeds + 1, cm.size - 1);
+        /* Expected latencies (RTT/2; the 15% margin is for deadlines, not predictions) and
+         * their spread, from the RTT samples' p95 - median (normal: 1.645 sd of a sum of two
+         * one-way delays). */
         double *lat = xcalloc((size_t)cm.size * (size_t)cm.size, sizeof(double));
         for (int i = 0; i < cm.size * cm.size; i++)
-            lat[i] = o.assume_rtt_ms < 0 ? 0.5 * cm.rtt_ms[i] * (1.0 + cm.margin)
+            lat[i] = o.assume_rtt_ms < 0 ? 0.5 * cm.rtt_ms[i]
                      : i / cm.size == i % cm.size ? 0 : 0.5 * o.assume_rtt_ms;
         stabilise_inputs(NULL, 0, lat, cm.size);
+        double lat_sd = o.assume_rtt_ms < 0 ? latency_sd_ms(&cm, lat) : 0;
         double bw = 0;
         if (cm.emu)
             bw = cm.emu[1].bw_Bps;
         PlanRequest req = {.partition = o.partition, .placement = o.placement, .seed = o.seed,
                            .n_workers = cm.size - 1, .devices = devices, .kv_positions = 1,
-                           .lat_ms = lat, .bw_Bps = bw, .ref_Bps = ref,
+                           .lat_ms = lat, .bw_Bps = bw, .ref_Bps = ref, .lat_sd_ms = lat_sd,
+                           .fixed_ms = controller_ms(&cfg, speeds[0]),
                            /* room below the re-placement threshold for the KV cache */
                            .fill = 0.9 * o.replace_threshold};
         char perr[512] = "";

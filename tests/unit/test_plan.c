@@ -9,6 +9,7 @@
 #include "plan.h"
 #include "util.h"
 
+#include <math.h>
 #include <string.h>
 
 static ModelConfig tinyllama(void)
@@ -216,6 +217,37 @@ static void test_links_and_auto(void **state)
     }
 }
 
+/* The prediction's extra terms: fixed_ms is added once; the latency spread adds the expected
+ * maximum over the other members to each of a slice layer's two exchanges. */
+static void test_prediction_terms(void **state)
+{
+    (void)state;
+    ModelConfig c = tinyllama();
+    const int n = 4, P = n + 1;
+    double lat[25];
+    for (int i = 0; i < P * P; i++)
+        lat[i] = i / P == i % P ? 0 : 5.0;
+    PlanRequest req = {.partition = PARTITION_SLICE, .placement = PLACEMENT_GREEDY, .seed = 1,
+                       .n_workers = n, .kv_positions = 64, .lat_ms = lat, .ref_Bps = 4e9};
+    Plan p;
+    char err[256];
+    assert_int_equal(plan_build(&p, &c, &req, err, sizeof err), 0);
+    const double base = plan_predict_ms(&p, &c, &req);
+    req.fixed_ms = 70;
+    assert_true(fabs(plan_predict_ms(&p, &c, &req) - (base + 70)) < 1e-9);
+    req.fixed_ms = 0;
+    req.lat_sd_ms = 2;
+    const double spread = 2 * c.n_layers * 2 * plan_expected_max_normal(n - 1);
+    assert_true(fabs(plan_predict_ms(&p, &c, &req) - (base + spread)) < 1e-6);
+    plan_free(&p);
+    /* The expected maximum of normals: 0 for one, the known order statistics, increasing. */
+    assert_true(plan_expected_max_normal(1) == 0);
+    assert_true(fabs(plan_expected_max_normal(2) - 1 / sqrt(M_PI)) < 1e-4);
+    assert_true(fabs(plan_expected_max_normal(3) - 1.5 / sqrt(M_PI)) < 1e-4);
+    for (int k = 2; k < 400; k++)
+        assert_true(plan_expected_max_normal(k + 1) > plan_expected_max_normal(k));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -227,6 +259,7 @@ int main(void)
         cmocka_unit_test(test_budget_refused),
         cmocka_unit_test(test_json_and_print),
         cmocka_unit_test(test_links_and_auto),
+        cmocka_unit_test(test_prediction_terms),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
