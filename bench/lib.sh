@@ -84,8 +84,8 @@ if os.path.exists(os.path.join(out, "meta.json")):
 base_rtt = float(meta.get("base_rtt", "10") or 10) if meta.get("base_rtt", "") not in ("", "none") else None
 
 MAIN_ORDER = ["layer", "head", "head+spec/random", "head+spec/roundrobin", "head+spec/greedy",
-              "slice", "auto", "slice/f16"]
-EXACT = {"layer", "head", "slice", "auto"}
+              "slice", "auto", "slice/lm-ctl", "slice/f16"]
+EXACT = {"layer", "head", "slice", "slice/lm-ctl", "auto"}
 SWEEP_CONFIGS = ["layer", "head", "slice", "auto"]
 # Harness fallback when the engine reports no energy: a Pi 4 idles at 3.8 W and draws 1.2 W
 # more per busy core-second.

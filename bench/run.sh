@@ -29,7 +29,8 @@
 #   --models LIST      comma-separated: tinyllama, gpt2-small, stories260K or FILE.h5
 #                      (default tinyllama,gpt2-small,stories260K)
 #   --configs LIST     subset of layer, head, head+spec/random, head+spec/roundrobin,
-#                      head+spec/greedy, slice, slice/f16 (--wire f16), auto (default: all the engine supports)
+#                      head+spec/greedy, slice, slice/f16 (--wire f16), slice/lm-ctl (the LM
+#                      head on the controller), auto (default: all the engine supports)
 #   --rtts LIST        RTT sweep in ms (quick 0,10,20,30; full 0,2,5,10,20,30; "none": off)
 #   --rtt-models LIST  models of the RTT sweep (quick gpt2-small; full: all of --models)
 #   --tolerances LIST  tolerance sweep of heads + speculation (0.02,0.05,0.10; "none": off)
@@ -113,6 +114,8 @@ grep -qE -- '--partition [a-z|]*auto' <<<"$HELP" && HAVE_AUTO=1
 grep -qE -- '--partition [a-z|]*slice' <<<"$HELP" && HAVE_SLICE=1
 HAVE_WIRE=0
 grep -qE -- '--wire f32\|f16' <<<"$HELP" && HAVE_WIRE=1
+HAVE_LMHEAD=0
+grep -qE -- '--lm-head split\|controller' <<<"$HELP" && HAVE_LMHEAD=1
 NOTES=""
 note() { NOTES+="$*"$'\n'; echo "bench: note: $*" >&2; }
 
@@ -126,6 +129,7 @@ cfg_def() {
     head+spec/greedy) echo "head greedy all" ;;
     slice) echo "slice greedy none" ;;
     slice/f16) echo "slice greedy none f16" ;;
+    slice/lm-ctl) echo "slice greedy none f32 controller" ;;
     auto) echo "auto greedy none" ;;
     *) return 1 ;;
   esac
@@ -133,6 +137,7 @@ cfg_def() {
 ALL_CONFIGS="layer head head+spec/random head+spec/roundrobin head+spec/greedy"
 [ "$HAVE_SLICE" = 1 ] && ALL_CONFIGS+=" slice" || note "the engine has no --partition slice: slice skipped"
 [ "$HAVE_SLICE$HAVE_WIRE" = 11 ] && ALL_CONFIGS+=" slice/f16"
+[ "$HAVE_SLICE$HAVE_LMHEAD" = 11 ] && ALL_CONFIGS+=" slice/lm-ctl"
 [ "$HAVE_AUTO" = 1 ] && ALL_CONFIGS+=" auto" || note "the engine has no --partition auto: auto skipped"
 if [ -n "$CONFIGS" ]; then
   SEL=""
@@ -375,13 +380,14 @@ echo "bench: $NU distinct runs x $REPEATS repeat(s) = $NRUNS runs; positions: $T
 echo "bench: estimated duration ~$(hs_fmt_dur "$TOTAL_EST") (from a model of the 2-core emulated testbed; the ETA refines it as runs finish)" >&2
 
 cmd_for() {  # cmd_for MODEL CONFIG RTT TOL REP METRICS -> sets CMD array
-  local m=$1 c=$2 r=$3 t=$4 rep=$5 metrics=$6 part pl spec wire link
-  read -r part pl spec wire <<<"$(cfg_def "$c")"
+  local m=$1 c=$2 r=$3 t=$4 rep=$5 metrics=$6 part pl spec wire lmhead link
+  read -r part pl spec wire lmhead <<<"$(cfg_def "$c")"
   link=$(link_for "$r")
   CMD=("${LAUNCH[@]}" "${WRAP[@]}" "$BIN" --model "${MPATH[$m]}" --prompt "$PROMPT"
        --steps "$(default_tokens "$m")" --partition "$part" --placement "$pl"
        --speculate "$spec" --seed $((41 + rep)) --timeout 120 --metrics "$metrics" --quiet)
   [ -n "$wire" ] && CMD+=(--wire "$wire")
+  [ -n "$lmhead" ] && CMD+=(--lm-head "$lmhead")
   [ "$t" != - ] && CMD+=(--tolerance "$t")
   [ "$link" != none ] && CMD+=(--emulate-link "$link")
   return 0

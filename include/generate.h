@@ -17,6 +17,9 @@ typedef struct {
     /* Optional, before each forward: memory checks and re-placement.  -1 with err ends the
      * generation (e.g. a budget exceeded under --static). */
     int (*prepare)(void *ctx, int pos, char *err, size_t errlen);
+    /* Optional, after forward: 1 when the backend computed the logits[vocab] itself (the
+     * LM head split over workers), 0 when the controller computes them from x. */
+    int (*logits)(void *ctx, float *logits);
 } LayerBackend;
 
 typedef struct {

@@ -75,6 +75,10 @@ int model_load_ffn(FfnW *w, const ModelConfig *c, hid_t file, const char *fname,
                    int f0, int f1, char *err, size_t errlen);
 int model_load_head(HeadW *w, const ModelConfig *c, hid_t file, const char *fname, char *err,
                     size_t errlen);
+/* A worker's share of the LM head: the final norm and rows [v0, v1) of lm_head (of the
+ * embedding when tied) in w->lm_head; w->embed stays NULL. */
+int model_load_head_rows(HeadW *w, const ModelConfig *c, hid_t file, const char *fname, int v0,
+                         int v1, char *err, size_t errlen);
 void model_free_attn_part(AttnPartW *w);
 void model_free_proj(ProjW *w);
 void model_free_ffn(FfnW *w);
@@ -115,5 +119,9 @@ void model_embed(const ModelConfig *c, const HeadW *w, int token, int pos, float
 /* Controller: logits[vocab] from the last layer's output x (final norm, LM head). */
 void model_logits(const ModelConfig *c, const HeadW *w, Scratch *s, const float *x,
                   float *logits);
+/* The same for the n_rows rows w->lm_head holds: every logit bit-identical to the full
+ * model_logits's (the kernel sums each row in an order that depends only on its length). */
+void model_logits_rows(const ModelConfig *c, const HeadW *w, Scratch *s, const float *x,
+                       int n_rows, float *logits);
 
 #endif

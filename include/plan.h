@@ -55,6 +55,10 @@ typedef struct {
     PlacementKind placement;
     LayerPlan *layers; /* [n_layers] */
     double build_ms;   /* time the placement function took */
+    /* The LM head split by vocabulary rows over the last layer's members (it is SLICE: every
+     * member holds X'), each computing the final norm and its rows' logits; else the
+     * controller computes them (plan_head_rows). */
+    int head_split;
 } Plan;
 
 /* Per-device description used by placement (memory budget in bytes, relative speed). */
@@ -84,6 +88,9 @@ typedef struct {
      * work per token outside the layers (the controller's final norm and LM head). */
     double lat_sd_ms;
     double fixed_ms;
+    /* Keep the LM head on the controller even where the last layer is sliced (--lm-head
+     * controller); by default its members split it. */
+    int head_on_controller;
 } PlanRequest;
 
 /* Builds a plan; returns 0 or -1 with err (e.g. a part that fits no device's budget). */
@@ -101,6 +108,10 @@ int plan_rank_in_layer(const Plan *plan, int layer, int rank);
 /* SLICE layers: the members in ascending rank order; returns the count (out may be NULL). */
 int plan_slice_members(const Plan *plan, int layer, int *out);
 
+/* head_split plans: 1 and the vocabulary rows [*v0, *v1) of the LM head that rank holds
+ * (the last layer's members in rank order split the rows evenly), else 0. */
+int plan_head_rows(const Plan *plan, const ModelConfig *c, int rank, int *v0, int *v1);
+
 /* Checks that the plan is well formed for the config (every head once, ranks in range). */
 int plan_validate(const Plan *plan, const ModelConfig *c, char *err, size_t errlen);
 
@@ -109,6 +120,8 @@ int plan_validate(const Plan *plan, const ModelConfig *c, char *err, size_t errl
  * plus size over bandwidth per message, plus the expected maximum of the latency spread
  * where a rank waits for several senders), plus req->fixed_ms. */
 double plan_predict_ms(const Plan *plan, const ModelConfig *c, const PlanRequest *req);
+/* (fixed_ms is the controller's LM head; a head_split plan replaces it with the members'
+ * rows and the logits' way to the controller.) */
 /* Builds the candidate plans (layer-wise, head-level greedy, slice) and keeps the one with
  * the lowest predicted time; *pred_ms (may be NULL) receives it, names[]/preds[] (may be NULL,
  * 3 entries) every candidate's prediction. */

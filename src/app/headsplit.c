@@ -61,6 +61,7 @@ typedef struct {
     double assume_rtt_ms; /* < 0: plan with the measured RTTs */
     double slowdown;      /* --emulate-slowdown (0: HEADSPLIT_DEVICE_SLOWDOWN, else none) */
     int wire16;           /* --wire f16 */
+    int head_on_controller; /* --lm-head controller */
     int static_plan;
     double replace_threshold;
 } Options;
@@ -93,6 +94,10 @@ static void usage(FILE *out)
         "  --emulate-link SPEC   delay every message as a link would: rtt=10ms,jitter=2ms,bw=200mbit\n"
         "  --wire f32|f16        SLICE partial sums on the wire: f32 (default, exact) or IEEE\n"
         "                        half (half the bytes; tokens may differ)\n"
+        "  --lm-head split|controller  where the last layer is sliced, its members compute the\n"
+        "                        final norm and LM head by vocabulary rows and send the\n"
+        "                        controller logits (split, the default; exact) or the\n"
+        "                        controller does (controller)\n"
         "  --emulate-slowdown K  (distributed runs) compute as a device K times slower than this\n"
         "                        host's core: each stretch of work lasts K x its CPU time\n"
         "                        (default each rank's HEADSPLIT_DEVICE_SLOWDOWN, set by\n"
@@ -126,7 +131,7 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
            O_SHOW, O_WAIT, O_BUDGET, O_MATVEC, O_LOGITS, O_QUIET, O_HELP, O_TRANSCRIPT,
            O_EMU, O_MATRIX, O_PINGS, O_TIMEOUT, O_STALL, O_SPEC, O_TOL, O_MINACC, O_ADAPT,
            O_PROFILE, O_VERBOSE, O_RESUME, O_KILL, O_DEVICES, O_STATIC, O_THRESH,
-           O_ASSUME_RTT, O_SLOWDOWN, O_WIRE };
+           O_ASSUME_RTT, O_SLOWDOWN, O_WIRE, O_LMHEAD };
     static const struct option longopts[] = {
         {"model", required_argument, 0, O_MODEL}, {"prompt", required_argument, 0, O_PROMPT},
         {"steps", required_argument, 0, O_STEPS}, {"temperature", required_argument, 0, O_TEMP},
@@ -154,7 +159,7 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
         {"replace-threshold", required_argument, 0, O_THRESH},
         {"assume-rtt", required_argument, 0, O_ASSUME_RTT},
         {"emulate-slowdown", required_argument, 0, O_SLOWDOWN},
-        {"wire", required_argument, 0, O_WIRE},
+        {"wire", required_argument, 0, O_WIRE}, {"lm-head", required_argument, 0, O_LMHEAD},
         {"quiet", no_argument, 0, O_QUIET}, {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->prompt = "";
@@ -274,6 +279,12 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
                 return util_err(err, errlen, "--wire: '%s' is not f32 or f16", optarg);
             o->wire16 = strcmp(optarg, "f16") == 0;
             break;
+        case O_LMHEAD:
+            if (strcmp(optarg, "split") && strcmp(optarg, "controller"))
+                return util_err(err, errlen, "--lm-head: '%s' is not split or controller",
+                                optarg);
+            o->head_on_controller = strcmp(optarg, "controller") == 0;
+            break;
         case O_SLOWDOWN:
             o->slowdown = strtod(optarg, &end);
             if (*end || errno || !(o->slowdown >= 1 && o->slowdown <= 1000))
@@ -355,6 +366,8 @@ static json_t *options_json(const Options *o, int n_ranks)
                                                          : json_null());
     json_object_set_new(j, "timeout_s", json_real(o->timeout_s));
     json_object_set_new(j, "wire", json_string(o->wire16 ? "f16" : "f32"));
+    json_object_set_new(j, "lm_head", json_string(o->head_on_controller ? "controller"
+                                                                          : "split"));
     json_object_set_new(j, "emulate_slowdown", o->slowdown > 0 ? json_real(o->slowdown)
                                                                : json_null());
     return j;
@@ -879,6 +892,7 @@ int main(int argc, char **argv)
                            .n_workers = cm.size - 1, .devices = devices, .kv_positions = 1,
                            .lat_ms = lat, .bw_Bps = bw, .ref_Bps = ref, .lat_sd_ms = lat_sd,
                            .fixed_ms = controller_ms(&cfg, speeds[0]),
+                           .head_on_controller = o.head_on_controller,
                            /* room below the re-placement threshold for the KV cache */
                            .fill = 0.9 * o.replace_threshold};
         char perr[512] = "";

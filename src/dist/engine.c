@@ -285,6 +285,92 @@ static int load_layer(DistEngine *e, int l, hid_t file, const char *fname, int k
     return 0;
 }
 
+static WireHdr read_hdr(const unsigned char *msg, int layer);
+
+/* The split LM head's communicator (collective over world), this member's rows and the
+ * controller's layout; -1 with err when a member cannot load its rows (nothing is loaded
+ * when err already holds an error). */
+static int setup_head(DistEngine *e, hid_t file, const char *fname, char *err, size_t errlen)
+{
+    const Plan *p = e->plan;
+    const ModelConfig *c = e->c;
+    e->head_comm = MPI_COMM_NULL;
+    if (!p->head_split)
+        return 0;
+    int *mem = xmalloc(((size_t)p->n_workers + 1) * sizeof(int)), n = 0, v0, v1;
+    mem[n++] = 0;
+    for (int r = 1; r <= p->n_workers; r++)
+        if (plan_head_rows(p, c, r, &v0, &v1))
+            mem[n++] = r;
+    e->head_size = n;
+    e->head_comm = comm_create(mem, n);
+    const int me = e->cm->rank;
+    if (me == 0) {
+        e->h_counts = xcalloc((size_t)n, sizeof(int));
+        e->h_displs = xcalloc((size_t)n, sizeof(int));
+        e->h_v0 = xcalloc((size_t)n, sizeof(int));
+        int off = 0;
+        for (int m = 1; m < n; m++) {
+            plan_head_rows(p, c, mem[m], &v0, &v1);
+            e->h_v0[m] = v0;
+            e->h_displs[m] = off;
+            e->h_counts[m] = (int)(sizeof(WireHdr) + (size_t)(v1 - v0) * sizeof(float));
+            off += e->h_counts[m];
+        }
+        e->hrecv = xcalloc((size_t)off, 1);
+        e->logits = xcalloc((size_t)c->vocab_size, sizeof(float));
+    } else if (!err[0] && plan_head_rows(p, c, me, &e->head_v0, &e->head_v1)) {
+        if (model_load_head_rows(&e->head_rows, c, file, fname, e->head_v0, e->head_v1, err,
+                                 errlen) < 0) {
+            free(mem);
+            return -1;
+        }
+        e->weight_bytes += (size_t)(e->head_v1 - e->head_v0) * (size_t)c->dim * sizeof(float);
+        e->hsend = xcalloc(sizeof(WireHdr) + (size_t)(e->head_v1 - e->head_v0) * sizeof(float),
+                           1);
+    }
+    free(mem);
+    return 0;
+}
+
+/* Member: the final norm and this rank's rows of logits of X' (x), sent to the controller. */
+static void head_send(DistEngine *e, const WireHdr *h, const float *x)
+{
+    const int rows = e->head_v1 - e->head_v0;
+    model_logits_rows(e->c, &e->head_rows, &e->scratch, x, rows,
+                      (float *)(void *)(e->hsend + sizeof(WireHdr)));
+    WireHdr gh = *h;
+    gh.layer = e->L;
+    comm_stamp(e->cm, &gh);
+    memcpy(e->hsend, &gh, sizeof gh);
+    const int bytes = (int)(sizeof gh + (size_t)rows * sizeof(float));
+    MPI_Request req;
+    MPI_CHECK(MPI_Igatherv(e->hsend, bytes, MPI_BYTE, NULL, NULL, NULL, MPI_BYTE, 0,
+                           e->head_comm, &req));
+    e->cm->bytes_sent += (uint64_t)bytes;
+    e->cm->msgs_sent++;
+    comm_wait(e->cm, &req);
+}
+
+/* Controller: the members' rows of logits, waited out on the emulated links, into e->logits. */
+static void head_recv(DistEngine *e)
+{
+    MPI_Request req;
+    char none = 0;
+    MPI_CHECK(MPI_Igatherv(&none, 0, MPI_BYTE, e->hrecv, e->h_counts, e->h_displs, MPI_BYTE, 0,
+                           e->head_comm, &req));
+    LayerRt *r = &e->lr[e->L];
+    comm_wait_link(e->cm, &req, e->plan->layers[e->L - 1].ffn_rank, "logits", e->L,
+                   &r->ewma[W_IN]);
+    for (int m = 1; m < e->head_size; m++) {
+        const unsigned char *msg = e->hrecv + e->h_displs[m];
+        WireHdr mh = read_hdr(msg, e->L);
+        comm_deliver(e->cm, &mh, (size_t)e->h_counts[m]);
+        memcpy(e->logits + e->h_v0[m], msg + sizeof mh,
+               (size_t)e->h_counts[m] - sizeof mh);
+    }
+}
+
 int dist_setup(DistEngine **out, Comm *cm, const ModelConfig *c, const Plan *plan,
                hid_t file, const char *fname, int kv_cap)
 {
@@ -331,6 +417,7 @@ int dist_setup(DistEngine **out, Comm *cm, const ModelConfig *c, const Plan *pla
     e->ffn_s_spec = xcalloc((size_t)e->L, sizeof(double));
     engine_refresh_roles(e);
     model_scratch_init(&e->scratch, c, kv_cap);
+    setup_head(e, file, fname, err, sizeof err); /* collective: every rank, error or not */
     *out = e;
     if (comm_agree_errors(cm, MPI_COMM_WORLD, err)) {
         dist_free(e);
@@ -413,6 +500,15 @@ void dist_free(DistEngine *e)
     free(e->spec_attn_s);
     free(e->ffn_s_spec);
     model_scratch_free(&e->scratch);
+    if (e->head_comm != MPI_COMM_NULL)
+        MPI_Comm_free(&e->head_comm);
+    model_free_head(&e->head_rows);
+    free(e->hsend);
+    free(e->hrecv);
+    free(e->h_counts);
+    free(e->h_displs);
+    free(e->h_v0);
+    free(e->logits);
     plan_free(&e->plan_own);
     free(e->fname);
     free(e->mem.devices);
@@ -557,6 +653,12 @@ static int worker_slice_layer(DistEngine *e, int l)
     tm[T_BCAST] += time_now() - t;
 forward:
     memcpy(e->xmsg, &h, sizeof h);
+    if (l == e->L - 1 && e->hsend && h.cmd == WIRE_STEP) { /* split LM head: logits go */
+        t = time_now();
+        head_send(e, &h, x);
+        tm[T_BCAST] += time_now() - t;
+        return h.cmd & 0xff;
+    }
     if (l + 1 <= e->L && e->lr[l + 1].in_root && e->lr[l + 1].in_comm != MPI_COMM_NULL) {
         t = time_now();
         bcast_input(e, l + 1, e->xmsg);
@@ -853,7 +955,10 @@ static void controller_send(DistEngine *e, int cmd, const float *x, int pos, int
     if (x)
         memcpy(payload(e->xmsg), x, (size_t)e->c->dim * sizeof(float));
     bcast_input(e, 0, e->xmsg);
-    bcast_input(e, e->L, e->xmsg);
+    if (cmd == WIRE_STEP && e->head_comm != MPI_COMM_NULL)
+        head_recv(e); /* the members send logits, not X' */
+    else
+        bcast_input(e, e->L, e->xmsg);
 }
 
 void dist_set_wire(DistEngine *e, int f16) { e->wire16 = f16 != 0; }
@@ -879,12 +984,23 @@ static void controller_forward(void *ctx, float *x, int pos, int token)
 {
     DistEngine *e = ctx;
     controller_send(e, WIRE_STEP, x, pos, token);
-    memcpy(x, payload(e->xmsg), (size_t)e->c->dim * sizeof(float));
+    if (e->head_comm == MPI_COMM_NULL)
+        memcpy(x, payload(e->xmsg), (size_t)e->c->dim * sizeof(float));
+}
+
+static int controller_logits(void *ctx, float *logits)
+{
+    DistEngine *e = ctx;
+    if (e->head_comm == MPI_COMM_NULL)
+        return 0;
+    memcpy(logits, e->logits, (size_t)e->c->vocab_size * sizeof(float));
+    return 1;
 }
 
 LayerBackend dist_backend(DistEngine *e)
 {
-    return (LayerBackend){e, controller_forward, dist_controller_prepare};
+    return (LayerBackend){.ctx = e, .forward = controller_forward,
+                          .prepare = dist_controller_prepare, .logits = controller_logits};
 }
 
 void dist_controller_stop(DistEngine *e) { engine_controller_control(e, WIRE_STOP, 0); }

@@ -86,6 +86,16 @@ struct DistEngine {
     long *spec_tried, *spec_kept; /* [L] decider */
     double *spec_attn_s;     /* [L] attention time spent on Z (heads of layer l) */
     double *ffn_s_spec;      /* [L] decider: FFN time of speculated transitions */
+    /* Split LM head (plan->head_split): the controller (comm rank 0) and the last layer's
+     * members, which send it their rows of logits. */
+    MPI_Comm head_comm;
+    int head_size;
+    HeadW head_rows;         /* member: final norm and rows [head_v0, head_v1) */
+    int head_v0, head_v1;
+    unsigned char *hsend;    /* member: [hdr | rows floats] */
+    unsigned char *hrecv;    /* controller: the members' messages, in comm order */
+    int *h_counts, *h_displs, *h_v0; /* controller: bytes and first row per comm member */
+    float *logits;           /* controller: [vocab] assembled logits */
 };
 
 

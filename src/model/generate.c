@@ -197,7 +197,8 @@ int generate_run(const ModelConfig *c, const Tokenizer *tok, const HeadW *head,
         double t0 = time_now();
         model_embed(c, head, token, pos, x);
         backend->forward(backend->ctx, x, pos, token);
-        model_logits(c, head, &scratch, x, logits);
+        if (!backend->logits || !backend->logits(backend->ctx, logits))
+            model_logits(c, head, &scratch, x, logits);
         if (opt->logits_out)
             fwrite(logits, sizeof(float), (size_t)c->vocab_size, opt->logits_out);
         int next;

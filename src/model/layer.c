@@ -142,6 +142,12 @@ void model_embed(const ModelConfig *c, const HeadW *w, int token, int pos, float
 void model_logits(const ModelConfig *c, const HeadW *w, Scratch *s, const float *x,
                   float *logits)
 {
+    model_logits_rows(c, w, s, x, c->vocab_size, logits);
+}
+
+void model_logits_rows(const ModelConfig *c, const HeadW *w, Scratch *s, const float *x,
+                       int n_rows, float *logits)
+{
     pre_norm(c, s->xn, x, w->final_norm, w->final_norm_b);
-    kernels_matvec(logits, w->lm_head, s->xn, c->dim, c->vocab_size);
+    kernels_matvec(logits, w->lm_head, s->xn, c->dim, n_rows);
 }

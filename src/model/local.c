@@ -125,7 +125,7 @@ void local_model_spec_counts(const LocalModel *m, long *tried, long *kept)
 
 LayerBackend local_model_backend(LocalModel *m)
 {
-    return (LayerBackend){m, local_forward, NULL};
+    return (LayerBackend){.ctx = m, .forward = local_forward};
 }
 
 const float *local_model_ratios(const LocalModel *m) { return m->ratios; }

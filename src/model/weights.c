@@ -225,6 +225,28 @@ fail:
     return -1;
 }
 
+int model_load_head_rows(HeadW *w, const ModelConfig *c, hid_t f, const char *fname, int v0,
+                         int v1, char *err, size_t errlen)
+{
+    memset(w, 0, sizeof *w);
+    CHECK(v0 >= 0 && v0 < v1 && v1 <= c->vocab_size, "LM head rows [%d, %d) outside the "
+          "vocabulary of %d", v0, v1, c->vocab_size);
+    uint64_t de[2] = {(uint64_t)c->vocab_size, (uint64_t)c->dim};
+    uint64_t s0[2] = {(uint64_t)v0, 0}, n[2] = {(uint64_t)(v1 - v0), (uint64_t)c->dim};
+    if (!(w->final_norm = read_vec(f, fname, "/final_norm", c->dim, err, errlen)))
+        goto fail;
+    if (c->arch == ARCH_GPT2 &&
+        !(w->final_norm_b = read_vec(f, fname, "/final_norm_bias", c->dim, err, errlen)))
+        goto fail;
+    if (!(w->lm_head = read_slab(f, fname, c->tied_embeddings ? "/embed" : "/lm_head", 2, de,
+                                 s0, n, err, errlen)))
+        goto fail;
+    return 0;
+fail:
+    model_free_head(w);
+    return -1;
+}
+
 void model_free_attn_part(AttnPartW *w)
 {
     if (!w)

@@ -140,10 +140,23 @@ double plan_predict_ms(const Plan *plan, const ModelConfig *c, const PlanRequest
         memset(has, 0, (size_t)k.n * sizeof(int));
         has[lp->ffn_rank] = 1;
     }
-    /* Back to the controller. */
-    int last = plan->layers[plan->n_layers - 1].ffn_rank;
-    t += has[0] ? 0 : hop_ms(&k, last, 0, msg);
-    t += req->fixed_ms > 0 ? req->fixed_ms : 0;
+    /* Back to the controller: X' for its LM head, or each member's rows of logits. */
+    int last = plan->layers[plan->n_layers - 1].ffn_rank, v0, v1, members = 0;
+    if (plan->head_split) {
+        double done = t;
+        for (int r = 1; r < k.n; r++)
+            if (plan_head_rows(plan, c, r, &v0, &v1)) {
+                double rows = (double)(v1 - v0);
+                double v = t + work_ms(&k, r, rows * c->dim * 4.0) +
+                           hop_ms(&k, r, 0, 32.0 + 4.0 * rows);
+                done = v > done ? v : done;
+                members++;
+            }
+        t = done + spread_ms(&k, members);
+    } else {
+        t += has[0] ? 0 : hop_ms(&k, last, 0, msg);
+        t += req->fixed_ms > 0 ? req->fixed_ms : 0;
+    }
     free(ready);
     free(busy);
     free(has);

@@ -425,6 +425,9 @@ int plan_build(Plan *plan, const ModelConfig *c, const PlanRequest *req, char *e
     }
     free(t.bytes);
     free(t.load);
+    const LayerPlan *last = &plan->layers[c->n_layers - 1];
+    plan->head_split = rc == 0 && !req->head_on_controller && last->mode == LAYER_SLICE &&
+                       last->n_slices > 1;
     plan->build_ms = (time_now() - t0) * 1e3;
     if (rc == 0)
         rc = plan_validate(plan, c, err, errlen);
@@ -495,9 +498,28 @@ int plan_validate(const Plan *plan, const ModelConfig *c, char *err, size_t errl
     return rc;
 }
 
+int plan_head_rows(const Plan *plan, const ModelConfig *c, int rank, int *v0, int *v1)
+{
+    if (!plan->head_split)
+        return 0;
+    const LayerPlan *lp = &plan->layers[plan->n_layers - 1];
+    for (int i = 0; i < lp->n_slices; i++)
+        if (lp->slices[i].rank == rank) {
+            const long V = c->vocab_size, n = lp->n_slices;
+            *v0 = (int)(i * V / n);
+            *v1 = (int)((i + 1) * V / n);
+            return 1;
+        }
+    return 0;
+}
+
 size_t plan_rank_weight_bytes(const Plan *plan, const ModelConfig *c, int rank)
 {
     size_t b = 0;
+    int v0, v1;
+    if (plan_head_rows(plan, c, rank, &v0, &v1)) /* rows, final norm (and its bias) */
+        b += ((size_t)(v1 - v0) + (c->arch == ARCH_GPT2 ? 2 : 1)) * (size_t)c->dim *
+             sizeof(float);
     for (int l = 0; l < plan->n_layers; l++) {
         const LayerPlan *lp = &plan->layers[l];
         for (int k = 0; k < lp->n_parts; k++)
@@ -557,9 +579,10 @@ int plan_slice_members(const Plan *plan, int layer, int *out)
 void plan_print(const Plan *plan, const ModelConfig *c, FILE *out)
 {
     const int Q = config_q_per_kv(c);
-    fprintf(out, "placement: partition %s, placement %s, %d workers, built in %.3f ms\n",
-            plan_partition_name(plan->partition), plan_placement_name(plan->placement),
-            plan->n_workers, plan->build_ms);
+    fprintf(out, "placement: partition %s, placement %s, %d workers, LM head on %s, built in "
+            "%.3f ms\n", plan_partition_name(plan->partition),
+            plan_placement_name(plan->placement), plan->n_workers,
+            plan->head_split ? "the last layer's members" : "the controller", plan->build_ms);
     fprintf(out, "%-6s %-6s %-6s  attention parts (unit:heads@rank)\n", "layer", "proj", "ffn");
     for (int l = 0; l < plan->n_layers; l++) {
         const LayerPlan *lp = &plan->layers[l];
@@ -593,6 +616,7 @@ json_t *plan_to_json(const Plan *plan, const ModelConfig *c)
     json_object_set_new(o, "placement", json_string(plan_placement_name(plan->placement)));
     json_object_set_new(o, "n_workers", json_integer(plan->n_workers));
     json_object_set_new(o, "build_ms", json_real(plan->build_ms));
+    json_object_set_new(o, "lm_head", json_string(plan->head_split ? "split" : "controller"));
     json_t *layers = json_array();
     for (int l = 0; l < plan->n_layers; l++) {
         const LayerPlan *lp = &plan->layers[l];

@@ -228,10 +228,12 @@ static void test_prediction_terms(void **state)
     for (int i = 0; i < P * P; i++)
         lat[i] = i / P == i % P ? 0 : 5.0;
     PlanRequest req = {.partition = PARTITION_SLICE, .placement = PLACEMENT_GREEDY, .seed = 1,
-                       .n_workers = n, .kv_positions = 64, .lat_ms = lat, .ref_Bps = 4e9};
+                       .n_workers = n, .kv_positions = 64, .lat_ms = lat, .ref_Bps = 4e9,
+                       .head_on_controller = 1};
     Plan p;
     char err[256];
     assert_int_equal(plan_build(&p, &c, &req, err, sizeof err), 0);
+    assert_int_equal(p.head_split, 0);
     const double base = plan_predict_ms(&p, &c, &req);
     req.fixed_ms = 70;
     assert_true(fabs(plan_predict_ms(&p, &c, &req) - (base + 70)) < 1e-9);
@@ -240,12 +242,56 @@ static void test_prediction_terms(void **state)
     const double spread = 2 * c.n_layers * 2 * plan_expected_max_normal(n - 1);
     assert_true(fabs(plan_predict_ms(&p, &c, &req) - (base + spread)) < 1e-6);
     plan_free(&p);
+    /* Split head: the controller's term is gone; each member streams a quarter of the LM head
+     * and sends its logits (32000 / 4 rows) one hop. */
+    req.head_on_controller = 0;
+    req.lat_sd_ms = 0;
+    req.fixed_ms = 70;
+    assert_int_equal(plan_build(&p, &c, &req, err, sizeof err), 0);
+    assert_int_equal(p.head_split, 1);
+    const double rows_ms = 8000.0 * c.dim * 4 / 4e9 * 1e3;
+    assert_true(fabs(plan_predict_ms(&p, &c, &req) - (base - 5.0 + rows_ms + 5.0)) < 1e-6);
+    plan_free(&p);
     /* The expected maximum of normals: 0 for one, the known order statistics, increasing. */
     assert_true(plan_expected_max_normal(1) == 0);
     assert_true(fabs(plan_expected_max_normal(2) - 1 / sqrt(M_PI)) < 1e-4);
     assert_true(fabs(plan_expected_max_normal(3) - 1.5 / sqrt(M_PI)) < 1e-4);
     for (int k = 2; k < 400; k++)
         assert_true(plan_expected_max_normal(k + 1) > plan_expected_max_normal(k));
+}
+
+/* The split LM head: the last layer's members hold its rows exactly once, in rank order, and
+ * are charged for them; no other rank holds any, and no other partition splits it. */
+static void test_head_rows(void **state)
+{
+    (void)state;
+    ModelConfig c = tinyllama();
+    c.vocab_size = 32003; /* not a multiple of the member count */
+    PlanRequest req = {.partition = PARTITION_SLICE, .placement = PLACEMENT_GREEDY, .seed = 1,
+                       .n_workers = 3, .kv_positions = 8};
+    Plan p;
+    char err[256];
+    assert_int_equal(plan_build(&p, &c, &req, err, sizeof err), 0);
+    assert_int_equal(p.head_split, 1);
+    int next = 0, v0, v1;
+    assert_int_equal(plan_head_rows(&p, &c, 0, &v0, &v1), 0);
+    for (int r = 1; r <= 3; r++) {
+        assert_int_equal(plan_head_rows(&p, &c, r, &v0, &v1), 1);
+        assert_int_equal(v0, next);
+        assert_true(v1 > v0);
+        next = v1;
+    }
+    assert_int_equal(next, c.vocab_size);
+    size_t with = plan_rank_weight_bytes(&p, &c, 2);
+    plan_head_rows(&p, &c, 2, &v0, &v1);
+    p.head_split = 0;
+    assert_int_equal(with - plan_rank_weight_bytes(&p, &c, 2),
+                     ((size_t)(v1 - v0) + 1) * (size_t)c.dim * sizeof(float));
+    plan_free(&p);
+    req.partition = PARTITION_HEAD;
+    assert_int_equal(plan_build(&p, &c, &req, err, sizeof err), 0);
+    assert_int_equal(p.head_split, 0);
+    plan_free(&p);
 }
 
 int main(void)
@@ -260,6 +306,7 @@ int main(void)
         cmocka_unit_test(test_json_and_print),
         cmocka_unit_test(test_links_and_auto),
         cmocka_unit_test(test_prediction_terms),
+        cmocka_unit_test(test_head_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
