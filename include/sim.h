@@ -126,6 +126,8 @@ double sim_cost_attn(const ModelConfig *c, const SimCluster *cl, int rank, int n
 double sim_cost_proj(const ModelConfig *c, const SimCluster *cl, int rank);
 double sim_cost_ffn(const ModelConfig *c, const SimCluster *cl, int rank);
 double sim_cost_controller(const ModelConfig *c, const SimCluster *cl, int embed);
+/* A split LM head's share on a member: the final norm and `rows` rows. */
+double sim_cost_head_rows(const ModelConfig *c, const SimCluster *cl, int rank, int rows);
 double sim_cost_msg(const SimCluster *cl, int a, int b, double bytes);
 /* Bytes of one pipeline message (the 32-byte WireHdr + dim floats). */
 double sim_msg_bytes(const ModelConfig *c);

@@ -101,6 +101,8 @@ static int read_plan(Plan *p, json_t *pj, const ModelConfig *c, char *err, size_
         plan_parse_partition(json_string_value(part), &p->partition);
     if (json_is_string(place))
         plan_parse_placement(json_string_value(place), &p->placement);
+    json_t *lmh = json_object_get(pj, "lm_head"); /* absent in runs before the split head */
+    p->head_split = json_is_string(lmh) && strcmp(json_string_value(lmh), "split") == 0;
     p->n_layers = c->n_layers;
     p->layers = xcalloc((size_t)c->n_layers, sizeof(LayerPlan));
     for (int l = 0; l < c->n_layers; l++)

@@ -345,6 +345,11 @@ double sim_cost_controller(const ModelConfig *c, const SimCluster *cl, int embed
     return on_device(cl, 0, bytes);
 }
 
+double sim_cost_head_rows(const ModelConfig *c, const SimCluster *cl, int rank, int rows)
+{
+    return on_device(cl, rank, ((double)rows + 1.0) * c->dim * sizeof(float));
+}
+
 double sim_cost_msg(const SimCluster *cl, int a, int b, double bytes)
 {
     if (a == b)

@@ -17,6 +17,7 @@
 #include "sim_internal.h"
 
 #include "util.h"
+#include "wire.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -330,6 +331,21 @@ int flow_token(SimFlow *f, const Plan *p, const unsigned char *spec)
             int s = spec && l > 0 ? spec[l] : FLOW_SPEC_NONE;
             pipe_layer(f, lp, l, root, s, proj_prev, &proj_prev);
         }
+    }
+    /* A split LM head: every member of the last layer computes its rows and sends them. */
+    if (p->head_split) {
+        int join = des_join(d, p->n_layers), v0, v1;
+        for (int r = 1; r <= f->cl->n_workers; r++)
+            if (plan_head_rows(p, f->c, r, &v0, &v1)) {
+                int op = des_compute(d, SIM_TAG_HEAD, p->n_layers, r,
+                                     sim_cost_head_rows(f->c, f->cl, r, v1 - v0));
+                des_dep(d, f->hold[r], op);
+                int msg = des_msg(d, SIM_TAG_OUT, p->n_layers, r, 0,
+                                  (double)sizeof(WireHdr) + (double)(v1 - v0) * sizeof(float));
+                des_dep(d, op, msg);
+                des_dep(d, msg, join);
+            }
+        return join;
     }
     /* The last layer's holders broadcast the output to the controller. */
     int ctrl = 0;
