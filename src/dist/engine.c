@@ -325,7 +325,8 @@ static int setup_head(DistEngine *e, hid_t file, const char *fname, char *err, s
             free(mem);
             return -1;
         }
-        e->weight_bytes += (size_t)(e->head_v1 - e->head_v0) * (size_t)c->dim * sizeof(float);
+        e->weight_bytes += ((size_t)(e->head_v1 - e->head_v0) + (c->arch == ARCH_GPT2 ? 2 : 1)) *
+                           (size_t)c->dim * sizeof(float); /* rows and final norm, as planned */
         e->hsend = xcalloc(sizeof(WireHdr) + (size_t)(e->head_v1 - e->head_v0) * sizeof(float),
                            1);
     }
