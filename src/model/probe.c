@@ -15,13 +15,19 @@ typedef struct {
     uint32_t rng;
 } Arena;
 
-/* n floats of weights (small pseudo-random values), or of `fill` when fill >= 0. */
-static float *carve(Arena *a, size_t n, float fill)
+/* n floats of weights: small pseudo-random values, or `fill` when fill >= 0.  Only the first
+ * copy of the layer is computed (copy 0); later copies repeat it with memcpy, which keeps the
+ * probe quick on small models of many copies (and under sanitizers). */
+static float *carve(Arena *a, size_t n, float fill, size_t layer)
 {
     CHECK(a->used + n <= a->cap, "probe: arena overflow (%zu + %zu > %zu floats)", a->used, n,
           a->cap);
     float *p = a->buf + a->used;
     a->used += n;
+    if (a->used > layer) {
+        memcpy(p, p - layer, n * sizeof(float));
+        return p;
+    }
     for (size_t i = 0; i < n; i++) {
         a->rng = a->rng * 1664525u + 1013904223u;
         p[i] = fill >= 0 ? fill : ((float)(a->rng >> 9) * (1.0f / 8388608.0f) - 0.5f) * 0.04f;
@@ -52,35 +58,35 @@ double model_probe_layer_Bps(const ModelConfig *c, size_t min_bytes, int passes)
         for (int u = 0; u < units; u++) {
             AttnPartW *w = &parts[k * (size_t)units + (size_t)u];
             *w = (AttnPartW){.layer = (int)k, .unit = u, .q0 = 0, .q1 = qpk, .kv_cap = kv_cap};
-            w->norm_w = carve(&a, (size_t)dim, 1.0f);
-            w->wq = carve(&a, (size_t)qpk * (size_t)hd * (size_t)dim, -1);
-            w->wk = carve(&a, (size_t)hd * (size_t)dim, -1);
-            w->wv = carve(&a, (size_t)hd * (size_t)dim, -1);
+            w->norm_w = carve(&a, (size_t)dim, 1.0f, layer);
+            w->wq = carve(&a, (size_t)qpk * (size_t)hd * (size_t)dim, -1, layer);
+            w->wk = carve(&a, (size_t)hd * (size_t)dim, -1, layer);
+            w->wv = carve(&a, (size_t)hd * (size_t)dim, -1, layer);
             if (gpt2) {
-                w->norm_b = carve(&a, (size_t)dim, 0.0f);
-                w->bq = carve(&a, (size_t)qpk * (size_t)hd, 0.0f);
-                w->bk = carve(&a, (size_t)hd, 0.0f);
-                w->bv = carve(&a, (size_t)hd, 0.0f);
+                w->norm_b = carve(&a, (size_t)dim, 0.0f, layer);
+                w->bq = carve(&a, (size_t)qpk * (size_t)hd, 0.0f, layer);
+                w->bk = carve(&a, (size_t)hd, 0.0f, layer);
+                w->bv = carve(&a, (size_t)hd, 0.0f, layer);
             }
             w->k_cache = xcalloc((size_t)kv_cap * (size_t)hd, sizeof(float));
             w->v_cache = xcalloc((size_t)kv_cap * (size_t)hd, sizeof(float));
         }
         proj[k].layer = (int)k;
-        proj[k].wo = carve(&a, (size_t)dim * (size_t)c->n_heads * (size_t)hd, -1);
+        proj[k].wo = carve(&a, (size_t)dim * (size_t)c->n_heads * (size_t)hd, -1, layer);
         if (gpt2)
-            proj[k].bo = carve(&a, (size_t)dim, 0.0f);
+            proj[k].bo = carve(&a, (size_t)dim, 0.0f, layer);
         FfnW *w = &ffn[k];
         *w = (FfnW){.layer = (int)k, .f0 = 0, .f1 = f};
-        w->norm_w = carve(&a, (size_t)dim, 1.0f);
+        w->norm_w = carve(&a, (size_t)dim, 1.0f, layer);
         if (gpt2) {
-            w->norm_b = carve(&a, (size_t)dim, 0.0f);
-            w->b_up = carve(&a, (size_t)f, 0.0f);
-            w->b_down = carve(&a, (size_t)dim, 0.0f);
+            w->norm_b = carve(&a, (size_t)dim, 0.0f, layer);
+            w->b_up = carve(&a, (size_t)f, 0.0f, layer);
+            w->b_down = carve(&a, (size_t)dim, 0.0f, layer);
         } else {
-            w->w_gate = carve(&a, (size_t)f * (size_t)dim, -1);
+            w->w_gate = carve(&a, (size_t)f * (size_t)dim, -1, layer);
         }
-        w->w_up = carve(&a, (size_t)f * (size_t)dim, -1);
-        w->w_down = carve(&a, (size_t)dim * (size_t)f, -1);
+        w->w_up = carve(&a, (size_t)f * (size_t)dim, -1, layer);
+        w->w_down = carve(&a, (size_t)dim * (size_t)f, -1, layer);
     }
     CHECK(a.used == a.cap, "probe: %zu of %zu floats carved (config_layer_floats disagrees)",
           a.used, a.cap);
@@ -92,7 +98,7 @@ double model_probe_layer_Bps(const ModelConfig *c, size_t min_bytes, int passes)
     for (int i = 0; i < dim; i++)
         x[i] = (float)((i * 37) % 101) * 0.01f - 0.5f;
     double *t = xmalloc((size_t)passes * sizeof(double));
-    for (int pos = 0; pos <= passes; pos++) { /* position 0 warms up (and faults in) */
+    for (int pos = 0; pos <= passes; pos++) { /* position 0 warms up (the fill faulted in) */
         double t0 = time_now();
         for (size_t k = 0; k < copies; k++) {
             for (int u = 0; u < units; u++)

@@ -25,7 +25,9 @@ for r in 1 2; do
   set -e
   took=$(( $(date +%s) - start ))
   [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "stall of rank $r past the timeout: rc $rc"
-  [ $took -le 15 ] || fail "took $took s to end"
+  # Start-up (each rank in turn probes its speed over 256 MiB of synthetic layers) is in
+  # the count: ~3 s alone, several times that in a sanitizer build sharing 2 cores.
+  [ $took -le 25 ] || fail "took $took s to end"
   grep -m1 "no message from" "$T/err" | grep -q "no message from rank $r " ||
     { cat "$T/err"; fail "the first report does not name the stalled rank $r"; }
 done
