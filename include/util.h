@@ -43,6 +43,11 @@ char *xstrdup(const char *s);
 int size_mul(size_t *out, size_t a, size_t b);
 int size_add(size_t *out, size_t a, size_t b);
 
+/* Sorts v ascending in place; the median of v[0..n) (the mean of the middle two for even n,
+ * 0 for n < 1), v left unchanged. */
+void util_sort_doubles(double *v, size_t n);
+double util_median(const double *v, size_t n);
+
 /* Formats into err (capacity errlen) and returns -1: for "return fail(...)". */
 int util_err(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

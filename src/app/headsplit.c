@@ -576,22 +576,6 @@ static int gather_budgets(const Options *o, Comm *cm, size_t *budgets, double *s
     return bad;
 }
 
-static int cmp_dbl(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median_of(const double *v, int n)
-{
-    double *s = xmalloc((size_t)n * sizeof(double));
-    memcpy(s, v, (size_t)n * sizeof(double));
-    qsort(s, (size_t)n, sizeof(double), cmp_dbl);
-    double m = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
-    free(s);
-    return m;
-}
-
 /* One-way latency standard deviation (ms) of the network, for predictions: the median over
  * links of (p95 - median RTT) / 1.645 / sqrt 2, rounded to 0.1 ms; 0 where the stabilised
  * latencies are (a LAN). */
@@ -608,7 +592,7 @@ static double latency_sd_ms(const Comm *cm, const double *lat)
                 sd[m++] = d > 0 ? d / 1.645 / sqrt(2.0) : 0;
                 lan &= lat[k] == 0;
             }
-    double v = m && !lan ? floor(median_of(sd, m) * 10 + 0.5) / 10 : 0;
+    double v = m && !lan ? floor(util_median(sd, (size_t)m) * 10 + 0.5) / 10 : 0;
     free(sd);
     return v;
 }
@@ -875,7 +859,7 @@ int main(int argc, char **argv)
         for (int r = 0; r < cm.size - 1; r++)
             identical &= devices[r].speed == 1.0;
         if (identical) /* boards alike: they run at their median speed, not the fastest's */
-            ref = median_of(speeds + 1, cm.size - 1);
+            ref = util_median(speeds + 1, (size_t)cm.size - 1);
         /* Expected latencies (RTT/2; the 15% margin is for deadlines, not predictions) and
          * their spread, from the RTT samples' p95 - median (normal: 1.645 sd of a sum of two
          * one-way delays). */

@@ -342,12 +342,6 @@ void comm_set_emulation(Comm *cm, const Link *links, uint64_t seed)
     cm->emu_rng = seed * 7919u + (uint64_t)cm->rank;
 }
 
-static int cmp_dbl(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 void comm_measure_rtt(Comm *cm, int n)
 {
     const int P = cm->size;
@@ -386,7 +380,7 @@ void comm_measure_rtt(Comm *cm, int n)
                     s[k] = (time_now() - t0) * 1e3;
             }
             if (cm->rank == i) {
-                qsort(s, (size_t)n, sizeof(double), cmp_dbl);
+                util_sort_doubles(s, (size_t)n);
                 double m = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
                 double q = s[(int)ceil(0.95 * n) - 1];
                 med[(size_t)i * (size_t)P + (size_t)j] = med[(size_t)j * (size_t)P + (size_t)i] = m;

@@ -66,23 +66,12 @@ done:
     return rc;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 double generate_ms_per_token(const GenResult *res)
 {
     int n = res->n_forward - 1;
     if (n <= 0)
         return res->n_forward == 1 ? res->token_ms[0] : 0.0;
-    double *v = xmalloc((size_t)n * sizeof(double));
-    memcpy(v, res->token_ms + 1, (size_t)n * sizeof(double));
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
-    double m = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-    free(v);
-    return m;
+    return util_median(res->token_ms + 1, (size_t)n);
 }
 
 void generate_result_free(GenResult *res)

@@ -35,12 +35,6 @@ static float *carve(Arena *a, size_t n, float fill, size_t layer)
     return p;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 double model_probe_layer_Bps(const ModelConfig *c, size_t min_bytes, int passes)
 {
     const int units = c->n_kv_heads, qpk = config_q_per_kv(c), hd = c->head_dim;
@@ -110,8 +104,7 @@ double model_probe_layer_Bps(const ModelConfig *c, size_t min_bytes, int passes)
         if (pos > 0)
             t[pos - 1] = time_now() - t0;
     }
-    qsort(t, (size_t)passes, sizeof(double), cmp_double);
-    const double median = t[passes / 2];
+    const double median = util_median(t, (size_t)passes);
     for (size_t i = 0; i < copies * (size_t)units; i++) {
         free(parts[i].k_cache);
         free(parts[i].v_cache);

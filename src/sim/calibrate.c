@@ -134,23 +134,11 @@ static double spec_field(const char *spec, const char *key)
     return x > 0 ? x * mult : 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static double median_from(const double *v, int n, int skip)
 {
     if (n - skip < 1)
         skip = 0;
-    double *t = xmalloc((size_t)n * sizeof(double));
-    memcpy(t, v + skip, (size_t)(n - skip) * sizeof(double));
-    qsort(t, (size_t)(n - skip), sizeof(double), cmp_double);
-    int m = n - skip;
-    double r = m % 2 ? t[m / 2] : 0.5 * (t[m / 2 - 1] + t[m / 2]);
-    free(t);
-    return r;
+    return util_median(v + skip, (size_t)(n - skip));
 }
 
 static int read_run(SimMeasuredRun *run, json_t *o, char *err, size_t errlen)

@@ -125,6 +125,26 @@ int size_add(size_t *out, size_t a, size_t b)
     return 0;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+void util_sort_doubles(double *v, size_t n) { qsort(v, n, sizeof(double), cmp_double); }
+
+double util_median(const double *v, size_t n)
+{
+    if (n < 1)
+        return 0;
+    double *s = xmalloc(n * sizeof(double));
+    memcpy(s, v, n * sizeof(double));
+    util_sort_doubles(s, n);
+    double m = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+    free(s);
+    return m;
+}
+
 int util_err(char *err, size_t errlen, const char *fmt, ...)
 {
     if (err && errlen) {
