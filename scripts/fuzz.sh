@@ -24,7 +24,7 @@ ALL_TARGETS="fuzz_safetensors fuzz_tokenizer_llama2c fuzz_tokenizer_hf_json fuzz
              fuzz_tokenizer_encode fuzz_tokenizer_h5 fuzz_llama2c fuzz_config"
 # Only the modules under test are compiled (not the whole project), so that the fuzz build does
 # not depend on MPI, BLAS or the kernels.
-LIB_SRC="src/util/util.c src/model/config.c src/model/h5io.c src/model/tokenizer.c
+LIB_SRC="src/util/util.c src/model/config.c src/model/h5io.c src/model/bpe.c src/model/tokenizer.c
          src/model/tokenizer_gpt2.c src/model/tokenizer_h5.c src/model/tokenizer_load.c
          src/convert/safetensors.c src/convert/llama2c.c src/convert/writer.c"
 PKGS="hdf5 jansson libpcre2-8"

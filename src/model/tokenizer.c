@@ -1,6 +1,6 @@
-/* tokenizer.c: the Tokenizer core: piece and pair indexes, the BPE merge engine, the
- * SentencePiece-style encoders (llama2.c run.c by score, Hugging Face Llama by merge rank),
- * decoding and the synthetic tokenizer.
+/* tokenizer.c: the Tokenizer core: piece and pair indexes, the merge rules handed to the BPE
+ * core (bpe.c), the SentencePiece-style encoders (llama2.c run.c by score, Hugging Face Llama
+ * by merge rank), decoding and the synthetic tokenizer.
  *
  * Special tokens are never matched in the text: a literal "<s>" or "</s>" is encoded as
  * ordinary characters, as llama2.c's run.c and OpenAI's GPT-2 encoder do (Hugging Face
@@ -243,147 +243,39 @@ fail:
     return rc;
 }
 
-/* ---- BPE engine ---------------------------------------------------------------------- */
+/* ---- merge rules for the BPE core ------------------------------------------------------ */
 
-static int bpe_candidate(const Tokenizer *t, BpeWork *w, int a, int b, double *prio,
-                         int *result)
+int tokenizer_merge_by_rank(const void *ctx, int a, int b, double *prio, int *result)
 {
-    if (t->kind == TOKENIZER_SPM) {
-        size_t na, nb;
-        const unsigned char *pa = tokenizer_piece(t, a, &na);
-        const unsigned char *pb = tokenizer_piece(t, b, &nb);
-        memcpy(w->buf, pa, na);
-        memcpy(w->buf + na, pb, nb);
-        int id = tokenizer_lookup_piece(t, w->buf, na + nb);
-        if (id < 0 || !(t->scores[id] > TOKENIZER_SPM_MIN_SCORE))
-            return 0;
-        *prio = t->scores[id];
-        *result = id;
-        return 1;
-    }
     int rank;
-    if (!pair_find(t, a, b, &rank, result))
+    if (!pair_find(ctx, a, b, &rank, result))
         return 0;
     *prio = -(double)rank;
     return 1;
 }
 
-static int entry_better(const BpeEntry *x, const BpeEntry *y)
-{
-    return x->prio > y->prio || (x->prio == y->prio && x->left < y->left);
-}
+/* llama2.c run.c's rule: a, b merge when their concatenation is a piece scoring above
+ * TOKENIZER_SPM_MIN_SCORE; the higher score first. */
+typedef struct {
+    const Tokenizer *t;
+    unsigned char *buf; /* [2 * max_piece_len + 1] for the concatenation */
+} SpmScoreRule;
 
-static void heap_push(BpeWork *w, BpeEntry e)
+static int spm_merge_by_score(const void *ctx, int a, int b, double *prio, int *result)
 {
-    if (w->n == w->cap) {
-        w->cap = w->cap ? 2 * w->cap : 64;
-        w->heap = xrealloc(w->heap, w->cap * sizeof *w->heap);
-    }
-    size_t i = w->n++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!entry_better(&e, &w->heap[parent]))
-            break;
-        w->heap[i] = w->heap[parent];
-        i = parent;
-    }
-    w->heap[i] = e;
-}
-
-static BpeEntry heap_pop(BpeWork *w)
-{
-    BpeEntry top = w->heap[0];
-    BpeEntry last = w->heap[--w->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= w->n)
-            break;
-        if (c + 1 < w->n && entry_better(&w->heap[c + 1], &w->heap[c]))
-            c++;
-        if (!entry_better(&w->heap[c], &last))
-            break;
-        w->heap[i] = w->heap[c];
-        i = c;
-    }
-    if (w->n > 0)
-        w->heap[i] = last;
-    return top;
-}
-
-static void bpe_push_pair(const Tokenizer *t, BpeWork *w, const BpeSym *sym, int left)
-{
-    int right = sym[left].next;
-    if (right < 0)
-        return;
-    BpeEntry e = {0};
-    if (!bpe_candidate(t, w, sym[left].id, sym[right].id, &e.prio, &e.result))
-        return;
-    e.left = left;
-    e.right = right;
-    e.left_id = sym[left].id;
-    e.right_id = sym[right].id;
-    heap_push(w, e);
-}
-
-static void bpe_flush(const Tokenizer *t, BpeWork *w, const BpeSym *sym)
-{
-    for (size_t k = 0; k < w->n_pending; k++) {
-        int s = w->pending[k];
-        if (sym[s].id < 0)
-            continue;
-        if (sym[s].prev >= 0)
-            bpe_push_pair(t, w, sym, sym[s].prev);
-        bpe_push_pair(t, w, sym, s);
-    }
-    w->n_pending = 0;
-}
-
-void tokenizer_bpe_run(const Tokenizer *t, BpeWork *w, BpeSym *sym, int head, int batch)
-{
-    if (!w->buf)
-        w->buf = xmalloc(2 * (size_t)t->max_piece_len + 1);
-    w->n = 0;
-    w->n_pending = 0;
-    for (int i = head; i >= 0; i = sym[i].next)
-        bpe_push_pair(t, w, sym, i);
-    double cur = 0.0;
-    for (;;) {
-        if (w->n_pending && (w->n == 0 || w->heap[0].prio != cur))
-            bpe_flush(t, w, sym);
-        if (w->n == 0)
-            break;
-        BpeEntry e = heap_pop(w);
-        int l = e.left, r = e.right;
-        if (sym[l].id != e.left_id || sym[l].next != r || sym[r].id != e.right_id)
-            continue; /* stale */
-        sym[l].id = e.result;
-        sym[l].next = sym[r].next;
-        if (sym[r].next >= 0)
-            sym[sym[r].next].prev = l;
-        sym[r].id = -1;
-        sym[r].prev = sym[r].next = -1;
-        if (batch) {
-            cur = e.prio;
-            if (w->n_pending == w->cap_pending) {
-                w->cap_pending = w->cap_pending ? 2 * w->cap_pending : 64;
-                w->pending = xrealloc(w->pending, w->cap_pending * sizeof *w->pending);
-            }
-            w->pending[w->n_pending++] = l;
-        } else {
-            if (sym[l].prev >= 0)
-                bpe_push_pair(t, w, sym, sym[l].prev);
-            bpe_push_pair(t, w, sym, l);
-        }
-    }
-}
-
-void tokenizer_bpe_work_free(BpeWork *w)
-{
-    free(w->heap);
-    free(w->pending);
-    free(w->buf);
-    memset(w, 0, sizeof *w);
+    const SpmScoreRule *rule = ctx;
+    const Tokenizer *t = rule->t;
+    size_t na, nb;
+    const unsigned char *pa = tokenizer_piece(t, a, &na);
+    const unsigned char *pb = tokenizer_piece(t, b, &nb);
+    memcpy(rule->buf, pa, na);
+    memcpy(rule->buf + na, pb, nb);
+    int id = tokenizer_lookup_piece(t, rule->buf, na + nb);
+    if (id < 0 || !(t->scores[id] > TOKENIZER_SPM_MIN_SCORE))
+        return 0;
+    *prio = t->scores[id];
+    *result = id;
+    return 1;
 }
 
 /* ---- SentencePiece-style encoders ------------------------------------------------------ */
@@ -431,6 +323,7 @@ static int spm_encode(const Tokenizer *t, const unsigned char *s, size_t len, in
 {
     int rc = -1;
     BpeWork w = {0};
+    SpmScoreRule rule = {t, NULL};
     BpeSym *sym = xmalloc((3 * len + 8) * sizeof *sym);
     int n = 0;
     /* BOS stays out of the merges (run.c lets it take part, but no piece starts with it). */
@@ -446,19 +339,20 @@ static int spm_encode(const Tokenizer *t, const unsigned char *s, size_t len, in
             goto fail;
         i += g;
     }
-    for (int i = 0; i < n; i++) {
-        sym[i].prev = i - 1;
-        sym[i].next = i + 1 < n ? i + 1 : -1;
+    bpe_link(sym, n);
+    if (n > 0) {
+        if (t->kind == TOKENIZER_SPM) {
+            rule.buf = xmalloc(2 * (size_t)t->max_piece_len + 1);
+            bpe_run(&w, sym, 0, BPE_MERGE_ONE, spm_merge_by_score, &rule);
+        } else {
+            bpe_run(&w, sym, 0, BPE_MERGE_ONE, tokenizer_merge_by_rank, t);
+        }
     }
-    if (n > 0)
-        tokenizer_bpe_run(t, &w, sym, 0, 0);
-    size_t k = 0;
-    for (int i = n > 0 ? 0 : -1; i >= 0; i = sym[i].next)
-        out[k++] = sym[i].id;
-    *n_out = k;
+    *n_out = bpe_collect(sym, n > 0 ? 0 : -1, out);
     rc = 0;
 fail:
-    tokenizer_bpe_work_free(&w);
+    bpe_work_free(&w);
+    free(rule.buf);
     free(sym);
     return rc;
 }

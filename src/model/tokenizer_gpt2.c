@@ -1,6 +1,6 @@
 /* tokenizer_gpt2.c: GPT-2 byte-level BPE: the bytes_to_unicode mapping, the pre-tokenizer
  * regex (PCRE2) and the encoder (GPT-2 encoder.py bpe(): merge every occurrence of the
- * lowest-rank pair, left to right, until no ranked pair remains). */
+ * lowest-rank pair, left to right, until no ranked pair remains; bpe.c BPE_MERGE_ALL). */
 #include "tokenizer_internal.h"
 
 #include "util.h"
@@ -81,13 +81,11 @@ static int gpt2_encode_word(const Tokenizer *t, BpeWork *w, BpeSym *sym,
         if (id < 0)
             return util_err(err, errlen, "tokenizer: no piece for byte 0x%02X", s[i]);
         sym[i].id = id;
-        sym[i].prev = (int)i - 1;
-        sym[i].next = i + 1 < len ? (int)i + 1 : -1;
     }
+    bpe_link(sym, (int)len);
     if (len > 1)
-        tokenizer_bpe_run(t, w, sym, 0, 1);
-    for (int i = 0; i >= 0; i = sym[i].next)
-        ids[(*n)++] = sym[i].id;
+        bpe_run(w, sym, 0, BPE_MERGE_ALL, tokenizer_merge_by_rank, t);
+    *n += bpe_collect(sym, 0, ids + *n);
     return 0;
 }
 
@@ -152,7 +150,7 @@ int tokenizer_gpt2_encode(const Tokenizer *t, const char *text, size_t len, int 
     *n_ids = n;
     rc = 0;
 fail:
-    tokenizer_bpe_work_free(&w);
+    bpe_work_free(&w);
     if (md)
         pcre2_match_data_free(md);
     free(sym);

@@ -2,6 +2,7 @@
 #ifndef HEADSPLIT_TOKENIZER_INTERNAL_H
 #define HEADSPLIT_TOKENIZER_INTERNAL_H
 
+#include "bpe.h"
 #include "tokenizer.h"
 
 #include <stdint.h>
@@ -42,26 +43,6 @@ struct Tokenizer {
     pcre2_code *re; /* gpt2 pre-tokenizer */
 };
 
-/* One BPE symbol of a doubly linked list over a word. */
-typedef struct {
-    int id, prev, next;
-} BpeSym;
-
-/* A candidate merge in the BPE priority queue. */
-typedef struct {
-    double prio; /* larger merges first */
-    int left, right, left_id, right_id, result;
-} BpeEntry;
-
-/* Scratch space for BPE runs, reused across words of one encode call. */
-typedef struct {
-    BpeEntry *heap;
-    size_t n, cap;
-    int *pending;
-    size_t n_pending, cap_pending;
-    unsigned char *buf; /* 2 * max_piece_len, for spm concatenation lookups */
-} BpeWork;
-
 /* A zeroed tokenizer of the given kind and size with pieces, offsets and scores allocated
  * (piece_bytes of total bytes), all ids -1. */
 Tokenizer *tokenizer_alloc(TokenizerKind kind, int vocab_size, size_t total_bytes);
@@ -75,10 +56,9 @@ int tokenizer_lookup_piece(const Tokenizer *t, const void *bytes, size_t len);
 /* Pointer to and length of piece id's bytes (id must be in range). */
 const unsigned char *tokenizer_piece(const Tokenizer *t, int id, size_t *len);
 
-/* Runs BPE over the linked list starting at head; batch=1 merges every occurrence of the
- * lowest-rank pair left to right before new pairs are considered (GPT-2's bpe()). */
-void tokenizer_bpe_run(const Tokenizer *t, BpeWork *w, BpeSym *sym, int head, int batch);
-void tokenizer_bpe_work_free(BpeWork *w);
+/* The merge rule of a merges list (bpe.h BpePairFn; ctx is the Tokenizer): pieces a, b merge
+ * when the pair is listed, the lower rank first. */
+int tokenizer_merge_by_rank(const void *ctx, int a, int b, double *prio, int *result);
 
 /* GPT-2 pre-tokenizer regex, compiled. */
 int tokenizer_gpt2_compile(Tokenizer *t, char *err, size_t errlen);
