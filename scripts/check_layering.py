@@ -65,6 +65,7 @@ LAYER = {
     "plan.h": "plan",
     "cluster.h": "plan",
     "schedule.h": "plan",
+    "inputs.h": "plan",         # ClusterInputs and their pure stabilisation (no MPI)
     "wire.h": "plan",
     # transport: every MPI call (and the start-up measurements made with collectives)
     "transport.h": "transport",
