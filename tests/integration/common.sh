@@ -43,3 +43,15 @@ fail() {
   echo "FAIL: $*" >&2
   exit 1
 }
+
+# expect_error WHAT PATTERN CMD...: CMD (stdout in $T/out, stderr in $T/err) must fail: exit
+# non-zero, not by a timeout (124, or 137 after the kill), with PATTERN (grep) on stderr.
+# Otherwise the test fails, naming WHAT and showing stderr.
+expect_error() {
+  local what=$1 pat=$2 rc=0
+  shift 2
+  "$@" > "$T/out" 2> "$T/err" || rc=$?
+  [ $rc -ne 0 ] || fail "$what: exited 0"
+  [ $rc -ne 124 ] && [ $rc -ne 137 ] || fail "$what: hung (exit $rc)"
+  grep -q -- "$pat" "$T/err" || { cat "$T/err" >&2; fail "$what: message '$pat' missing"; }
+}

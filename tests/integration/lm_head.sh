@@ -37,10 +37,6 @@ for m in "${models[@]}"; do
     echo "ok: $(basename "$m"), $np ranks: logits identical, rows on $((np - 1)) members"
   done
 done
-set +e
-run_hs 2 --model "$T/m.h5" --prompt "$P" --steps 2 --lm-head workers > /dev/null 2> "$T/err"
-rc=$?
-set -e
-[ $rc -ne 0 ] || fail "--lm-head workers accepted"
-grep -q -- "--lm-head: 'workers' is not split or controller" "$T/err" || { cat "$T/err"; fail "bad --lm-head not named"; }
+expect_error "--lm-head workers" "--lm-head: 'workers' is not split or controller" \
+  run_hs 2 --model "$T/m.h5" --prompt "$P" --steps 2 --lm-head workers
 echo "PASS: the split LM head gives the controller's logits bit for bit"

@@ -26,65 +26,39 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifndef HEADSPLIT_SHARED_DIR
-#define HEADSPLIT_SHARED_DIR "../shared/models"
-#endif
+#include "test_helpers.h"
 
 static char tmpdir[64];
 static char err[1024];
 
 /* ---- helpers ---- */
 
-static inline int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
 static inline int setup_dir(void **state)
 {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/hs_test_convert_XXXXXX");
     h5io_quiet();
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return test_tmpdir_make(tmpdir, sizeof tmpdir, "convert");
 }
 
 static inline int teardown_dir(void **state)
 {
     (void)state;
-    return nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return test_tmpdir_remove(tmpdir);
 }
 
 static inline const char *tp(char *buf, const char *name) /* buf holds 256 */
 {
-    snprintf(buf, 256, "%s/%s", tmpdir, name);
-    return buf;
+    return test_path(buf, 256, tmpdir, name);
 }
 
-static inline const char *shared_dir(void)
-{
-    const char *d = getenv("HEADSPLIT_SHARED_MODELS");
-    return d && *d ? d : HEADSPLIT_SHARED_DIR;
-}
+static inline const char *shared_dir(void) { return test_shared_dir(); }
 
 /* Skips the test (with the reason) when the shared fixtures are not there. */
-#define NEED_SHARED()                                                                        \
-    do {                                                                                     \
-        char probe_[512];                                                                    \
-        snprintf(probe_, sizeof probe_, "%s/stories260K/stories260K.bin", shared_dir());     \
-        if (access(probe_, R_OK) != 0) {                                                     \
-            print_message("skipped: shared models not found at %s (set "                    \
-                          "HEADSPLIT_SHARED_MODELS)\n", shared_dir());                       \
-            skip();                                                                          \
-        }                                                                                    \
-    } while (0)
+#define NEED_SHARED() TEST_NEED_SHARED("stories260K/stories260K.bin")
 
 static inline const char *sp(char *buf, const char *rel) /* buf holds 512 */
 {
-    snprintf(buf, 512, "%s/%s", shared_dir(), rel);
-    return buf;
+    return test_path(buf, 512, test_shared_dir(), rel);
 }
 
 static inline float *h5_read(const char *file, const char *dset, size_t *n)

@@ -19,13 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* cmocka has no double comparison: |a - b| <= eps, naming the expression. */
-#define assert_near(a, b, eps)                                                                 \
-    do {                                                                                       \
-        double a_ = (a), b_ = (b);                                                             \
-        if (!(fabs(a_ - b_) <= (eps)))                                                         \
-            fail_msg("%s = %.17g, want %.17g +- %g", #a, a_, b_, (double)(eps));               \
-    } while (0)
+#include "test_helpers.h"
 
 static char root[64];
 static char err[512];
@@ -35,28 +29,19 @@ static double fake_wall, fake_cpu;
 static double clock_wall_fake(void) { return fake_wall; }
 static double clock_cpu_fake(void) { return fake_cpu; }
 
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
 static int setup_root(void **state)
 {
     (void)state;
-    snprintf(root, sizeof root, "/tmp/hs_test_energy_XXXXXX");
     fake_wall = 100.0;
     fake_cpu = 10.0;
     err[0] = '\0';
-    return mkdtemp(root) ? 0 : -1;
+    return test_tmpdir_make(root, sizeof root, "energy");
 }
 
 static int teardown_root(void **state)
 {
     (void)state;
-    return nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return test_tmpdir_remove(root);
 }
 
 /* mkdir -p root/rel */

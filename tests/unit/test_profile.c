@@ -23,44 +23,25 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Doubles within eps (cmocka 1.1's assert_float_equal works in float). */
-#define assert_near(a, b, eps)                                                               \
-    do {                                                                                     \
-        double a_ = (a), b_ = (b);                                                           \
-        if (!(fabs(a_ - b_) <= (eps)))                                                       \
-            fail_msg("%s = %.17g, expected %.17g (within %g)", #a, a_, b_, (double)(eps));   \
-    } while (0)
+#include "test_helpers.h"
 
 static char tmpdir[64];
 static char err[1024];
 
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
 static int setup_dir(void **state)
 {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/hs_test_profile_XXXXXX");
     h5io_quiet();
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return test_tmpdir_make(tmpdir, sizeof tmpdir, "profile");
 }
 
 static int teardown_dir(void **state)
 {
     (void)state;
-    return nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return test_tmpdir_remove(tmpdir);
 }
 
-static const char *tp(char *buf, const char *name)
-{
-    snprintf(buf, 256, "%s/%s", tmpdir, name);
-    return buf;
-}
+static const char *tp(char *buf, const char *name) { return test_path(buf, 256, tmpdir, name); }
 
 /* A profile of a 4-layer model whose transition t has acceptance acc[t][k]. */
 static void make_profile(Profile *p, ModelConfig *c, const double acc[3][PROFILE_N_TOL])

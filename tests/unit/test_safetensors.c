@@ -16,33 +16,25 @@
 #include <string.h>
 #include <unistd.h>
 
-static char tmpdir[64];
+#include "test_helpers.h"
 
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
+static char tmpdir[64];
 
 static int setup_dir(void **state)
 {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/hs_test_st_XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return test_tmpdir_make(tmpdir, sizeof tmpdir, "st");
 }
 
 static int teardown_dir(void **state)
 {
     (void)state;
-    return nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return test_tmpdir_remove(tmpdir);
 }
 
 static const char *tpath(char *buf, size_t cap, const char *name)
 {
-    snprintf(buf, cap, "%s/%s", tmpdir, name);
-    return buf;
+    return test_path(buf, cap, tmpdir, name);
 }
 
 /* Writes a safetensors file: header_len (or the real length when 0), header text, data. */

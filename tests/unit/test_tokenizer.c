@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "test_helpers.h"
 #include "tokenizer.h"
 #include "util.h"
 
@@ -17,10 +18,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-#ifndef HEADSPLIT_SOURCE_DIR
-#define HEADSPLIT_SOURCE_DIR "."
-#endif
 
 /* Tokenizers loaded once for the whole group; NULL when the shared models are absent. */
 typedef struct {
@@ -33,18 +30,6 @@ typedef struct {
     Tokenizer *synth;   /* synthetic, 512 */
     int n_tmp;
 } Fixture;
-
-static const char *shared_dir_guess(void)
-{
-    const char *env = getenv("HEADSPLIT_SHARED_MODELS");
-    if (env && *env)
-        return env;
-#ifdef HEADSPLIT_SHARED_DIR
-    return HEADSPLIT_SHARED_DIR;
-#else
-    return HEADSPLIT_SOURCE_DIR "/../shared/models";
-#endif
-}
 
 static void path_join(char *out, size_t cap, const Fixture *f, const char *rel)
 {
@@ -75,7 +60,7 @@ static Tokenizer *load_shared(const Fixture *f, const char *rel, const char *rel
 static int group_setup(void **state)
 {
     Fixture *f = calloc(1, sizeof *f);
-    snprintf(f->dir, sizeof f->dir, "%s", shared_dir_guess());
+    snprintf(f->dir, sizeof f->dir, "%s", test_shared_dir());
     char probe[1200];
     path_join(probe, sizeof probe, f, "stories260K/tok512.bin");
     if (access(probe, R_OK) == 0) {

@@ -1,0 +1,58 @@
+/* test_helpers.c: see test_helpers.h. */
+#define _XOPEN_SOURCE 700
+#include "test_helpers.h"
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#ifndef HEADSPLIT_SHARED_DIR
+#define HEADSPLIT_SHARED_DIR "../shared/models"
+#endif
+
+int test_tmpdir_make(char *dir, size_t cap, const char *name)
+{
+    int n = snprintf(dir, cap, "/tmp/hs_test_%s_XXXXXX", name);
+    if (n < 0 || (size_t)n >= cap) {
+        fprintf(stderr, "test_tmpdir_make: name '%s' too long for %zu bytes\n", name, cap);
+        return -1;
+    }
+    if (!mkdtemp(dir)) {
+        perror(dir);
+        return -1;
+    }
+    return 0;
+}
+
+static int remove_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(p);
+}
+
+int test_tmpdir_remove(const char *dir)
+{
+    return nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+const char *test_path(char *buf, size_t cap, const char *dir, const char *name)
+{
+    snprintf(buf, cap, "%s/%s", dir, name);
+    return buf;
+}
+
+const char *test_shared_dir(void)
+{
+    const char *env = getenv("HEADSPLIT_SHARED_MODELS");
+    return env && *env ? env : HEADSPLIT_SHARED_DIR;
+}
+
+int test_shared_has(const char *rel)
+{
+    char p[2048];
+    snprintf(p, sizeof p, "%s/%s", test_shared_dir(), rel);
+    return access(p, R_OK) == 0;
+}
