@@ -1,9 +1,8 @@
 /* engine.c: controller and worker sides of the distributed forward pass (see dist.h).
  *
- * The input of layer l is held by the ranks that produced it ("holders": the controller for
- * layer 0, the FFN rank of a PIPE layer, every member of a SLICE layer).  When the ranks that
- * consume it (attention and projection ranks, or the members of a SLICE layer) are not all
- * holders, one holder broadcasts it on the layer's input communicator.  Every message starts
+ * Who holds and who consumes each layer's input, the broadcast and gather groups and the
+ * gather layout come from the plan's schedule (plan_schedule, schedule.h); the engine makes
+ * one communicator per group and steps through it.  Every message starts
  * with a WireHdr, which carries the stop command down the pipeline and the send time used
  * by link emulation. */
 #include "dist.h"
@@ -49,180 +48,40 @@ static int spec_decide(DistEngine *e, int l, float ratio, int s_out)
 
 static float *payload(unsigned char *msg) { return (float *)(void *)(msg + sizeof(WireHdr)); }
 
-static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
-
-/* Sorted unique copy of v[0..n) into out; returns the count. */
-static int uniq(int *out, const int *v, int n)
-{
-    int *t = xmalloc(((size_t)n + 1) * sizeof(int));
-    memcpy(t, v, (size_t)n * sizeof(int));
-    qsort(t, (size_t)n, sizeof(int), cmp_int);
-    int m = 0;
-    for (int i = 0; i < n; i++)
-        if (i == 0 || t[i] != t[i - 1])
-            out[m++] = t[i];
-    free(t);
-    return m;
-}
-
-static int contains(const int *v, int n, int x)
-{
-    for (int i = 0; i < n; i++)
-        if (v[i] == x)
-            return 1;
-    return 0;
-}
-
-/* Ranks that hold the output of layer l-1 (the input of layer l); returns the count. */
-static int holders(const Plan *p, int l, int *out)
-{
-    if (l == 0) {
-        out[0] = 0;
-        return 1;
-    }
-    const LayerPlan *lp = &p->layers[l - 1];
-    if (lp->mode == LAYER_SLICE)
-        return plan_slice_members(p, l - 1, out);
-    out[0] = lp->ffn_rank;
-    return 1;
-}
-
-/* Ranks that need the input of layer l (l == n_layers: the controller). */
-static int consumers(const Plan *p, int l, int *out)
-{
-    if (l == p->n_layers) {
-        out[0] = 0;
-        return 1;
-    }
-    const LayerPlan *lp = &p->layers[l];
-    if (lp->mode == LAYER_SLICE)
-        return plan_slice_members(p, l, out);
-    int *t = xmalloc(((size_t)lp->n_parts + 1) * sizeof(int)), n = 0;
-    for (int k = 0; k < lp->n_parts; k++)
-        t[n++] = lp->parts[k].rank;
-    t[n++] = lp->proj_rank;
-    n = uniq(out, t, n);
-    free(t);
-    return n;
-}
-
-/* Input communicator members of layer l: [root, other consumers...]; 0 when not needed. */
-static int input_members(const Plan *p, int l, int *out, int *buf_h, int *buf_c)
-{
-    int nh = holders(p, l, buf_h), nc = consumers(p, l, buf_c), all = 1;
-    for (int i = 0; i < nc; i++)
-        all &= contains(buf_h, nh, buf_c[i]);
-    if (all)
-        return 0;
-    int root = l == 0 ? 0 : p->layers[l - 1].ffn_rank, n = 0;
-    out[n++] = root;
-    for (int i = 0; i < nc; i++)
-        if (buf_c[i] != root)
-            out[n++] = buf_c[i];
-    return n;
-}
-
 int dist_hops_per_token(const Plan *p)
 {
-    size_t cap = (size_t)p->n_workers + 2 + 64;
-    for (int l = 0; l < p->n_layers; l++)
-        cap += (size_t)p->layers[l].n_parts;
-    int *a = xmalloc(cap * sizeof(int)), *b = xmalloc(cap * sizeof(int));
-    int *m = xmalloc(cap * sizeof(int));
-    int hops = 0;
-    for (int l = 0; l <= p->n_layers; l++) {
-        hops += input_members(p, l, m, a, b) > 1;
-        if (l == p->n_layers)
-            break;
-        const LayerPlan *lp = &p->layers[l];
-        if (lp->mode == LAYER_SLICE) {
-            hops += lp->n_slices > 1 ? 2 : 0; /* two direct exchanges of partial sums */
-            continue;
-        }
-        int g = 0;
-        for (int k = 0; k < lp->n_parts; k++)
-            g |= lp->parts[k].rank != lp->proj_rank;
-        hops += g + (lp->proj_rank != lp->ffn_rank);
-    }
-    free(a);
-    free(b);
-    free(m);
+    /* Hops do not depend on sizes: a one-float model config serves every plan. */
+    ModelConfig c = {0};
+    c.dim = c.head_dim = c.n_heads = c.n_kv_heads = c.vocab_size = 1;
+    Schedule s;
+    plan_schedule(&s, p, &c);
+    int hops = s.hops_per_token;
+    schedule_free(&s);
     return hops;
 }
 
-/* Builds the communicators of layer l (collective over world) and this rank's roles. */
+/* Builds the communicators of layer l from the schedule (collective over world) and this
+ * rank's roles. */
 void engine_setup_layer(DistEngine *e, int l)
 {
-    const Plan *p = e->plan;
+    const ScheduleLayer *sl = &e->sched.layers[l];
     const int me = e->cm->rank;
     LayerRt *r = &e->lr[l];
-    size_t cap = (size_t)p->n_workers + 2 + (l < p->n_layers ? (size_t)p->layers[l].n_parts : 0);
-    int *mem = xmalloc(cap * sizeof(int)), *bh = xmalloc(cap * sizeof(int));
-    int *bc = xmalloc(cap * sizeof(int));
-    int n_in = input_members(p, l, mem, bh, bc);
-    int nc = consumers(p, l, bc);
-    r->consumer = contains(bc, nc, me);
-    r->in_size = n_in;
-    r->in_root = n_in > 0 && mem[0] == me;
-    r->in_peer = n_in > 0 ? mem[0] : -1;
-    r->in_comm = n_in > 1 ? comm_create(mem, n_in) : MPI_COMM_NULL;
-    if (l < p->n_layers) {
-        const LayerPlan *lp = &p->layers[l];
-        r->mode = lp->mode;
-        r->proj_rank = lp->proj_rank;
-        r->ffn_rank = lp->ffn_rank;
-        free(r->members);
-        free(r->g_members);
-        r->members = r->g_members = NULL;
-        if (lp->mode == LAYER_SLICE) {
-            r->members = xmalloc((size_t)lp->n_slices * sizeof(int));
-            r->n_members = plan_slice_members(p, l, r->members);
-        } else {
-            int n = 0;
-            bc[n++] = lp->proj_rank;
-            for (int k = 0; k < lp->n_parts; k++)
-                if (lp->parts[k].rank != lp->proj_rank && !contains(bc, n, lp->parts[k].rank))
-                    bc[n++] = lp->parts[k].rank;
-            qsort(bc + 1, (size_t)n - 1, sizeof(int), cmp_int);
-            r->g_size = n;
-            r->g_members = xmalloc((size_t)n * sizeof(int));
-            memcpy(r->g_members, bc, (size_t)n * sizeof(int));
-            r->g_comm = n > 1 ? comm_create(bc, n) : MPI_COMM_NULL;
-            r->is_proj = lp->proj_rank == me;
-            r->is_ffn = lp->ffn_rank == me;
+    r->consumer = schedule_has(sl->consumers, sl->n_consumers, me);
+    r->in_size = sl->n_bcast;
+    r->in_root = sl->n_bcast > 0 && sl->bcast[0] == me;
+    r->in_peer = sl->n_bcast > 0 ? sl->bcast[0] : -1;
+    r->in_comm = sl->n_bcast > 1 ? comm_create(sl->bcast, sl->n_bcast) : MPI_COMM_NULL;
+    if (l < e->L) {
+        r->mode = sl->mode;
+        r->proj_rank = sl->proj_rank;
+        r->ffn_rank = sl->ffn_rank;
+        if (sl->mode == LAYER_PIPE) {
+            r->g_comm = sl->n_gather > 1 ? comm_create(sl->gather, sl->n_gather) : MPI_COMM_NULL;
+            r->is_proj = sl->proj_rank == me;
+            r->is_ffn = sl->ffn_rank == me;
         }
     }
-    free(mem);
-    free(bh);
-    free(bc);
-}
-
-/* Root of a PIPE layer's gather: where each member's bytes land and where each part goes. */
-void engine_setup_gather_layout(DistEngine *e, int l)
-{
-    LayerRt *r = &e->lr[l];
-    const LayerPlan *lp = &e->plan->layers[l];
-    const int hd = e->c->head_dim, Q = config_q_per_kv(e->c);
-    r->g_counts = xcalloc((size_t)r->g_size, sizeof(int));
-    r->g_displs = xcalloc((size_t)r->g_size, sizeof(int));
-    r->g_part_dst = xcalloc((size_t)lp->n_parts, sizeof(int));
-    r->g_part_src = xcalloc((size_t)lp->n_parts, sizeof(int));
-    r->g_part_len = xcalloc((size_t)lp->n_parts, sizeof(int));
-    int off = 0, np = 0;
-    for (int m = 0; m < r->g_size; m++) {
-        r->g_displs[m] = off;
-        off += (int)sizeof(WireHdr);
-        for (int k = 0; k < lp->n_parts; k++)
-            if (lp->parts[k].rank == r->g_members[m]) {
-                int len = (lp->parts[k].q1 - lp->parts[k].q0) * hd;
-                r->g_part_dst[np] = (lp->parts[k].unit * Q + lp->parts[k].q0) * hd;
-                r->g_part_src[np] = off;
-                r->g_part_len[np++] = len;
-                off += len * (int)sizeof(float);
-            }
-        r->g_counts[m] = off - r->g_displs[m];
-    }
-    r->g_n_parts = np;
 }
 
 /* Loads this rank's slices of layer l; -1 with err. */
@@ -264,7 +123,8 @@ static int load_layer(DistEngine *e, int l, hid_t file, const char *fname, int k
                     return -1;
                 e->weight_bytes += model_ffn_bytes(c, &r->ffn);
             }
-        if (c->arch == ARCH_GPT2 && r->n_members > 0 && r->members[0] == me) {
+        const ScheduleLayer *sl = &e->sched.layers[l];
+        if (c->arch == ARCH_GPT2 && sl->n_members > 0 && sl->members[0] == me) {
             /* The projection bias is added once, by the first member. */
             if (model_load_proj_bias(&r->proj.bo, c, file, fname, l, err, errlen) < 0)
                 return -1;
@@ -275,7 +135,6 @@ static int load_layer(DistEngine *e, int l, hid_t file, const char *fname, int k
         if (model_load_proj(&r->proj, c, file, fname, l, err, errlen) < 0)
             return -1;
         e->weight_bytes += config_proj_floats(c) * sizeof(float);
-        engine_setup_gather_layout(e, l);
     }
     if (r->is_ffn) {
         if (model_load_ffn(&r->ffn, c, file, fname, l, 0, c->ffn_dim, err, errlen) < 0)
@@ -292,45 +151,34 @@ static WireHdr read_hdr(const unsigned char *msg, int layer);
  * when err already holds an error). */
 static int setup_head(DistEngine *e, hid_t file, const char *fname, char *err, size_t errlen)
 {
-    const Plan *p = e->plan;
+    const Schedule *s = &e->sched;
     const ModelConfig *c = e->c;
     e->head_comm = MPI_COMM_NULL;
-    if (!p->head_split)
+    if (s->n_head == 0)
         return 0;
-    int *mem = xmalloc(((size_t)p->n_workers + 1) * sizeof(int)), n = 0, v0, v1;
-    mem[n++] = 0;
-    for (int r = 1; r <= p->n_workers; r++)
-        if (plan_head_rows(p, c, r, &v0, &v1))
-            mem[n++] = r;
-    e->head_size = n;
-    e->head_comm = comm_create(mem, n);
+    e->head_comm = comm_create(s->head_members, s->n_head);
     const int me = e->cm->rank;
     if (me == 0) {
-        e->h_counts = xcalloc((size_t)n, sizeof(int));
-        e->h_displs = xcalloc((size_t)n, sizeof(int));
-        e->h_v0 = xcalloc((size_t)n, sizeof(int));
-        int off = 0;
-        for (int m = 1; m < n; m++) {
-            plan_head_rows(p, c, mem[m], &v0, &v1);
-            e->h_v0[m] = v0;
-            e->h_displs[m] = off;
-            e->h_counts[m] = (int)(sizeof(WireHdr) + (size_t)(v1 - v0) * sizeof(float));
-            off += e->h_counts[m];
-        }
-        e->hrecv = xcalloc((size_t)off, 1);
+        size_t total = 0;
+        for (int m = 1; m < s->n_head; m++)
+            total += (size_t)s->h_counts[m];
+        e->hrecv = xcalloc(total, 1);
         e->logits = xcalloc((size_t)c->vocab_size, sizeof(float));
-    } else if (!err[0] && plan_head_rows(p, c, me, &e->head_v0, &e->head_v1)) {
-        if (model_load_head_rows(&e->head_rows, c, file, fname, e->head_v0, e->head_v1, err,
-                                 errlen) < 0) {
-            free(mem);
-            return -1;
-        }
-        e->weight_bytes += ((size_t)(e->head_v1 - e->head_v0) + (c->arch == ARCH_GPT2 ? 2 : 1)) *
-                           (size_t)c->dim * sizeof(float); /* rows and final norm, as planned */
-        e->hsend = xcalloc(sizeof(WireHdr) + (size_t)(e->head_v1 - e->head_v0) * sizeof(float),
-                           1);
+        return 0;
     }
-    free(mem);
+    for (int m = 1; m < s->n_head; m++)
+        if (s->head_members[m] == me && !err[0]) {
+            e->head_v0 = s->head_v0[m];
+            e->head_v1 = s->head_v1[m];
+            if (model_load_head_rows(&e->head_rows, c, file, fname, e->head_v0, e->head_v1,
+                                     err, errlen) < 0)
+                return -1;
+            e->weight_bytes += ((size_t)(e->head_v1 - e->head_v0) +
+                                (c->arch == ARCH_GPT2 ? 2 : 1)) *
+                               (size_t)c->dim * sizeof(float); /* rows and final norm, as planned */
+            e->hsend = xcalloc(sizeof(WireHdr) +
+                               (size_t)(e->head_v1 - e->head_v0) * sizeof(float), 1);
+        }
     return 0;
 }
 
@@ -358,17 +206,18 @@ static void head_recv(DistEngine *e)
 {
     MPI_Request req;
     char none = 0;
-    MPI_CHECK(MPI_Igatherv(&none, 0, MPI_BYTE, e->hrecv, e->h_counts, e->h_displs, MPI_BYTE, 0,
+    const Schedule *s = &e->sched;
+    MPI_CHECK(MPI_Igatherv(&none, 0, MPI_BYTE, e->hrecv, s->h_counts, s->h_displs, MPI_BYTE, 0,
                            e->head_comm, &req));
     LayerRt *r = &e->lr[e->L];
     comm_wait_link(e->cm, &req, e->plan->layers[e->L - 1].ffn_rank, "logits", e->L,
                    &r->ewma[W_IN]);
-    for (int m = 1; m < e->head_size; m++) {
-        const unsigned char *msg = e->hrecv + e->h_displs[m];
+    for (int m = 1; m < s->n_head; m++) {
+        const unsigned char *msg = e->hrecv + s->h_displs[m];
         WireHdr mh = read_hdr(msg, e->L);
-        comm_deliver(e->cm, &mh, (size_t)e->h_counts[m]);
-        memcpy(e->logits + e->h_v0[m], msg + sizeof mh,
-               (size_t)e->h_counts[m] - sizeof mh);
+        comm_deliver(e->cm, &mh, (size_t)s->h_counts[m]);
+        memcpy(e->logits + s->head_v0[m], msg + sizeof mh,
+               (size_t)s->h_counts[m] - sizeof mh);
     }
 }
 
@@ -381,6 +230,7 @@ int dist_setup(DistEngine **out, Comm *cm, const ModelConfig *c, const Plan *pla
     plan_copy(&e->plan_own, plan);
     e->plan = &e->plan_own;
     plan = e->plan;
+    plan_schedule(&e->sched, plan, c);
     e->fname = xstrdup(fname);
     e->kv_cap = kv_cap;
     e->L = c->n_layers;
@@ -434,12 +284,7 @@ void engine_refresh_roles(DistEngine *e)
     e->active = 0;
     for (int l = 0; l < e->L; l++) {
         e->active |= e->cm->rank > 0 && plan_rank_in_layer(plan, l, e->cm->rank);
-        e->eligible[l] = 0;
-        if (l + 1 < e->L) {
-            const LayerPlan *a = &plan->layers[l], *b = &plan->layers[l + 1];
-            e->eligible[l] = a->mode == LAYER_PIPE && b->mode == LAYER_PIPE &&
-                             a->proj_rank == a->ffn_rank && e->lr[l + 1].in_size > 1;
-        }
+        e->eligible[l] = (unsigned char)e->sched.layers[l].spec_eligible;
         e->spec[l] &= e->eligible[l];
         e->spec_pending[l] &= e->eligible[l];
     }
@@ -453,12 +298,6 @@ void engine_teardown_layer_comms(DistEngine *e, int l)
     if (r->g_comm != MPI_COMM_NULL)
         MPI_Comm_free(&r->g_comm);
     r->in_comm = r->g_comm = MPI_COMM_NULL;
-    free(r->g_counts);
-    free(r->g_displs);
-    free(r->g_part_dst);
-    free(r->g_part_src);
-    free(r->g_part_len);
-    r->g_counts = r->g_displs = r->g_part_dst = r->g_part_src = r->g_part_len = NULL;
 }
 
 void dist_free(DistEngine *e)
@@ -468,14 +307,12 @@ void dist_free(DistEngine *e)
     for (int l = 0; l <= e->L; l++) {
         LayerRt *r = &e->lr[l];
         engine_teardown_layer_comms(e, l);
-        free(r->g_members);
         for (int k = 0; k < r->n_parts; k++) {
             model_free_attn_part(&r->parts[k]);
             free(r->wo_cols[k]);
         }
         free(r->parts);
         free(r->wo_cols);
-        free(r->members);
         model_free_proj(&r->proj);
         model_free_ffn(&r->ffn);
     }
@@ -506,10 +343,8 @@ void dist_free(DistEngine *e)
     model_free_head(&e->head_rows);
     free(e->hsend);
     free(e->hrecv);
-    free(e->h_counts);
-    free(e->h_displs);
-    free(e->h_v0);
     free(e->logits);
+    schedule_free(&e->sched);
     plan_free(&e->plan_own);
     free(e->fname);
     free(e->mem.devices);
@@ -560,7 +395,9 @@ static void bcast_input(DistEngine *e, int l, unsigned char *msg)
 static void exchange_partials(DistEngine *e, int l, int phase, float *base)
 {
     LayerRt *r = &e->lr[l];
-    const int n = r->n_members, me = e->cm->rank, tag = WIRE_TAG_XCHG + 2 * l + phase;
+    const ScheduleLayer *sl = &e->sched.layers[l];
+    const int n = sl->n_members, me = e->cm->rank, tag = WIRE_TAG_XCHG + 2 * l + phase;
+    const int *members = sl->members;
     const int dim = e->c->dim;
     MPI_Request *rq = xmalloc(2 * (size_t)n * sizeof(MPI_Request));
     int nr = 0;
@@ -581,23 +418,23 @@ static void exchange_partials(DistEngine *e, int l, int phase, float *base)
         kernels_f16_to_f32(payload(e->xsend), half, dim);
     }
     for (int i = 0; i < n; i++) {
-        if (r->members[i] == me)
+        if (members[i] == me)
             continue;
         MPI_CHECK(MPI_Irecv(rbuf + (size_t)i * wb, (int)wb, MPI_BYTE,
-                            r->members[i], tag, MPI_COMM_WORLD, &rq[nr++]));
+                            members[i], tag, MPI_COMM_WORLD, &rq[nr++]));
     }
     for (int i = 0; i < n; i++) {
-        if (r->members[i] == me)
+        if (members[i] == me)
             continue;
-        MPI_CHECK(MPI_Isend(sbuf, (int)wb, MPI_BYTE, r->members[i], tag,
+        MPI_CHECK(MPI_Isend(sbuf, (int)wb, MPI_BYTE, members[i], tag,
                             MPI_COMM_WORLD, &rq[nr++]));
         e->cm->bytes_sent += wb;
         e->cm->msgs_sent++;
     }
     for (int i = 0, k = 0; i < n; i++) {
-        if (r->members[i] == me)
+        if (members[i] == me)
             continue;
-        comm_wait_link(e->cm, &rq[k++], r->members[i], phase ? "FFN partial sums" :
+        comm_wait_link(e->cm, &rq[k++], members[i], phase ? "FFN partial sums" :
                        "projection partial sums", l, &r->ewma[phase ? W_X2 : W_X1]);
         WireHdr hi = read_hdr(rbuf + (size_t)i * wb, l);
         comm_deliver(e->cm, &hi, wb);
@@ -609,7 +446,7 @@ static void exchange_partials(DistEngine *e, int l, int phase, float *base)
     for (int k = n - 1; k < nr; k++)
         comm_wait(e->cm, &rq[k]);
     for (int i = 0; i < n; i++) {
-        const float *p = r->members[i] == me ? payload(e->xsend)
+        const float *p = members[i] == me ? payload(e->xsend)
                                              : payload(e->xrecv + (size_t)i * e->msg_bytes);
         kernels_add(base, p, dim);
     }
@@ -690,7 +527,8 @@ static void gather_post(DistEngine *e, int l, const WireHdr *h, MPI_Request *req
     comm_stamp(e->cm, &gh);
     memcpy(e->gbuf, &gh, sizeof gh);
     int bytes = (int)sizeof(WireHdr) + r->my_floats * (int)sizeof(float);
-    MPI_CHECK(MPI_Igatherv(e->gbuf, bytes, MPI_BYTE, e->staging, r->g_counts, r->g_displs,
+    const ScheduleLayer *sl = &e->sched.layers[l];
+    MPI_CHECK(MPI_Igatherv(e->gbuf, bytes, MPI_BYTE, e->staging, sl->g_counts, sl->g_displs,
                            MPI_BYTE, 0, r->g_comm, req));
     if (!r->is_proj) {
         e->cm->bytes_sent += (uint64_t)bytes;
@@ -703,26 +541,27 @@ static void gather_post(DistEngine *e, int l, const WireHdr *h, MPI_Request *req
 static void gather_finish(DistEngine *e, int l, MPI_Request *req)
 {
     LayerRt *r = &e->lr[l];
+    const ScheduleLayer *sl = &e->sched.layers[l];
     const unsigned char *src = e->gbuf;
     double t = time_now();
     if (r->g_comm != MPI_COMM_NULL) {
         if (!r->is_proj) {
             comm_wait(e->cm, req);
         } else {
-            comm_wait_link(e->cm, req, r->g_members[r->g_size - 1], "head outputs", l,
+            comm_wait_link(e->cm, req, sl->gather[sl->n_gather - 1], "head outputs", l,
                            &r->ewma[W_GATHER]);
-            for (int m = 1; m < r->g_size; m++) {
-                WireHdr mh = read_hdr(e->staging + r->g_displs[m], l);
-                comm_deliver(e->cm, &mh, (size_t)r->g_counts[m]);
+            for (int m = 1; m < sl->n_gather; m++) {
+                WireHdr mh = read_hdr(e->staging + sl->g_displs[m], l);
+                comm_deliver(e->cm, &mh, (size_t)sl->g_counts[m]);
             }
         }
         src = e->staging;
     }
     e->timers[(size_t)l * T_COUNT + T_GATHER] += time_now() - t;
     if (r->is_proj)
-        for (int k = 0; k < r->g_n_parts; k++)
-            memcpy(e->heads + r->g_part_dst[k], src + r->g_part_src[k],
-                   (size_t)r->g_part_len[k] * sizeof(float));
+        for (int k = 0; k < sl->n_gparts; k++)
+            memcpy(e->heads + sl->g_part_dst[k], src + sl->g_part_src[k],
+                   (size_t)sl->g_part_len[k] * sizeof(float));
 }
 
 /* Attention and gather of a consumer of layer l.  Without speculation: one round on X.  With

@@ -4,6 +4,7 @@
 #define HEADSPLIT_ENGINE_INTERNAL_H
 
 #include "dist.h"
+#include "schedule.h"
 #include "wire.h"
 
 enum { T_ATTN, T_GATHER, T_PROJ, T_FFN, T_BCAST, T_ZSEND, T_COUNT };
@@ -16,13 +17,9 @@ typedef struct {
     int in_root;      /* 1 if this rank broadcasts the input */
     int in_peer;      /* world rank of the root */
     int consumer;     /* this rank needs the layer input */
-    /* PIPE: head outputs -> projection rank (comm rank 0) */
+    /* PIPE: head outputs -> projection rank (comm rank 0); members and layout in the
+     * schedule's entry of the layer */
     MPI_Comm g_comm;
-    int g_size;
-    int *g_members;             /* world ranks in comm order */
-    int *g_counts, *g_displs;   /* root: bytes from each member */
-    int *g_part_dst, *g_part_src, *g_part_len; /* root: part k -> heads[dst], from byte src */
-    int g_n_parts;
     int n_parts;
     AttnPartW *parts;  /* this rank's parts of the layer */
     float **wo_cols;   /* SLICE: [n_parts] their columns of wo, [dim][nq*hd] */
@@ -31,8 +28,6 @@ typedef struct {
     int proj_rank, ffn_rank;
     ProjW proj;
     FfnW ffn;          /* PIPE: whole FFN; SLICE: this rank's slice */
-    int n_members;     /* SLICE */
-    int *members;
     double ewma[W_COUNT];
 } LayerRt;
 
@@ -54,6 +49,7 @@ struct DistEngine {
     const ModelConfig *c;
     const Plan *plan;    /* == &plan_own: the engine keeps its own copy */
     Plan plan_own;
+    Schedule sched;      /* plan_schedule(plan): groups, layouts, speculation eligibility */
     char *fname;         /* model file, re-opened to load migrated parts */
     int kv_cap;
     MemState mem;
@@ -88,23 +84,19 @@ struct DistEngine {
     double *ffn_s_spec;      /* [L] decider: FFN time of speculated transitions */
     /* Split LM head (plan->head_split): the controller (comm rank 0) and the last layer's
      * members, which send it their rows of logits. */
-    MPI_Comm head_comm;
-    int head_size;
+    MPI_Comm head_comm;  /* the schedule's head group */
     HeadW head_rows;         /* member: final norm and rows [head_v0, head_v1) */
     int head_v0, head_v1;
     unsigned char *hsend;    /* member: [hdr | rows floats] */
     unsigned char *hrecv;    /* controller: the members' messages, in comm order */
-    int *h_counts, *h_displs, *h_v0; /* controller: bytes and first row per comm member */
     float *logits;           /* controller: [vocab] assembled logits */
 };
 
 
 /* Builds layer l's communicators and this rank's roles (collective over world). */
 void engine_setup_layer(DistEngine *e, int l);
-/* Frees layer l's communicators and gather layout (before engine_setup_layer again). */
+/* Frees layer l's communicators (before engine_setup_layer again). */
 void engine_teardown_layer_comms(DistEngine *e, int l);
-/* Gather layout of a projection rank. */
-void engine_setup_gather_layout(DistEngine *e, int l);
 /* Recomputes which transitions may speculate and whether this rank has work. */
 void engine_refresh_roles(DistEngine *e);
 /* Sends a control command through the pipeline (no compute) and confirms it on the world. */

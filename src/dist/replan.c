@@ -180,11 +180,11 @@ void engine_replan(DistEngine *e, int positions)
     plan_free(&e->plan_own);
     e->plan_own = next;
     e->plan = &e->plan_own;
+    schedule_free(&e->sched);
+    plan_schedule(&e->sched, e->plan, c);
     for (int l = 0; l <= e->L; l++) {
         engine_teardown_layer_comms(e, l);
         engine_setup_layer(e, l);
-        if (l < e->L && e->lr[l].is_proj && e->lr[l].mode == LAYER_PIPE)
-            engine_setup_gather_layout(e, l);
     }
     engine_refresh_roles(e);
     /* The controller records what it cost. */
