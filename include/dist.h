@@ -1,23 +1,24 @@
 /* dist.h: the distributed engine.  Rank 0 (controller) drives the token loop through a
  * LayerBackend whose forward sends the embedding into the pipeline of workers and receives the
  * last layer's output; ranks 1..N run dist_worker_loop.  Communication per layer follows the
- * plan: MPI_Ibcast of the layer input to its head and projection ranks, MPI_Igatherv of head
- * outputs to the projection rank, a point-to-point Z when the FFN sits elsewhere. */
+ * plan's schedule (schedule.h), over a transport (transport.h): a broadcast of the layer
+ * input to its head and projection ranks, a gather of head outputs to the projection rank, a
+ * point-to-point Z when the FFN sits elsewhere, direct exchanges within SLICE layers. */
 #ifndef HEADSPLIT_DIST_H
 #define HEADSPLIT_DIST_H
 
-#include "comm.h"
 #include "generate.h"
 #include "plan.h"
+#include "transport.h"
 
 #include <jansson.h>
 
 typedef struct DistEngine DistEngine;
 
-/* Creates the per-layer communicators (collective over MPI_COMM_WORLD) and loads this rank's
- * slices from file (workers) — the controller loads nothing here.  Errors are agreed on by all
+/* Creates the per-layer groups (collective over every rank of the transport) and loads this
+ * rank's slices from file (workers) — the controller loads nothing here.  Errors are agreed on by all
  * ranks: returns -1 on every rank if any failed (rank 0 has printed the message). */
-int dist_setup(DistEngine **out, Comm *cm, const ModelConfig *c, const Plan *plan,
+int dist_setup(DistEngine **out, Transport *tp, const ModelConfig *c, const Plan *plan,
                hid_t file, const char *fname, int kv_cap);
 void dist_free(DistEngine *e);
 

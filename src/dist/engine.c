@@ -65,19 +65,21 @@ int dist_hops_per_token(const Plan *p)
 void engine_setup_layer(DistEngine *e, int l)
 {
     const ScheduleLayer *sl = &e->sched.layers[l];
-    const int me = e->cm->rank;
+    const int me = e->tp->rank;
     LayerRt *r = &e->lr[l];
     r->consumer = schedule_has(sl->consumers, sl->n_consumers, me);
     r->in_size = sl->n_bcast;
     r->in_root = sl->n_bcast > 0 && sl->bcast[0] == me;
     r->in_peer = sl->n_bcast > 0 ? sl->bcast[0] : -1;
-    r->in_comm = sl->n_bcast > 1 ? comm_create(sl->bcast, sl->n_bcast) : MPI_COMM_NULL;
+    r->in_comm = sl->n_bcast > 1 ? transport_group_create(e->tp, sl->bcast, sl->n_bcast)
+                                  : NULL;
     if (l < e->L) {
         r->mode = sl->mode;
         r->proj_rank = sl->proj_rank;
         r->ffn_rank = sl->ffn_rank;
         if (sl->mode == LAYER_PIPE) {
-            r->g_comm = sl->n_gather > 1 ? comm_create(sl->gather, sl->n_gather) : MPI_COMM_NULL;
+            r->g_comm = sl->n_gather > 1 ? transport_group_create(e->tp, sl->gather, sl->n_gather)
+                                         : NULL;
             r->is_proj = sl->proj_rank == me;
             r->is_ffn = sl->ffn_rank == me;
         }
@@ -91,7 +93,7 @@ static int load_layer(DistEngine *e, int l, hid_t file, const char *fname, int k
     const LayerPlan *lp = &e->plan->layers[l];
     LayerRt *r = &e->lr[l];
     const ModelConfig *c = e->c;
-    const int me = e->cm->rank, hd = c->head_dim, Q = config_q_per_kv(c);
+    const int me = e->tp->rank, hd = c->head_dim, Q = config_q_per_kv(c);
     for (int k = 0; k < lp->n_parts; k++)
         r->n_parts += lp->parts[k].rank == me;
     r->parts = xcalloc((size_t)(r->n_parts ? r->n_parts : 1), sizeof(AttnPartW));
@@ -153,11 +155,11 @@ static int setup_head(DistEngine *e, hid_t file, const char *fname, char *err, s
 {
     const Schedule *s = &e->sched;
     const ModelConfig *c = e->c;
-    e->head_comm = MPI_COMM_NULL;
+    e->head_comm = NULL;
     if (s->n_head == 0)
         return 0;
-    e->head_comm = comm_create(s->head_members, s->n_head);
-    const int me = e->cm->rank;
+    e->head_comm = transport_group_create(e->tp, s->head_members, s->n_head);
+    const int me = e->tp->rank;
     if (me == 0) {
         size_t total = 0;
         for (int m = 1; m < s->n_head; m++)
@@ -190,42 +192,39 @@ static void head_send(DistEngine *e, const WireHdr *h, const float *x)
                       (float *)(void *)(e->hsend + sizeof(WireHdr)));
     WireHdr gh = *h;
     gh.layer = e->L;
-    comm_stamp(e->cm, &gh);
+    transport_stamp(e->tp, &gh);
     memcpy(e->hsend, &gh, sizeof gh);
     const int bytes = (int)(sizeof gh + (size_t)rows * sizeof(float));
-    MPI_Request req;
-    MPI_CHECK(MPI_Igatherv(e->hsend, bytes, MPI_BYTE, NULL, NULL, NULL, MPI_BYTE, 0,
-                           e->head_comm, &req));
-    e->cm->bytes_sent += (uint64_t)bytes;
-    e->cm->msgs_sent++;
-    comm_wait(e->cm, &req);
+    TransportReq req;
+    transport_igatherv(e->tp, e->head_comm, e->hsend, (size_t)bytes, NULL, NULL, NULL, &req);
+    transport_wait(e->tp, &req);
 }
 
 /* Controller: the members' rows of logits, waited out on the emulated links, into e->logits. */
 static void head_recv(DistEngine *e)
 {
-    MPI_Request req;
+    TransportReq req;
     char none = 0;
     const Schedule *s = &e->sched;
-    MPI_CHECK(MPI_Igatherv(&none, 0, MPI_BYTE, e->hrecv, s->h_counts, s->h_displs, MPI_BYTE, 0,
-                           e->head_comm, &req));
+    transport_igatherv(e->tp, e->head_comm, &none, 0, e->hrecv, s->h_counts, s->h_displs,
+                       &req);
     LayerRt *r = &e->lr[e->L];
-    comm_wait_link(e->cm, &req, e->plan->layers[e->L - 1].ffn_rank, "logits", e->L,
+    transport_wait_link(e->tp, &req, e->plan->layers[e->L - 1].ffn_rank, "logits", e->L,
                    &r->ewma[W_IN]);
     for (int m = 1; m < s->n_head; m++) {
         const unsigned char *msg = e->hrecv + s->h_displs[m];
         WireHdr mh = read_hdr(msg, e->L);
-        comm_deliver(e->cm, &mh, (size_t)s->h_counts[m]);
+        transport_deliver(e->tp, &mh, (size_t)s->h_counts[m]);
         memcpy(e->logits + s->head_v0[m], msg + sizeof mh,
                (size_t)s->h_counts[m] - sizeof mh);
     }
 }
 
-int dist_setup(DistEngine **out, Comm *cm, const ModelConfig *c, const Plan *plan,
+int dist_setup(DistEngine **out, Transport *tp, const ModelConfig *c, const Plan *plan,
                hid_t file, const char *fname, int kv_cap)
 {
     DistEngine *e = xcalloc(1, sizeof *e);
-    e->cm = cm;
+    e->tp = tp;
     e->c = c;
     plan_copy(&e->plan_own, plan);
     e->plan = &e->plan_own;
@@ -238,7 +237,7 @@ int dist_setup(DistEngine **out, Comm *cm, const ModelConfig *c, const Plan *pla
     for (int l = 0; l <= e->L; l++)
         engine_setup_layer(e, l);
     char err[512] = "";
-    if (cm->rank > 0)
+    if (tp->rank > 0)
         for (int l = 0; l < e->L; l++)
             if (load_layer(e, l, file, fname, kv_cap, err, sizeof err) < 0)
                 break; /* roles (e->active) are set by engine_refresh_roles below */
@@ -270,7 +269,7 @@ int dist_setup(DistEngine **out, Comm *cm, const ModelConfig *c, const Plan *pla
     model_scratch_init(&e->scratch, c, kv_cap);
     setup_head(e, file, fname, err, sizeof err); /* collective: every rank, error or not */
     *out = e;
-    if (comm_agree_errors(cm, MPI_COMM_WORLD, err)) {
+    if (transport_agree_errors(tp, err)) {
         dist_free(e);
         *out = NULL;
         return -1;
@@ -283,7 +282,7 @@ void engine_refresh_roles(DistEngine *e)
     const Plan *plan = e->plan;
     e->active = 0;
     for (int l = 0; l < e->L; l++) {
-        e->active |= e->cm->rank > 0 && plan_rank_in_layer(plan, l, e->cm->rank);
+        e->active |= e->tp->rank > 0 && plan_rank_in_layer(plan, l, e->tp->rank);
         e->eligible[l] = (unsigned char)e->sched.layers[l].spec_eligible;
         e->spec[l] &= e->eligible[l];
         e->spec_pending[l] &= e->eligible[l];
@@ -293,11 +292,9 @@ void engine_refresh_roles(DistEngine *e)
 void engine_teardown_layer_comms(DistEngine *e, int l)
 {
     LayerRt *r = &e->lr[l];
-    if (r->in_comm != MPI_COMM_NULL)
-        MPI_Comm_free(&r->in_comm);
-    if (r->g_comm != MPI_COMM_NULL)
-        MPI_Comm_free(&r->g_comm);
-    r->in_comm = r->g_comm = MPI_COMM_NULL;
+    transport_group_free(e->tp, r->in_comm);
+    transport_group_free(e->tp, r->g_comm);
+    r->in_comm = r->g_comm = NULL;
 }
 
 void dist_free(DistEngine *e)
@@ -338,8 +335,7 @@ void dist_free(DistEngine *e)
     free(e->spec_attn_s);
     free(e->ffn_s_spec);
     model_scratch_free(&e->scratch);
-    if (e->head_comm != MPI_COMM_NULL)
-        MPI_Comm_free(&e->head_comm);
+    transport_group_free(e->tp, e->head_comm);
     model_free_head(&e->head_rows);
     free(e->hsend);
     free(e->hrecv);
@@ -371,23 +367,21 @@ static WireHdr read_hdr(const unsigned char *msg, int layer)
 static void bcast_input(DistEngine *e, int l, unsigned char *msg)
 {
     LayerRt *r = &e->lr[l];
-    MPI_Request req;
+    TransportReq req;
     if (r->in_root) {
         WireHdr h;
         memcpy(&h, msg, sizeof h);
-        comm_stamp(e->cm, &h);
+        transport_stamp(e->tp, &h);
         memcpy(msg, &h, sizeof h);
     }
-    MPI_CHECK(MPI_Ibcast(msg, (int)e->msg_bytes, MPI_BYTE, 0, r->in_comm, &req));
+    transport_ibcast(e->tp, r->in_comm, msg, e->msg_bytes, &req);
     if (r->in_root) {
-        e->cm->bytes_sent += e->msg_bytes * (uint64_t)(r->in_size - 1);
-        e->cm->msgs_sent += (uint64_t)(r->in_size - 1);
-        comm_wait(e->cm, &req);
+        transport_wait(e->tp, &req);
         return;
     }
-    comm_wait_link(e->cm, &req, r->in_peer, "layer input", l, &r->ewma[W_IN]);
+    transport_wait_link(e->tp, &req, r->in_peer, "layer input", l, &r->ewma[W_IN]);
     WireHdr h = read_hdr(msg, l);
-    comm_deliver(e->cm, &h, e->msg_bytes);
+    transport_deliver(e->tp, &h, e->msg_bytes);
 }
 
 /* SLICE: exchanges this rank's partial sum (xsend) with every member directly and adds all
@@ -396,14 +390,14 @@ static void exchange_partials(DistEngine *e, int l, int phase, float *base)
 {
     LayerRt *r = &e->lr[l];
     const ScheduleLayer *sl = &e->sched.layers[l];
-    const int n = sl->n_members, me = e->cm->rank, tag = WIRE_TAG_XCHG + 2 * l + phase;
+    const int n = sl->n_members, me = e->tp->rank, tag = WIRE_TAG_XCHG + 2 * l + phase;
     const int *members = sl->members;
     const int dim = e->c->dim;
-    MPI_Request *rq = xmalloc(2 * (size_t)n * sizeof(MPI_Request));
+    TransportReq *rq = xmalloc(2 * (size_t)n * sizeof(TransportReq));
     int nr = 0;
     WireHdr h;
     memcpy(&h, e->xsend, sizeof h);
-    comm_stamp(e->cm, &h);
+    transport_stamp(e->tp, &h);
     h.layer = l;
     memcpy(e->xsend, &h, sizeof h);
     /* f16: the message carries the halves; this member's own partial is rounded the same
@@ -420,31 +414,27 @@ static void exchange_partials(DistEngine *e, int l, int phase, float *base)
     for (int i = 0; i < n; i++) {
         if (members[i] == me)
             continue;
-        MPI_CHECK(MPI_Irecv(rbuf + (size_t)i * wb, (int)wb, MPI_BYTE,
-                            members[i], tag, MPI_COMM_WORLD, &rq[nr++]));
+        transport_irecv(e->tp, rbuf + (size_t)i * wb, wb, members[i], tag, &rq[nr++]);
     }
     for (int i = 0; i < n; i++) {
         if (members[i] == me)
             continue;
-        MPI_CHECK(MPI_Isend(sbuf, (int)wb, MPI_BYTE, members[i], tag,
-                            MPI_COMM_WORLD, &rq[nr++]));
-        e->cm->bytes_sent += wb;
-        e->cm->msgs_sent++;
+        transport_isend(e->tp, sbuf, wb, members[i], tag, &rq[nr++]);
     }
     for (int i = 0, k = 0; i < n; i++) {
         if (members[i] == me)
             continue;
-        comm_wait_link(e->cm, &rq[k++], members[i], phase ? "FFN partial sums" :
+        transport_wait_link(e->tp, &rq[k++], members[i], phase ? "FFN partial sums" :
                        "projection partial sums", l, &r->ewma[phase ? W_X2 : W_X1]);
         WireHdr hi = read_hdr(rbuf + (size_t)i * wb, l);
-        comm_deliver(e->cm, &hi, wb);
+        transport_deliver(e->tp, &hi, wb);
         if (e->wire16)
             kernels_f16_to_f32(payload(e->xrecv + (size_t)i * e->msg_bytes),
                                (const uint16_t *)(const void *)(rbuf + (size_t)i * wb +
                                                                 sizeof hi), dim);
     }
     for (int k = n - 1; k < nr; k++)
-        comm_wait(e->cm, &rq[k]);
+        transport_wait(e->tp, &rq[k]);
     for (int i = 0; i < n; i++) {
         const float *p = members[i] == me ? payload(e->xsend)
                                              : payload(e->xrecv + (size_t)i * e->msg_bytes);
@@ -459,7 +449,7 @@ static int worker_slice_layer(DistEngine *e, int l)
     LayerRt *r = &e->lr[l];
     const ModelConfig *c = e->c;
     double *tm = e->timers + (size_t)l * T_COUNT, t;
-    if (r->in_comm != MPI_COMM_NULL && !r->in_root) {
+    if (r->in_comm && !r->in_root) {
         t = time_now();
         bcast_input(e, l, e->xmsg);
         tm[T_BCAST] += time_now() - t;
@@ -497,7 +487,7 @@ forward:
         tm[T_BCAST] += time_now() - t;
         return h.cmd & 0xff;
     }
-    if (l + 1 <= e->L && e->lr[l + 1].in_root && e->lr[l + 1].in_comm != MPI_COMM_NULL) {
+    if (l + 1 <= e->L && e->lr[l + 1].in_root && e->lr[l + 1].in_comm) {
         t = time_now();
         bcast_input(e, l + 1, e->xmsg);
         tm[T_BCAST] += time_now() - t;
@@ -519,40 +509,36 @@ static void attn_parts(DistEngine *e, int l, const float *x, int pos)
 }
 
 /* Posts this rank's contribution to layer l's gather of head outputs. */
-static void gather_post(DistEngine *e, int l, const WireHdr *h, MPI_Request *req)
+static void gather_post(DistEngine *e, int l, const WireHdr *h, TransportReq *req)
 {
     LayerRt *r = &e->lr[l];
     WireHdr gh = *h;
     gh.layer = l;
-    comm_stamp(e->cm, &gh);
+    transport_stamp(e->tp, &gh);
     memcpy(e->gbuf, &gh, sizeof gh);
     int bytes = (int)sizeof(WireHdr) + r->my_floats * (int)sizeof(float);
     const ScheduleLayer *sl = &e->sched.layers[l];
-    MPI_CHECK(MPI_Igatherv(e->gbuf, bytes, MPI_BYTE, e->staging, sl->g_counts, sl->g_displs,
-                           MPI_BYTE, 0, r->g_comm, req));
-    if (!r->is_proj) {
-        e->cm->bytes_sent += (uint64_t)bytes;
-        e->cm->msgs_sent++;
-    }
+    transport_igatherv(e->tp, r->g_comm, e->gbuf, (size_t)bytes, e->staging, sl->g_counts,
+                       sl->g_displs, req);
 }
 
 /* Completes the gather; at the projection rank, waits out the emulated links and assembles
  * the head outputs in head order into e->heads. */
-static void gather_finish(DistEngine *e, int l, MPI_Request *req)
+static void gather_finish(DistEngine *e, int l, TransportReq *req)
 {
     LayerRt *r = &e->lr[l];
     const ScheduleLayer *sl = &e->sched.layers[l];
     const unsigned char *src = e->gbuf;
     double t = time_now();
-    if (r->g_comm != MPI_COMM_NULL) {
+    if (r->g_comm) {
         if (!r->is_proj) {
-            comm_wait(e->cm, req);
+            transport_wait(e->tp, req);
         } else {
-            comm_wait_link(e->cm, req, sl->gather[sl->n_gather - 1], "head outputs", l,
+            transport_wait_link(e->tp, req, sl->gather[sl->n_gather - 1], "head outputs", l,
                            &r->ewma[W_GATHER]);
             for (int m = 1; m < sl->n_gather; m++) {
                 WireHdr mh = read_hdr(e->staging + sl->g_displs[m], l);
-                comm_deliver(e->cm, &mh, (size_t)sl->g_counts[m]);
+                transport_deliver(e->tp, &mh, (size_t)sl->g_counts[m]);
             }
         }
         src = e->staging;
@@ -571,9 +557,9 @@ static WireHdr pipe_attention(DistEngine *e, int l)
 {
     LayerRt *r = &e->lr[l];
     double *tm = e->timers + (size_t)l * T_COUNT, t;
-    const int recv = r->in_comm != MPI_COMM_NULL && !r->in_root;
+    const int recv = r->in_comm && !r->in_root;
     const int s_in = l > 0 && e->spec[l - 1];
-    MPI_Request g1 = MPI_REQUEST_NULL, g2 = MPI_REQUEST_NULL;
+    TransportReq g1 = {0}, g2 = {0};
     WireHdr h;
     if (!s_in) {
         if (recv) {
@@ -588,7 +574,7 @@ static WireHdr pipe_attention(DistEngine *e, int l)
         if (h.cmd != WIRE_STEP)
             return h;
         attn_parts(e, l, payload(e->xmsg), h.pos);
-        if (r->g_comm != MPI_COMM_NULL)
+        if (r->g_comm)
             gather_post(e, l, &h, &g1);
         gather_finish(e, l, &g1);
         return h;
@@ -618,7 +604,7 @@ static WireHdr pipe_attention(DistEngine *e, int l)
     if (!known_reject)
         attn_parts(e, l, payload(zin), h.pos);
     e->spec_attn_s[l] += time_now() - ts;
-    if (r->g_comm != MPI_COMM_NULL)
+    if (r->g_comm)
         gather_post(e, l, &h, &g1);
     if (recv) {
         /* Post the receive of X' before completing the gather, so that neither side waits
@@ -634,7 +620,7 @@ static WireHdr pipe_attention(DistEngine *e, int l)
     gather_finish(e, l, &g1);
     if (!accept) {
         attn_parts(e, l, payload(e->xmsg), xh.pos); /* re-executed: K/V at pos overwritten */
-        if (r->g_comm != MPI_COMM_NULL)
+        if (r->g_comm)
             gather_post(e, l, &xh, &g2);
         gather_finish(e, l, &g2);
     }
@@ -650,7 +636,7 @@ static int worker_pipe_layer(DistEngine *e, int l)
     double *tm = e->timers + (size_t)l * T_COUNT, t;
     WireHdr h = {0, WIRE_STEP, 0, 0, 0, 0, 0};
     const int s_out = e->spec[l];
-    MPI_Request zreq = MPI_REQUEST_NULL;
+    TransportReq zreq = {0};
     if (r->consumer) {
         h = pipe_attention(e, l);
         const int stop = h.cmd != WIRE_STEP;
@@ -667,24 +653,18 @@ static int worker_pipe_layer(DistEngine *e, int l)
                 LayerRt *next = &e->lr[l + 1];
                 WireHdr zh = h;
                 zh.layer = l;
-                comm_stamp(e->cm, &zh);
+                transport_stamp(e->tp, &zh);
                 memcpy(e->zmsg, &zh, sizeof zh);
-                MPI_CHECK(MPI_Ibcast(e->zmsg, (int)e->msg_bytes, MPI_BYTE, 0, next->in_comm,
-                                     &zreq));
-                e->cm->bytes_sent += e->msg_bytes * (uint64_t)(next->in_size - 1);
-                e->cm->msgs_sent += (uint64_t)(next->in_size - 1);
+                transport_ibcast(e->tp, next->in_comm, e->zmsg, e->msg_bytes, &zreq);
             } else if (!r->is_ffn) {
                 t = time_now();
                 WireHdr zh = h;
                 zh.layer = l;
-                comm_stamp(e->cm, &zh);
+                transport_stamp(e->tp, &zh);
                 memcpy(e->zmsg, &zh, sizeof zh);
-                MPI_Request req;
-                MPI_CHECK(MPI_Isend(e->zmsg, (int)e->msg_bytes, MPI_BYTE, r->ffn_rank,
-                                    WIRE_TAG_Z + l, MPI_COMM_WORLD, &req));
-                e->cm->bytes_sent += e->msg_bytes;
-                e->cm->msgs_sent++;
-                comm_wait(e->cm, &req);
+                TransportReq req;
+                transport_isend(e->tp, e->zmsg, e->msg_bytes, r->ffn_rank, WIRE_TAG_Z + l, &req);
+                transport_wait(e->tp, &req);
                 tm[T_ZSEND] += time_now() - t;
             }
         }
@@ -692,12 +672,11 @@ static int worker_pipe_layer(DistEngine *e, int l)
     if (r->is_ffn) {
         if (!r->is_proj) {
             t = time_now();
-            MPI_Request req;
-            MPI_CHECK(MPI_Irecv(e->zmsg, (int)e->msg_bytes, MPI_BYTE, r->proj_rank,
-                                WIRE_TAG_Z + l, MPI_COMM_WORLD, &req));
-            comm_wait_link(e->cm, &req, r->proj_rank, "Z", l, &r->ewma[W_Z]);
+            TransportReq req;
+            transport_irecv(e->tp, e->zmsg, e->msg_bytes, r->proj_rank, WIRE_TAG_Z + l, &req);
+            transport_wait_link(e->tp, &req, r->proj_rank, "Z", l, &r->ewma[W_Z]);
             WireHdr zh = read_hdr(e->zmsg, l);
-            comm_deliver(e->cm, &zh, e->msg_bytes);
+            transport_deliver(e->tp, &zh, e->msg_bytes);
             tm[T_ZSEND] += time_now() - t;
         }
         h = read_hdr(e->zmsg, l);
@@ -713,10 +692,10 @@ static int worker_pipe_layer(DistEngine *e, int l)
         }
         memcpy(e->xmsg, &h, sizeof h);
         tm[T_FFN] += time_now() - t;
-        if (zreq != MPI_REQUEST_NULL)
-            comm_wait(e->cm, &zreq);
+        if (zreq.active)
+            transport_wait(e->tp, &zreq);
         LayerRt *next = &e->lr[l + 1];
-        if (next->in_comm != MPI_COMM_NULL) {
+        if (next->in_comm) {
             t = time_now();
             bcast_input(e, l + 1, e->xmsg);
             tm[T_BCAST] += time_now() - t;
@@ -732,9 +711,7 @@ static int worker_token(DistEngine *e);
 static WireHdr wait_control(DistEngine *e)
 {
     WireHdr h;
-    MPI_Request req;
-    MPI_CHECK(MPI_Ibcast(&h, sizeof h, MPI_BYTE, 0, MPI_COMM_WORLD, &req));
-    comm_wait(e->cm, &req);
+    transport_bcast_all(e->tp, &h, sizeof h);
     CHECK(h.magic == WIRE_MAGIC, "control message with a bad magic");
     return h;
 }
@@ -764,9 +741,7 @@ void engine_controller_control(DistEngine *e, int cmd, int pos)
     memcpy(e->xmsg, &h, sizeof h);
     bcast_input(e, 0, e->xmsg);
     bcast_input(e, e->L, e->xmsg);
-    MPI_Request req;
-    MPI_CHECK(MPI_Ibcast(&h, sizeof h, MPI_BYTE, 0, MPI_COMM_WORLD, &req));
-    comm_wait(e->cm, &req);
+    transport_bcast_all(e->tp, &h, sizeof h);
 }
 
 /* One token's pass over this rank's layers; returns the pipeline command seen. */
@@ -779,7 +754,7 @@ static int worker_token(DistEngine *e)
                 if (e->lr[l].is_ffn && e->eligible[l])
                     e->spec[l] = e->spec_pending[l];
         for (int l = 0; l < e->L; l++) {
-            if (!plan_rank_in_layer(e->plan, l, e->cm->rank))
+            if (!plan_rank_in_layer(e->plan, l, e->tp->rank))
                 continue;
             stop = e->lr[l].mode == LAYER_SLICE ? worker_slice_layer(e, l)
                                                 : worker_pipe_layer(e, l);
@@ -795,7 +770,7 @@ static void controller_send(DistEngine *e, int cmd, const float *x, int pos, int
     if (x)
         memcpy(payload(e->xmsg), x, (size_t)e->c->dim * sizeof(float));
     bcast_input(e, 0, e->xmsg);
-    if (cmd == WIRE_STEP && e->head_comm != MPI_COMM_NULL)
+    if (cmd == WIRE_STEP && e->head_comm)
         head_recv(e); /* the members send logits, not X' */
     else
         bcast_input(e, e->L, e->xmsg);
@@ -824,14 +799,14 @@ static void controller_forward(void *ctx, float *x, int pos, int token)
 {
     DistEngine *e = ctx;
     controller_send(e, WIRE_STEP, x, pos, token);
-    if (e->head_comm == MPI_COMM_NULL)
+    if (!e->head_comm)
         memcpy(x, payload(e->xmsg), (size_t)e->c->dim * sizeof(float));
 }
 
 static int controller_logits(void *ctx, float *logits)
 {
     DistEngine *e = ctx;
-    if (e->head_comm == MPI_COMM_NULL)
+    if (!e->head_comm)
         return 0;
     memcpy(logits, e->logits, (size_t)e->c->vocab_size * sizeof(float));
     return 1;
@@ -848,20 +823,20 @@ void dist_controller_stop(DistEngine *e) { engine_controller_control(e, WIRE_STO
 json_t *dist_collect_metrics(DistEngine *e, int n_tokens)
 {
     enum { R_WEIGHT, R_RSS, R_BYTES, R_MSGS, R_WAIT, R_CPU, R_WALL, R_SLOW, R_DIL, R_COUNT };
-    const int size = e->cm->size;
+    const int size = e->tp->size;
     const int per = R_COUNT + e->L * T_COUNT + 3 * size + 4 * e->L;
     double *send = xcalloc((size_t)per, sizeof(double));
     double mine[R_COUNT] = {(double)e->weight_bytes, (double)util_peak_rss(),
-                            (double)e->cm->bytes_sent, (double)e->cm->msgs_sent, e->cm->wait_s,
-                            time_cpu(), time_now(), e->cm->dilate > 1 ? e->cm->dilate : 1,
-                            e->cm->dilated_s};
+                            (double)e->tp->bytes_sent, (double)e->tp->msgs_sent, e->tp->wait_s,
+                            time_cpu(), time_now(), e->tp->slowdown,
+                            e->tp->dilated_s};
     memcpy(send, mine, sizeof mine);
     memcpy(send + R_COUNT, e->timers, (size_t)e->L * T_COUNT * sizeof(double));
     double *ls = send + R_COUNT + (size_t)e->L * T_COUNT;
     for (int p = 0; p < size; p++) {
-        ls[3 * p] = (double)e->cm->links[p].misses;
-        ls[3 * p + 1] = (double)e->cm->links[p].retries;
-        ls[3 * p + 2] = e->cm->links[p].max_wait_s;
+        ls[3 * p] = (double)e->tp->links[p].misses;
+        ls[3 * p + 1] = (double)e->tp->links[p].retries;
+        ls[3 * p + 2] = e->tp->links[p].max_wait_s;
     }
     double *sp = ls + 3 * size;
     for (int l = 0; l < e->L; l++) {
@@ -870,13 +845,13 @@ json_t *dist_collect_metrics(DistEngine *e, int n_tokens)
         sp[4 * l + 2] = e->spec_attn_s[l];
         sp[4 * l + 3] = e->ffn_s_spec[l];
     }
-    double *all = e->cm->rank == 0 ? xmalloc((size_t)per * (size_t)size * sizeof(double)) : NULL;
-    MPI_Request req;
-    MPI_CHECK(MPI_Igather(send, per, MPI_DOUBLE, all, per, MPI_DOUBLE, 0, MPI_COMM_WORLD, &req));
-    comm_wait(e->cm, &req);
+    double *all = xmalloc((size_t)per * (size_t)size * sizeof(double));
+    transport_allgather(e->tp, send, (size_t)per * sizeof(double), all);
     free(send);
-    if (e->cm->rank != 0)
+    if (e->tp->rank != 0) {
+        free(all);
         return NULL;
+    }
     json_t *o = json_object(), *ranks = json_array(), *layers = json_array();
     json_t *links = json_array();
     double total_bytes = 0;
@@ -956,7 +931,7 @@ json_t *dist_collect_metrics(DistEngine *e, int n_tokens)
     json_object_set_new(o, "retries", json_integer((json_int_t)retries));
     json_object_set_new(o, "bytes_total", json_integer((json_int_t)total_bytes));
     json_object_set_new(o, "bytes_per_token", json_real(total_bytes / nt));
-    json_object_set_new(o, "hops_per_token", json_integer(dist_hops_per_token(e->plan)));
+    json_object_set_new(o, "hops_per_token", json_integer(e->sched.hops_per_token));
     free(all);
     return o;
 }

@@ -12,14 +12,14 @@ enum { W_IN, W_GATHER, W_Z, W_X1, W_X2, W_COUNT }; /* wait sites per layer (dead
 
 typedef struct {
     LayerMode mode;
-    MPI_Comm in_comm; /* layer input: root (comm rank 0) = producer; NULL if none needed */
+    TransportGroup *in_comm; /* layer input: root (member 0) = producer; NULL if none */
     int in_size;
     int in_root;      /* 1 if this rank broadcasts the input */
     int in_peer;      /* world rank of the root */
     int consumer;     /* this rank needs the layer input */
     /* PIPE: head outputs -> projection rank (comm rank 0); members and layout in the
      * schedule's entry of the layer */
-    MPI_Comm g_comm;
+    TransportGroup *g_comm;
     int n_parts;
     AttnPartW *parts;  /* this rank's parts of the layer */
     float **wo_cols;   /* SLICE: [n_parts] their columns of wo, [dim][nq*hd] */
@@ -45,7 +45,7 @@ typedef struct {
 } MemState;
 
 struct DistEngine {
-    Comm *cm;
+    Transport *tp;
     const ModelConfig *c;
     const Plan *plan;    /* == &plan_own: the engine keeps its own copy */
     Plan plan_own;
@@ -84,7 +84,7 @@ struct DistEngine {
     double *ffn_s_spec;      /* [L] decider: FFN time of speculated transitions */
     /* Split LM head (plan->head_split): the controller (comm rank 0) and the last layer's
      * members, which send it their rows of logits. */
-    MPI_Comm head_comm;  /* the schedule's head group */
+    TransportGroup *head_comm; /* the schedule's head group */
     HeadW head_rows;         /* member: final norm and rows [head_v0, head_v1) */
     int head_v0, head_v1;
     unsigned char *hsend;    /* member: [hdr | rows floats] */
