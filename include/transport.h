@@ -58,6 +58,9 @@ typedef struct {
                      const int *counts, const int *displs, TransportReq *r);
     void (*iallgather)(void *self, const void *sbuf, size_t bytes, void *rbuf, TransportReq *r);
     int (*test)(void *self, TransportReq *r); /* 1 when complete (r->active cleared) */
+    /* Brackets work that ranks sharing one process must not do at once (HDF5 reads, unless
+     * the library is thread-safe); NULL where ranks are processes. */
+    void (*exclusive)(void *self, int on);
     void (*finalize)(void *self);
     /* Hooks. */
     void (*on_send)(void *self, Transport *t);   /* a message is being stamped */
@@ -141,6 +144,8 @@ void transport_stamp(Transport *t, WireHdr *h);
 void transport_deliver(Transport *t, const WireHdr *h, size_t bytes);
 /* The token loop begins / ends (compute dilation counts from here). */
 void transport_compute(Transport *t, int on);
+/* Enters (on = 1) or leaves the section in which one rank at a time loads weights. */
+void transport_exclusive(Transport *t, int on);
 
 /* Ping-pongs between every pair of ranks (n each), collective; fills rtt_ms / rtt_p95_ms. */
 void transport_measure_rtt(Transport *t, int n);
@@ -165,5 +170,14 @@ void transport_push_faults(Transport *t, int stall_rank, int stall_pos, double s
 int transport_parse_link(const char *spec, NetLink *out, char *err, size_t errlen);
 int transport_load_link_matrix(const char *path, int size, NetLink *out, char *err,
                                size_t errlen);
+
+/* The in-process base (inproc.c): n ranks as n threads of one process, each with
+ * its own Transport over a shared world.  Messages are copied into the receiver's mailbox (a
+ * list under a mutex, with a condition variable that a waiting receiver sleeps on). */
+typedef struct InprocWorld InprocWorld;
+InprocWorld *transport_inproc_world(int n);
+void transport_inproc_world_free(InprocWorld *w);
+/* Sets up rank's transport in w (call from any thread before that rank starts). */
+void transport_inproc_init(Transport *t, InprocWorld *w, int rank);
 
 #endif

@@ -172,8 +172,11 @@ static int setup_head(DistEngine *e, hid_t file, const char *fname, char *err, s
         if (s->head_members[m] == me && !err[0]) {
             e->head_v0 = s->head_v0[m];
             e->head_v1 = s->head_v1[m];
-            if (model_load_head_rows(&e->head_rows, c, file, fname, e->head_v0, e->head_v1,
-                                     err, errlen) < 0)
+            transport_exclusive(e->tp, 1);
+            int rc = model_load_head_rows(&e->head_rows, c, file, fname, e->head_v0,
+                                          e->head_v1, err, errlen);
+            transport_exclusive(e->tp, 0);
+            if (rc < 0)
                 return -1;
             e->weight_bytes += ((size_t)(e->head_v1 - e->head_v0) +
                                 (c->arch == ARCH_GPT2 ? 2 : 1)) *
@@ -237,10 +240,13 @@ int dist_setup(DistEngine **out, Transport *tp, const ModelConfig *c, const Plan
     for (int l = 0; l <= e->L; l++)
         engine_setup_layer(e, l);
     char err[512] = "";
-    if (tp->rank > 0)
+    if (tp->rank > 0) {
+        transport_exclusive(tp, 1); /* ranks that share a process read the file in turn */
         for (int l = 0; l < e->L; l++)
             if (load_layer(e, l, file, fname, kv_cap, err, sizeof err) < 0)
                 break; /* roles (e->active) are set by engine_refresh_roles below */
+        transport_exclusive(tp, 0);
+    }
     const size_t qd = (size_t)c->n_heads * (size_t)c->head_dim;
     const size_t hdr = sizeof(WireHdr);
     e->msg_bytes = hdr + (size_t)c->dim * sizeof(float);

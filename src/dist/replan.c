@@ -94,6 +94,7 @@ void engine_replan(DistEngine *e, int positions)
     TransportReq *reqs = xmalloc((size_t)cap * sizeof(TransportReq));
     AttnPartW **fresh = xcalloc((size_t)e->L, sizeof(AttnPartW *));
     hid_t file = -1;
+    transport_exclusive(e->tp, 1); /* posts and file reads only: nothing waits in here */
     for (int l = 0; l < e->L; l++) {
         const LayerPlan *old = &e->plan->layers[l], *nw = &next.layers[l];
         LayerRt *r = &e->lr[l];
@@ -149,6 +150,7 @@ void engine_replan(DistEngine *e, int positions)
     }
     if (file >= 0)
         H5Fclose(file);
+    transport_exclusive(e->tp, 0);
     for (int i = 0; i < nreq; i++)
         transport_wait(e->tp, &reqs[i]);
     free(reqs);

@@ -265,6 +265,12 @@ void transport_deliver(Transport *t, const WireHdr *h, size_t bytes)
 
 void transport_compute(Transport *t, int on) { HOOKS(t, on_compute, t, on); }
 
+void transport_exclusive(Transport *t, int on)
+{
+    if (BASE(t)->ops->exclusive)
+        BASE(t)->ops->exclusive(BASE(t)->self, on);
+}
+
 /* The ping-pong of one pair, uncounted: n timed rounds after a warm-up round that also
  * waits until both ranks reached this pair.  i sends first; s receives i's times (ms). */
 static void ping_pair(Transport *t, int i, int peer, int n, double *s)
