@@ -1,4 +1,4 @@
-/* flow.c: the engine's per-token communication and compute pattern (src/dist/engine.c) as a
+/* flow.c: the engine's per-token communication and compute pattern (src/engine/) as a
  * task graph for the event core.  Every message carries the 32-byte WireHdr.  Who holds and
  * who consumes each input, the broadcast groups, the gather's message sizes, the SLICE
  * members and the speculation rule come from the plan's schedule (plan_schedule), the same

@@ -44,7 +44,7 @@ typedef struct {
     const unsigned char *spec; /* [n_layers] or NULL */
     InprocWorld *world;
     Outputs *out;
-    uint64_t bytes[RANKS];
+    DistMetrics metrics; /* gathered after the last token (rank 0's copy) */
 } Run;
 
 typedef struct {
@@ -140,7 +140,12 @@ static void *rank_main(void *p)
     } else {
         dist_worker_loop(e);
     }
-    run->bytes[a->rank] = t.bytes_sent;
+    DistMetrics m;
+    dist_metrics_gather(e, &m);
+    if (a->rank == 0)
+        run->metrics = m;
+    else
+        dist_metrics_free(&m);
     dist_free(e);
     transport_exclusive(&t, 1);
     H5Fclose(f);
@@ -196,13 +201,21 @@ static void expect_identical(const Plan *p, const unsigned char *spec)
     assert_memory_equal(got.x, ref.x, sizeof ref.x);
     assert_memory_equal(got.logits, ref.logits,
                         (size_t)STEPS * (size_t)cfg.vocab_size * sizeof(float));
-    /* Every byte of a token was counted: at least the schedule's per token. */
+    /* The metrics: the schedule's hops; the bytes of every token counted (and the stop). */
     Schedule s;
     plan_schedule(&s, p, &cfg);
-    uint64_t total = 0;
+    assert_int_equal(run.metrics.size, RANKS);
+    assert_int_equal(run.metrics.hops_per_token, s.hops_per_token);
+    double total = 0;
     for (int r = 0; r < RANKS; r++)
-        total += run.bytes[r];
-    assert_true(total >= (uint64_t)STEPS * s.bytes_per_token);
+        total += run.metrics.rank[r].bytes_sent;
+    if (!spec)
+        assert_true(total >= (double)STEPS * (double)s.bytes_per_token &&
+                    total <= (double)(STEPS + 1) * (double)s.bytes_per_token);
+    json_t *j = dist_metrics_json(&run.metrics, STEPS);
+    assert_int_equal(json_integer_value(json_object_get(j, "hops_per_token")), s.hops_per_token);
+    json_decref(j);
+    dist_metrics_free(&run.metrics);
     schedule_free(&s);
     free(ref.logits);
     free(got.logits);
@@ -256,6 +269,7 @@ static void expect_close(const Plan *p)
     }
     if (!(worst <= 1e-5))
         fail_msg("SLICE logits differ from the single process by %g", worst);
+    dist_metrics_free(&run.metrics);
     free(ref.logits);
     free(got.logits);
 }

@@ -1,5 +1,6 @@
-/* engine_internal.h: the distributed engine's state, shared by engine.c (the forward pass)
- * and replan.c (memory accounting and re-placement).  Not a public interface. */
+/* engine_internal.h: the distributed engine's state and the functions its files share
+ * (setup.c, loop.c, pipe.c, slice.c, speculation.c, head.c, metrics.c, replan.c).  Not a
+ * public interface. */
 #ifndef HEADSPLIT_ENGINE_INTERNAL_H
 #define HEADSPLIT_ENGINE_INTERNAL_H
 
@@ -17,7 +18,7 @@ typedef struct {
     int in_root;      /* 1 if this rank broadcasts the input */
     int in_peer;      /* world rank of the root */
     int consumer;     /* this rank needs the layer input */
-    /* PIPE: head outputs -> projection rank (comm rank 0); members and layout in the
+    /* PIPE: head outputs -> projection rank (member 0); members and layout in the
      * schedule's entry of the layer */
     TransportGroup *g_comm;
     int n_parts;
@@ -82,7 +83,7 @@ struct DistEngine {
     long *spec_tried, *spec_kept; /* [L] decider */
     double *spec_attn_s;     /* [L] attention time spent on Z (heads of layer l) */
     double *ffn_s_spec;      /* [L] decider: FFN time of speculated transitions */
-    /* Split LM head (plan->head_split): the controller (comm rank 0) and the last layer's
+    /* Split LM head (plan->head_split): the controller (member 0) and the last layer's
      * members, which send it their rows of logits. */
     TransportGroup *head_comm; /* the schedule's head group */
     HeadW head_rows;         /* member: final norm and rows [head_v0, head_v1) */
@@ -93,16 +94,38 @@ struct DistEngine {
 };
 
 
-/* Builds layer l's communicators and this rank's roles (collective over world). */
+/* The payload of a message: the floats after its WireHdr. */
+static inline float *payload(unsigned char *msg)
+{
+    return (float *)(void *)(msg + sizeof(WireHdr));
+}
+
+/* loop.c: a received header, checked (magic, command), and the broadcast of a pipeline
+ * message on layer l's input group (root sends; others receive and wait out the link). */
+WireHdr engine_read_hdr(const unsigned char *msg, int layer);
+void engine_bcast_input(DistEngine *e, int l, unsigned char *msg);
+/* pipe.c, slice.c: one layer on this rank; return the pipeline command seen. */
+int engine_pipe_layer(DistEngine *e, int l);
+int engine_slice_layer(DistEngine *e, int l);
+/* speculation.c: the decision at layer l's FFN rank (ratio ||FFN(Z)||/||Z||); returns the
+ * header flags for X'. */
+int engine_spec_decide(DistEngine *e, int l, float ratio, int s_out);
+/* head.c: the split LM head's group (collective), a member's rows (-1 with err when they
+ * cannot be loaded), its send of logits, and the controller's assembly into e->logits. */
+int engine_setup_head(DistEngine *e, hid_t file, const char *fname, char *err, size_t errlen);
+void engine_head_send(DistEngine *e, const WireHdr *h, const float *x);
+void engine_head_recv(DistEngine *e);
+
+/* setup.c: layer l's transport groups (collective) and this rank's roles. */
 void engine_setup_layer(DistEngine *e, int l);
-/* Frees layer l's communicators (before engine_setup_layer again). */
+/* Frees layer l's groups (before engine_setup_layer again). */
 void engine_teardown_layer_comms(DistEngine *e, int l);
 /* Recomputes which transitions may speculate and whether this rank has work. */
 void engine_refresh_roles(DistEngine *e);
 /* Sends a control command through the pipeline (no compute) and confirms it on the world. */
 void engine_controller_control(DistEngine *e, int cmd, int pos);
 /* Re-placement at positions cached (collective): computes the new plan as every rank does,
- * moves parts and KV caches, rebuilds communicators. */
+ * moves parts and KV caches, rebuilds groups. */
 void engine_replan(DistEngine *e, int positions);
 
 #endif

@@ -5,7 +5,7 @@
  * (weights + KV cache + buffers), so the controller checks budgets before each token without
  * messages.  A re-placement is a pure function of the plan and the position (plan_replace),
  * so once the controller announces it, every rank computes the same new plan, moves what
- * changed and rebuilds the communicators. */
+ * changed and rebuilds the groups. */
 #include "engine_internal.h"
 
 #include "h5io.h"
@@ -154,7 +154,7 @@ void engine_replan(DistEngine *e, int positions)
     for (int i = 0; i < nreq; i++)
         transport_wait(e->tp, &reqs[i]);
     free(reqs);
-    /* Free what left, install the new parts, and rebuild communicators from the new plan. */
+    /* Free what left, install the new parts, and rebuild groups from the new plan. */
     for (int l = 0; l < e->L; l++) {
         LayerRt *r = &e->lr[l];
         for (int j = 0; j < r->n_parts; j++) {
