@@ -1,6 +1,6 @@
 /* The distributed engine over the in-process transport: a controller and two workers as three
- * threads run a synthetic 2-layer model under PIPE (layer-wise, with speculation that is
- * always re-executed, and head-level) and SLICE plans; their outputs are compared with the
+ * threads run a synthetic 2-layer model (LLaMA, and GPT-2) under PIPE (layer-wise, with
+ * speculation that is always re-executed, and head-level) and SLICE plans; their outputs are compared with the
  * single-process backend (src/model/local.c): PIPE bit for bit, SLICE within 1e-5. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -52,19 +52,32 @@ typedef struct {
     int rank;
 } RankArg;
 
-static int setup_model(void **state)
+/* Writes the synthetic model of spec (dim 64, 2 layers) and reads its config. */
+static int setup_model(const char *spec)
 {
-    (void)state;
     h5io_quiet();
     snprintf(model_path, sizeof model_path, "/tmp/hs_test_engine_%ld.h5", (long)getpid());
     char err[512];
-    const char *spec = "llama:dim=64,layers=2,heads=8,kv_heads=4,ffn=172,vocab=512,ctx=64";
     if (convert_make_synthetic(spec, 11, 0, NULL, model_path, NULL, err, sizeof err) != 0 ||
         convert_synthetic_config(spec, 0, &cfg, err, sizeof err) != 0) {
         fprintf(stderr, "synthetic model: %s\n", err);
         return -1;
     }
     return cfg.dim == 64 ? 0 : -1; /* Outputs.x holds 64 floats a position */
+}
+
+/* LLaMA with grouped-query attention (2 query heads per KV group). */
+static int setup_llama(void **state)
+{
+    (void)state;
+    return setup_model("llama:dim=64,layers=2,heads=8,kv_heads=4,ffn=172,vocab=512,ctx=64");
+}
+
+/* GPT-2: biases (the SLICE projection bias added once, by the first member), LayerNorm. */
+static int setup_gpt2(void **state)
+{
+    (void)state;
+    return setup_model("gpt2:dim=64,layers=2,heads=4,vocab=512,ctx=64");
 }
 
 static int teardown_model(void **state)
@@ -302,12 +315,17 @@ int main(void)
     H5is_library_threadsafe(&ts);
     fprintf(stderr, "HDF5 thread-safe: %s (weights are read one rank at a time either way)\n",
             ts ? "yes" : "no");
-    const struct CMUnitTest tests[] = {
+    const struct CMUnitTest llama[] = {
         cmocka_unit_test(test_pipe_layerwise),
         cmocka_unit_test(test_pipe_speculation_rejected),
         cmocka_unit_test(test_pipe_heads),
         cmocka_unit_test(test_slice_split_head),
         cmocka_unit_test(test_slice_head_on_controller),
     };
-    return cmocka_run_group_tests(tests, setup_model, teardown_model);
+    const struct CMUnitTest gpt2[] = {
+        cmocka_unit_test(test_pipe_heads),
+        cmocka_unit_test(test_slice_split_head),
+    };
+    int failed = cmocka_run_group_tests_name("llama", llama, setup_llama, teardown_model);
+    return failed + cmocka_run_group_tests_name("gpt2", gpt2, setup_gpt2, teardown_model);
 }
