@@ -1,5 +1,5 @@
 # cmake/sim.cmake: the discrete-event simulator, the placement solvers and headsplit-sim.
-# The simulator sits on hs_plan (placement and model accounting) and never on hs_dist: no MPI.
+# The simulator sits on hs_plan (placement and model accounting) and never on hs_engine: no MPI.
 if(TARGET hs_sim)
   return()  # included twice (the cmake/*.cmake glob and HEADSPLIT_EXTRA_CMAKE)
 endif()

@@ -1,23 +1,24 @@
 /* dist.h: the distributed engine.  Rank 0 (controller) drives the token loop through a
  * LayerBackend whose forward sends the embedding into the pipeline of workers and receives the
  * last layer's output; ranks 1..N run dist_worker_loop.  Communication per layer follows the
- * plan: MPI_Ibcast of the layer input to its head and projection ranks, MPI_Igatherv of head
- * outputs to the projection rank, a point-to-point Z when the FFN sits elsewhere. */
+ * plan's schedule (schedule.h), over a transport (transport.h): a broadcast of the layer
+ * input to its head and projection ranks, a gather of head outputs to the projection rank, a
+ * point-to-point Z when the FFN sits elsewhere, direct exchanges within SLICE layers. */
 #ifndef HEADSPLIT_DIST_H
 #define HEADSPLIT_DIST_H
 
-#include "comm.h"
 #include "generate.h"
 #include "plan.h"
+#include "transport.h"
 
 #include <jansson.h>
 
 typedef struct DistEngine DistEngine;
 
-/* Creates the per-layer communicators (collective over MPI_COMM_WORLD) and loads this rank's
- * slices from file (workers) — the controller loads nothing here.  Errors are agreed on by all
- * ranks: returns -1 on every rank if any failed (rank 0 has printed the message). */
-int dist_setup(DistEngine **out, Comm *cm, const ModelConfig *c, const Plan *plan,
+/* Creates the per-layer groups (collective over every rank of the transport) and loads this
+ * rank's slices from file (workers) — the controller loads nothing here.  Errors are agreed
+ * on by all ranks: returns -1 on every rank if any failed (rank 0 has printed the message). */
+int dist_setup(DistEngine **out, Transport *tp, const ModelConfig *c, const Plan *plan,
                hid_t file, const char *fname, int kv_cap);
 void dist_free(DistEngine *e);
 
@@ -60,7 +61,31 @@ const Plan *dist_plan(const DistEngine *e);
 /* Network hops on the critical path of one token under the plan. */
 int dist_hops_per_token(const Plan *plan);
 
-/* Collective: per-rank and per-layer statistics, assembled at rank 0 (NULL elsewhere). */
+/* One rank's counters (the "ranks" entries of the metrics). */
+typedef struct {
+    double weight_bytes, peak_rss_bytes, bytes_sent, messages_sent;
+    double wait_s, cpu_s, wall_s, slowdown, dilated_s;
+} DistRankCounters;
+
+enum { DIST_TIMERS = 6 }; /* attention, gather, projection, FFN, broadcast, Z transfer */
+
+/* Every rank's statistics. */
+typedef struct {
+    int size, n_layers, hops_per_token;
+    DistRankCounters *rank; /* [size] */
+    double *timers;         /* [size][n_layers][DIST_TIMERS] seconds */
+    LinkStats *links;       /* [size][size]: links[to * size + from], counted by the receiver */
+    double *spec;           /* [size][n_layers][4]: tried, kept, attention on Z (s), FFN (s) of
+                             * speculated transitions */
+} DistMetrics;
+
+/* Collective: every rank's statistics into m, on every rank. */
+void dist_metrics_gather(DistEngine *e, DistMetrics *m);
+void dist_metrics_free(DistMetrics *m);
+/* The metrics record of n_tokens tokens: ranks, layers (slowest rank of each role), links
+ * with deadline misses, speculation, bytes and hops per token. */
+json_t *dist_metrics_json(const DistMetrics *m, int n_tokens);
+/* Collective: gather and JSON at rank 0 (NULL elsewhere). */
 json_t *dist_collect_metrics(DistEngine *e, int n_tokens);
 
 /* Prints the per-layer breakdown of dist_collect_metrics' result. */

@@ -1,5 +1,5 @@
 /* util.h: the one fatal path, checked allocation and size arithmetic, timers, RNG.
- * Everything here is MPI-free; main() registers MPI_Abort as the fatal hook. */
+ * Everything here is MPI-free; the MPI transport registers MPI_Abort as the fatal hook. */
 #ifndef HEADSPLIT_UTIL_H
 #define HEADSPLIT_UTIL_H
 
@@ -8,7 +8,7 @@
 #include <stdio.h>
 
 /* Called by FATAL after the message is printed; must not return.  The default
- * hook calls exit(1).  main() installs one that calls MPI_Abort. */
+ * hook calls exit(1).  transport_mpi_init installs one that calls MPI_Abort. */
 typedef void (*FatalHook)(int code);
 void util_set_fatal_hook(FatalHook hook);
 /* Rank printed in front of every fatal message and log line (-1: none). */

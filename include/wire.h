@@ -7,7 +7,7 @@
 #define WIRE_MAGIC 0x48530002u /* "HS", protocol version 2 */
 
 /* STEP carries a token through the layers; STOP and REPLAN pass through the pipeline without
- * computing and are then confirmed on MPI_COMM_WORLD by the controller. */
+ * computing and are then confirmed to every rank by the controller. */
 typedef enum { WIRE_STEP = 1, WIRE_STOP = 2, WIRE_PING = 3, WIRE_REPLAN = 4 } WireCmd;
 /* Flags above the command byte of WireHdr.cmd, set by the FFN rank that decides speculation
  * for the transition out of its layer. */

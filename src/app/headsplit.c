@@ -3,7 +3,7 @@
  *   mpirun -np 5 headsplit --model M.h5 --partition head --placement greedy ...
  * Rank 0 is the controller (embeddings, final norm, LM head, sampling, token loop); ranks
  * 1..N are workers holding attention parts, projections and FFNs of the plan. */
-#include "comm.h"
+#include "transport_mpi.h"
 #include "config.h"
 #include "dist.h"
 #include "energy.h"
@@ -419,7 +419,7 @@ static FILE *open_out(const char *path, const char *opt, char *err, size_t errle
 
 /* All ranks must hold the same model: a checksum of the configuration and the file's size,
  * compared with rank 0's.  Returns 1 on every rank when one differs (rank 0 has said which). */
-static int check_same_model(Comm *cm, const ModelConfig *c, const char *path)
+static int check_same_model(Transport *cm, const ModelConfig *c, const char *path)
 {
     uint64_t h = 1469598103934665603ull;
     const int f[] = {c->arch, c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim,
@@ -438,14 +438,14 @@ static int check_same_model(Comm *cm, const ModelConfig *c, const char *path)
     uint64_t *all = xcalloc((size_t)cm->size, sizeof(uint64_t));
     MPI_Request req;
     MPI_CHECK(MPI_Iallgather(&h, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD, &req));
-    comm_wait(cm, &req);
+    transport_mpi_wait(cm, &req);
     char err[600] = "";
     if (all[cm->rank] != all[0])
         snprintf(err, sizeof err, "%s: this rank's model differs from rank 0's (config and file "
                  "size checksum %016llx, rank 0 has %016llx): every rank needs the same file",
                  path, (unsigned long long)all[cm->rank], (unsigned long long)all[0]);
     free(all);
-    return comm_agree_errors(cm, MPI_COMM_WORLD, err);
+    return transport_agree_errors(cm, err);
 }
 
 /* Measurements are noisy; placement must not change with the noise.  Device speeds within 30%
@@ -497,7 +497,7 @@ static void stabilise_inputs(Device *dev, int n, double *lat, int size)
 /* Per-worker budgets (bytes) and relative speeds: --devices FILE (read by rank 0) over
  * --mem-budget over the emulated device's HEADSPLIT_DEVICE_MEM_BYTES.  speeds[] are kept
  * unless the file gives them.  Returns 1 on every rank on a bad file (rank 0 has said why). */
-static int gather_budgets(const Options *o, Comm *cm, size_t *budgets, double *speeds,
+static int gather_budgets(const Options *o, Transport *cm, size_t *budgets, double *speeds,
                           char *err, size_t errlen)
 {
     size_t mine = o->mem_budget;
@@ -512,7 +512,7 @@ static int gather_budgets(const Options *o, Comm *cm, size_t *budgets, double *s
     MPI_Request req;
     MPI_CHECK(MPI_Iallgather(&m64, 1, MPI_UNSIGNED_LONG_LONG, all, 1, MPI_UNSIGNED_LONG_LONG,
                              MPI_COMM_WORLD, &req));
-    comm_wait(cm, &req);
+    transport_mpi_wait(cm, &req);
     for (int r = 0; r < cm->size; r++)
         budgets[r] = (size_t)all[r];
     free(all);
@@ -554,13 +554,13 @@ static int gather_budgets(const Options *o, Comm *cm, size_t *budgets, double *s
         if (f)
             fclose(f);
     }
-    int bad = comm_agree_errors(cm, MPI_COMM_WORLD, err);
+    int bad = transport_agree_errors(cm, err);
     if (!bad && o->devices_file) {
         MPI_CHECK(MPI_Ibcast(file_mem, (int)(cm->size * sizeof(size_t)), MPI_BYTE, 0,
                              MPI_COMM_WORLD, &req));
-        comm_wait(cm, &req);
+        transport_mpi_wait(cm, &req);
         MPI_CHECK(MPI_Ibcast(file_speed, cm->size, MPI_DOUBLE, 0, MPI_COMM_WORLD, &req));
-        comm_wait(cm, &req);
+        transport_mpi_wait(cm, &req);
         double maxs = 0;
         for (int r = 1; r < cm->size; r++)
             maxs = speeds[r] > maxs ? speeds[r] : maxs;
@@ -579,7 +579,7 @@ static int gather_budgets(const Options *o, Comm *cm, size_t *budgets, double *s
 /* One-way latency standard deviation (ms) of the network, for predictions: the median over
  * links of (p95 - median RTT) / 1.645 / sqrt 2, rounded to 0.1 ms; 0 where the stabilised
  * latencies are (a LAN). */
-static double latency_sd_ms(const Comm *cm, const double *lat)
+static double latency_sd_ms(const Transport *cm, const double *lat)
 {
     const int n = cm->size;
     double *sd = xmalloc((size_t)n * (size_t)n * sizeof(double));
@@ -629,19 +629,19 @@ static double device_slowdown(int rank)
 
 /* Every rank's speed, measured one rank at a time so that they do not compete; a dilated
  * rank (--emulate-slowdown) reports its emulated device's speed. */
-static void measure_speeds(Comm *cm, const ModelConfig *c, double *speeds)
+static void measure_speeds(Transport *cm, const ModelConfig *c, double *speeds)
 {
     double mine = 0;
     for (int r = 0; r < cm->size; r++) {
         if (r == cm->rank)
-            mine = measure_speed(c) / (cm->dilate > 1 ? cm->dilate : 1);
+            mine = measure_speed(c) / (cm->slowdown);
         MPI_Request req;
         MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
-        comm_wait(cm, &req);
+        transport_mpi_wait(cm, &req);
     }
     MPI_Request req;
     MPI_CHECK(MPI_Iallgather(&mine, 1, MPI_DOUBLE, speeds, 1, MPI_DOUBLE, MPI_COMM_WORLD, &req));
-    comm_wait(cm, &req);
+    transport_mpi_wait(cm, &req);
 }
 
 /* Which transitions speculate (--speculate): all, none, or auto from the profile's decision
@@ -685,20 +685,20 @@ static int decide_mask(const Options *o, const ModelConfig *c, unsigned char *ma
 }
 
 /* Decides at rank 0 which transitions speculate, then tells every rank. */
-static int setup_speculation(const Options *o, Comm *cm, const ModelConfig *c, DistEngine *d)
+static int setup_speculation(const Options *o, Transport *cm, const ModelConfig *c, DistEngine *d)
 {
     const int L = c->n_layers;
     unsigned char *mask = xcalloc((size_t)L, 1);
     char err[600] = "";
     if (cm->rank == 0)
         decide_mask(o, c, mask, err, sizeof err);
-    if (comm_agree_errors(cm, MPI_COMM_WORLD, err)) {
+    if (transport_agree_errors(cm, err)) {
         free(mask);
         return -1;
     }
     MPI_Request req;
     MPI_CHECK(MPI_Ibcast(mask, L, MPI_UNSIGNED_CHAR, 0, MPI_COMM_WORLD, &req));
-    comm_wait(cm, &req);
+    transport_mpi_wait(cm, &req);
     int n = dist_set_speculation(d, mask, o->tolerance, o->min_acceptance, o->adaptive);
     if (cm->rank == 0 && strcmp(o->speculate, "none") != 0)
         LOG_INFO("headsplit: speculation at %d of %d layer transitions (tolerance %g%s)", n,
@@ -709,8 +709,8 @@ static int setup_speculation(const Options *o, Comm *cm, const ModelConfig *c, D
 
 int main(int argc, char **argv)
 {
-    Comm cm;
-    comm_init(&cm, &argc, &argv);
+    Transport cm;
+    transport_mpi_init(&cm, &argc, &argv);
     Options o;
     char err[1024] = "";
     int prc = parse_args(&o, argc, argv, err, sizeof err);
@@ -745,7 +745,7 @@ int main(int argc, char **argv)
         H5Fclose(file);
         file = -1;
     }
-    if (distributed ? comm_agree_errors(&cm, MPI_COMM_WORLD, file < 0 ? err : NULL) : file < 0) {
+    if (distributed ? transport_agree_errors(&cm, file < 0 ? err : NULL) : file < 0) {
         if (!distributed)
             fprintf(stderr, "headsplit: error: %s\n", err);
         MPI_Finalize();
@@ -803,39 +803,36 @@ int main(int argc, char **argv)
             free(mask);
         }
     } else {
-        if (comm_agree_errors(&cm, MPI_COMM_WORLD, err)) {
+        if (transport_agree_errors(&cm, err)) {
             MPI_Finalize();
             return 1;
         }
         /* Links: emulated on one host, then measured (through the emulation, if any). */
         if (o.emulate_link || o.link_matrix) {
-            Link *links = xcalloc((size_t)cm.size * (size_t)cm.size, sizeof(Link));
-            Link uni;
+            NetLink *links = xcalloc((size_t)cm.size * (size_t)cm.size, sizeof(NetLink));
+            NetLink uni;
             char lerr[512] = "";
-            if (o.emulate_link && comm_parse_link(o.emulate_link, &uni, lerr, sizeof lerr) == 0)
+            if (o.emulate_link && transport_parse_link(o.emulate_link, &uni, lerr, sizeof lerr) == 0)
                 for (int i = 0; i < cm.size * cm.size; i++)
                     links[i] = uni;
             if (!lerr[0] && o.link_matrix)
-                comm_load_link_matrix(o.link_matrix, cm.size, links, lerr, sizeof lerr);
+                transport_load_link_matrix(o.link_matrix, cm.size, links, lerr, sizeof lerr);
             if (lerr[0]) {
                 if (cm.rank == 0)
                     fprintf(stderr, "headsplit: error: %s\n", lerr);
                 MPI_Finalize();
                 return 2;
             }
-            comm_set_emulation(&cm, links, o.seed);
+            transport_push_emulation(&cm, links, o.seed);
             free(links);
         }
         cm.timeout_s = o.timeout_s;
-        cm.dilate = o.slowdown > 0 ? o.slowdown : device_slowdown(cm.rank);
-        cm.stall_rank = o.stall_rank;
-        cm.stall_pos = o.stall_pos;
-        cm.stall_s = o.stall_s;
-        cm.kill_rank = o.kill_rank;
-        cm.kill_pos = o.kill_pos;
-        comm_measure_rtt(&cm, o.rtt_pings);
+        transport_push_dilation(&cm, o.slowdown > 0 ? o.slowdown : device_slowdown(cm.rank));
+        transport_push_faults(&cm, o.stall_rank, o.stall_pos, o.stall_s, o.kill_rank,
+                              o.kill_pos);
+        transport_measure_rtt(&cm, o.rtt_pings);
         if (cm.rank == 0 && util_log_level() >= 1)
-            comm_print_rtt(&cm, stderr);
+            transport_print_rtt(&cm, stderr);
         /* The plan is a pure function of config and request: every rank builds the same. */
         /* Measured inputs of the cost model: every rank's streaming speed and the one-way
          * latencies (RTT/2 with the margin); identical on every rank after the allgather. */
@@ -870,8 +867,8 @@ int main(int argc, char **argv)
         stabilise_inputs(NULL, 0, lat, cm.size);
         double lat_sd = o.assume_rtt_ms < 0 ? latency_sd_ms(&cm, lat) : 0;
         double bw = 0;
-        if (cm.emu)
-            bw = cm.emu[1].bw_Bps;
+        if (cm.emulated)
+            bw = cm.emulated[1].bw_Bps;
         PlanRequest req = {.partition = o.partition, .placement = o.placement, .seed = o.seed,
                            .n_workers = cm.size - 1, .devices = devices, .kv_positions = 1,
                            .lat_ms = lat, .bw_Bps = bw, .ref_Bps = ref, .lat_sd_ms = lat_sd,
@@ -945,7 +942,7 @@ int main(int argc, char **argv)
     GenResult res;
     memset(&res, 0, sizeof res);
     if (distributed)
-        comm_dilate_start(&cm);
+        transport_compute(&cm, 1);
     double t_gen = time_now();
     if (cm.rank == 0) {
         LayerBackend be = distributed ? dist_backend(dist) : local_model_backend(local);
@@ -980,7 +977,7 @@ int main(int argc, char **argv)
         dist_worker_loop(dist);
     }
     if (distributed)
-        comm_dilate_stop(&cm);
+        transport_compute(&cm, 0);
     double gen_s = time_now() - t_gen;
     double joules = have_energy ? energy_stop(&meter, eerr, sizeof eerr) : -1;
     /* Every rank's joules, at rank 0. */
@@ -989,7 +986,7 @@ int main(int argc, char **argv)
         MPI_Request req;
         MPI_CHECK(MPI_Igather(&joules, 1, MPI_DOUBLE, all_j, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD,
                               &req));
-        comm_wait(&cm, &req);
+        transport_mpi_wait(&cm, &req);
     } else {
         all_j[0] = joules;
     }
@@ -1057,7 +1054,7 @@ int main(int argc, char **argv)
             }
             if (dm) {
                 json_object_update(m, dm);
-                json_t *rj = comm_rtt_json(&cm);
+                json_t *rj = transport_rtt_json(&cm);
                 json_object_update(m, rj);
                 json_decref(rj);
             } else {
@@ -1088,8 +1085,8 @@ int main(int argc, char **argv)
     if (distributed) {
         MPI_Request req;
         MPI_CHECK(MPI_Ibcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD, &req));
-        comm_wait(&cm, &req);
+        transport_mpi_wait(&cm, &req);
     }
-    comm_finalize(&cm);
+    transport_finalize(&cm);
     return rc;
 }

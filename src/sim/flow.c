@@ -1,5 +1,8 @@
-/* flow.c: the engine's per-token communication and compute pattern (src/dist/engine.c) as a
- * task graph for the event core.  Every message carries the 32-byte WireHdr.
+/* flow.c: the engine's per-token communication and compute pattern (src/engine/) as a
+ * task graph for the event core.  Every message carries the 32-byte WireHdr.  Who holds and
+ * who consumes each input, the broadcast groups, the gather's message sizes, the SLICE
+ * members and the speculation rule come from the plan's schedule (plan_schedule), the same
+ * one the engine steps through.
  *  - Layer input: the ranks that hold it ("holders": the controller for layer 0, the FFN rank
  *    of a PIPE layer, every member of a SLICE layer) serve the ranks that consume it (head and
  *    projection ranks, or SLICE members).  When a consumer is not a holder, the root (the
@@ -16,6 +19,7 @@
  *    gather follows.  The FFN rank itself knows the decision and computes after its FFN. */
 #include "sim_internal.h"
 
+#include "schedule.h"
 #include "util.h"
 #include "wire.h"
 
@@ -86,69 +90,23 @@ void flow_bcast(SimFlow *f, SimTag tag, int layer, const int *members, int n, in
     }
 }
 
-static int cmp_int(const void *a, const void *b)
-{
-    int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
-}
-
-/* Consumers of a layer's input, ascending: head and projection ranks, or SLICE members. */
-static int flow_consumers(const LayerPlan *lp, int *out)
-{
-    if (lp->mode == LAYER_SLICE) {
-        for (int k = 0; k < lp->n_slices; k++)
-            out[k] = lp->slices[k].rank;
-        return lp->n_slices;
-    }
-    int n = 0;
-    for (int k = 0; k < lp->n_parts; k++)
-        out[n++] = lp->parts[k].rank;
-    out[n++] = lp->proj_rank;
-    qsort(out, (size_t)n, sizeof(int), cmp_int);
-    int m = 0;
-    for (int i = 0; i < n; i++)
-        if (i == 0 || out[i] != out[i - 1])
-            out[m++] = out[i];
-    return m;
-}
-
-/* Delivers layer l's input (held per f->hold) to the consumers cons[0..nc): fills f->got.
+/* Delivers a layer's input (held per f->hold) to the schedule's consumers: fills f->got.
  * Returns the size of the broadcast (0: every consumer holds it already). */
-static int flow_input(SimFlow *f, int l, int root, const int *cons, int nc, SimTag tag)
+static int flow_input(SimFlow *f, int l, const ScheduleLayer *sl, SimTag tag)
 {
-    int all = 1;
-    for (int i = 0; i < nc; i++)
-        all &= f->hold[cons[i]] != -2;
-    if (all) {
-        for (int i = 0; i < nc; i++)
-            f->got[cons[i]] = f->hold[cons[i]];
+    if (sl->n_bcast == 0) {
+        for (int i = 0; i < sl->n_consumers; i++)
+            f->got[sl->consumers[i]] = f->hold[sl->consumers[i]];
         return 0;
     }
-    int n = 0;
-    f->members[n++] = root;
-    for (int i = 0; i < nc; i++)
-        if (cons[i] != root)
-            f->members[n++] = cons[i];
-    flow_bcast(f, tag, l, f->members, n, f->hold[root], sim_msg_bytes(f->c), f->recv);
-    for (int i = 0; i < n; i++)
-        f->got[f->members[i]] = f->recv[i];
-    return n;
+    flow_bcast(f, tag, l, sl->bcast, sl->n_bcast, f->hold[sl->producer], sim_msg_bytes(f->c),
+               f->recv);
+    for (int i = 0; i < sl->n_bcast; i++)
+        f->got[sl->bcast[i]] = f->recv[i];
+    return sl->n_bcast;
 }
 
-int flow_spec_eligible(const Plan *p, int l)
-{
-    if (l + 1 >= p->n_layers)
-        return 0;
-    const LayerPlan *a = &p->layers[l], *b = &p->layers[l + 1];
-    if (a->mode != LAYER_PIPE || b->mode != LAYER_PIPE || a->proj_rank != a->ffn_rank)
-        return 0;
-    if (b->proj_rank != a->ffn_rank)
-        return 1;
-    for (int k = 0; k < b->n_parts; k++)
-        if (b->parts[k].rank != a->ffn_rank)
-            return 1;
-    return 0; /* every consumer of l+1 is the FFN rank of l: no broadcast, nothing to hide */
-}
+int flow_spec_eligible(const Plan *p, int l) { return schedule_spec_eligible(p, l); }
 
 /* Query heads rank holds in the layer. */
 static int heads_on(const LayerPlan *lp, int rank)
@@ -169,36 +127,44 @@ static double attn_time(const SimFlow *f, const LayerPlan *lp, int rank)
     return t;
 }
 
-/* Sends rank's gather contribution (made by op dep) to the projection op, or hands it over
- * locally when rank is the projection rank. */
-static void gather_to(SimFlow *f, int l, const LayerPlan *lp, int rank, int dep, int proj)
+/* Sends member m's gather contribution (made by op dep) to the projection op, or hands it
+ * over locally from the projection rank (member 0). */
+static void gather_to(SimFlow *f, int l, const ScheduleLayer *sl, int m, int dep, int proj)
 {
-    if (rank == lp->proj_rank) {
+    if (m == 0) {
         des_dep(f->d, dep, proj);
         return;
     }
-    double bytes = (double)sizeof(float) * heads_on(lp, rank) * f->c->head_dim +
-                   (sim_msg_bytes(f->c) - (double)f->c->dim * sizeof(float));
-    int g = des_msg(f->d, SIM_TAG_GATHER, l, rank, lp->proj_rank, bytes);
+    int g = des_msg(f->d, SIM_TAG_GATHER, l, sl->gather[m], sl->proj_rank,
+                    (double)sl->g_counts[m]);
     des_dep(f->d, dep, g);
     des_dep(f->d, g, proj);
 }
 
+/* Index of rank in the gather group (-1: none). */
+static int gather_index(const ScheduleLayer *sl, int rank)
+{
+    for (int m = 0; m < sl->n_gather; m++)
+        if (sl->gather[m] == rank)
+            return m;
+    return -1;
+}
+
 /* A PIPE layer with input root root; spec into this layer (FLOW_SPEC_*) with the previous
  * projection op spec_dep.  Sets *proj_out; returns the FFN op. */
-static int pipe_layer(SimFlow *f, const LayerPlan *lp, int l, int root, int spec, int spec_dep,
-                      int *proj_out)
+static int pipe_layer(SimFlow *f, const LayerPlan *lp, const ScheduleLayer *sl, int l,
+                      int spec, int spec_dep, int *proj_out)
 {
     SimDes *d = f->d;
-    const int nc = flow_consumers(lp, f->cons);
-    int nb = flow_input(f, l, root, f->cons, nc, SIM_TAG_BCAST);
+    const int nc = sl->n_consumers;
+    int nb = flow_input(f, l, sl, SIM_TAG_BCAST);
     for (int i = 0; i < nc; i++)
-        f->got_z[f->cons[i]] = -2;
+        f->got_z[sl->consumers[i]] = -2;
     if (spec != FLOW_SPEC_NONE && nb > 1) {
-        flow_bcast(f, SIM_TAG_SPEC_BCAST, l, f->members, nb, spec_dep, sim_msg_bytes(f->c),
+        flow_bcast(f, SIM_TAG_SPEC_BCAST, l, sl->bcast, nb, spec_dep, sim_msg_bytes(f->c),
                    f->spec_recv);
         for (int i = 1; i < nb; i++)
-            f->got_z[f->members[i]] = f->spec_recv[i];
+            f->got_z[sl->bcast[i]] = f->spec_recv[i];
     } else {
         spec = FLOW_SPEC_NONE;
     }
@@ -206,31 +172,31 @@ static int pipe_layer(SimFlow *f, const LayerPlan *lp, int l, int root, int spec
                            sim_cost_proj(f->c, f->cl, lp->proj_rank));
     des_dep(d, f->got[lp->proj_rank], proj);
     for (int i = 0; i < nc; i++) {
-        int r = f->cons[i];
-        if (!heads_on(lp, r))
+        int r = sl->consumers[i], m = gather_index(sl, r);
+        if (m < 0 || sl->g_floats[m] == 0)
             continue;
         double t = attn_time(f, lp, r);
         if (spec != FLOW_SPEC_NONE && f->got_z[r] != -2) {
             /* Attention on Z, its gather at once; again on X' if rejected. */
             int sa = des_compute(d, SIM_TAG_SPEC_ATTN, l, r, t);
             des_dep(d, f->got_z[r], sa);
-            gather_to(f, l, lp, r, sa, proj);
+            gather_to(f, l, sl, m, sa, proj);
             if (spec == FLOW_SPEC_REJECT) {
                 int re = des_compute(d, SIM_TAG_REEXEC, l, r, t);
                 des_dep(d, sa, re);
                 des_dep(d, f->got[r], re);
-                gather_to(f, l, lp, r, re, proj);
+                gather_to(f, l, sl, m, re, proj);
             }
         } else if (spec == FLOW_SPEC_REJECT) {
             /* The root knows: it sends the first gather round empty and computes on X'. */
-            gather_to(f, l, lp, r, f->got[r], proj);
+            gather_to(f, l, sl, m, f->got[r], proj);
             int re = des_compute(d, SIM_TAG_REEXEC, l, r, t);
             des_dep(d, f->got[r], re);
-            gather_to(f, l, lp, r, re, proj);
+            gather_to(f, l, sl, m, re, proj);
         } else {
             int a = des_compute(d, SIM_TAG_ATTN, l, r, t);
             des_dep(d, f->got[r], a);
-            gather_to(f, l, lp, r, a, proj);
+            gather_to(f, l, sl, m, a, proj);
         }
     }
     int ffn_in = proj;
@@ -267,15 +233,15 @@ static void exchange(SimFlow *f, int l, const int *m, int n, const int *from, in
         }
 }
 
-static void slice_layer(SimFlow *f, const LayerPlan *lp, int l, int root)
+static void slice_layer(SimFlow *f, const LayerPlan *lp, const ScheduleLayer *sl, int l)
 {
     SimDes *d = f->d;
     const ModelConfig *c = f->c;
-    const int n = flow_consumers(lp, f->cons);
-    flow_input(f, l, root, f->cons, n, SIM_TAG_BCAST);
+    const int n = sl->n_members;
+    flow_input(f, l, sl, SIM_TAG_BCAST);
     int *a = f->ready, *z = f->g1, *x = f->tmp;
     for (int i = 0; i < n; i++) {
-        int r = f->cons[i];
+        int r = sl->members[i];
         const SimDevice *dv = &f->cl->dev[r];
         int nq = heads_on(lp, r), calls = 0;
         for (int k = 0; k < lp->n_parts; k++)
@@ -286,9 +252,9 @@ static void slice_layer(SimFlow *f, const LayerPlan *lp, int l, int root)
         a[i] = des_compute(d, SIM_TAG_ATTN, l, r, t);
         des_dep(d, f->got[r], a[i]);
     }
-    exchange(f, l, f->cons, n, a, z);
+    exchange(f, l, sl->members, n, a, z);
     for (int i = 0; i < n; i++) {
-        int r = f->cons[i], cols = 0;
+        int r = sl->members[i], cols = 0;
         for (int k = 0; k < lp->n_slices; k++)
             if (lp->slices[k].rank == r)
                 cols += lp->slices[k].f1 - lp->slices[k].f0;
@@ -298,11 +264,11 @@ static void slice_layer(SimFlow *f, const LayerPlan *lp, int l, int root)
         a[i] = des_compute(d, SIM_TAG_FFN, l, r, t);
         des_dep(d, z[i], a[i]);
     }
-    exchange(f, l, f->cons, n, a, x);
+    exchange(f, l, sl->members, n, a, x);
     for (int r = 0; r <= f->cl->n_workers; r++)
         f->hold[r] = -2;
     for (int i = 0; i < n; i++)
-        f->hold[f->cons[i]] = x[i];
+        f->hold[sl->members[i]] = x[i];
 }
 
 int flow_layer(SimFlow *f, const LayerPlan *lp, int l, int producer, int in_op)
@@ -310,47 +276,51 @@ int flow_layer(SimFlow *f, const LayerPlan *lp, int l, int producer, int in_op)
     for (int r = 0; r <= f->cl->n_workers; r++)
         f->hold[r] = -2;
     f->hold[producer] = in_op < 0 ? -1 : in_op;
-    int proj;
-    return pipe_layer(f, lp, l, producer, FLOW_SPEC_NONE, -1, &proj);
+    ScheduleLayer sl;
+    schedule_layer(&sl, lp, l, &producer, 1, producer, f->c);
+    int proj, ffn = pipe_layer(f, lp, &sl, l, FLOW_SPEC_NONE, -1, &proj);
+    schedule_layer_free(&sl);
+    return ffn;
 }
 
 int flow_token(SimFlow *f, const Plan *p, const unsigned char *spec)
 {
     SimDes *d = f->d;
+    Schedule s;
+    plan_schedule(&s, p, f->c);
     for (int r = 0; r <= f->cl->n_workers; r++)
         f->hold[r] = -2;
     f->hold[0] = des_compute(d, SIM_TAG_EMBED, -1, 0, sim_cost_controller(f->c, f->cl, 1));
-    int proj_prev = -1;
+    int proj_prev = -1, last;
     for (int l = 0; l < p->n_layers; l++) {
         const LayerPlan *lp = &p->layers[l];
-        int root = l == 0 ? 0 : p->layers[l - 1].ffn_rank;
         if (lp->mode == LAYER_SLICE) {
-            slice_layer(f, lp, l, root);
+            slice_layer(f, lp, &s.layers[l], l);
             proj_prev = -1;
         } else {
-            int s = spec && l > 0 ? spec[l] : FLOW_SPEC_NONE;
-            pipe_layer(f, lp, l, root, s, proj_prev, &proj_prev);
+            int sp = spec && l > 0 ? spec[l] : FLOW_SPEC_NONE;
+            pipe_layer(f, lp, &s.layers[l], l, sp, proj_prev, &proj_prev);
         }
     }
-    /* A split LM head: every member of the last layer computes its rows and sends them. */
-    if (p->head_split) {
-        int join = des_join(d, p->n_layers), v0, v1;
-        for (int r = 1; r <= f->cl->n_workers; r++)
-            if (plan_head_rows(p, f->c, r, &v0, &v1)) {
-                int op = des_compute(d, SIM_TAG_HEAD, p->n_layers, r,
-                                     sim_cost_head_rows(f->c, f->cl, r, v1 - v0));
-                des_dep(d, f->hold[r], op);
-                int msg = des_msg(d, SIM_TAG_OUT, p->n_layers, r, 0,
-                                  (double)sizeof(WireHdr) + (double)(v1 - v0) * sizeof(float));
-                des_dep(d, op, msg);
-                des_dep(d, msg, join);
-            }
-        return join;
+    if (s.n_head > 0) {
+        /* A split LM head: every member of the last layer computes its rows and sends them. */
+        last = des_join(d, p->n_layers);
+        for (int m = 1; m < s.n_head; m++) {
+            int r = s.head_members[m];
+            int op = des_compute(d, SIM_TAG_HEAD, p->n_layers, r,
+                                 sim_cost_head_rows(f->c, f->cl, r, s.head_v1[m] - s.head_v0[m]));
+            des_dep(d, f->hold[r], op);
+            int msg = des_msg(d, SIM_TAG_OUT, p->n_layers, r, 0, (double)s.h_counts[m]);
+            des_dep(d, op, msg);
+            des_dep(d, msg, last);
+        }
+    } else {
+        /* The last layer's holders broadcast the output to the controller. */
+        flow_input(f, p->n_layers, &s.layers[p->n_layers], SIM_TAG_OUT);
+        last = des_compute(d, SIM_TAG_HEAD, p->n_layers, 0,
+                           sim_cost_controller(f->c, f->cl, 0));
+        des_dep(d, f->got[0], last);
     }
-    /* The last layer's holders broadcast the output to the controller. */
-    int ctrl = 0;
-    flow_input(f, p->n_layers, p->layers[p->n_layers - 1].ffn_rank, &ctrl, 1, SIM_TAG_OUT);
-    int head = des_compute(d, SIM_TAG_HEAD, p->n_layers, 0, sim_cost_controller(f->c, f->cl, 0));
-    des_dep(d, f->got[0], head);
-    return head;
+    schedule_free(&s);
+    return last;
 }

@@ -1,9 +1,11 @@
-/* engine_internal.h: the distributed engine's state, shared by engine.c (the forward pass)
- * and replan.c (memory accounting and re-placement).  Not a public interface. */
+/* engine_internal.h: the distributed engine's state and the functions its files share
+ * (setup.c, loop.c, pipe.c, slice.c, speculation.c, head.c, metrics.c, replan.c).  Not a
+ * public interface. */
 #ifndef HEADSPLIT_ENGINE_INTERNAL_H
 #define HEADSPLIT_ENGINE_INTERNAL_H
 
 #include "dist.h"
+#include "schedule.h"
 #include "wire.h"
 
 enum { T_ATTN, T_GATHER, T_PROJ, T_FFN, T_BCAST, T_ZSEND, T_COUNT };
@@ -11,18 +13,14 @@ enum { W_IN, W_GATHER, W_Z, W_X1, W_X2, W_COUNT }; /* wait sites per layer (dead
 
 typedef struct {
     LayerMode mode;
-    MPI_Comm in_comm; /* layer input: root (comm rank 0) = producer; NULL if none needed */
+    TransportGroup *in_comm; /* layer input: root (member 0) = producer; NULL if none */
     int in_size;
     int in_root;      /* 1 if this rank broadcasts the input */
     int in_peer;      /* world rank of the root */
     int consumer;     /* this rank needs the layer input */
-    /* PIPE: head outputs -> projection rank (comm rank 0) */
-    MPI_Comm g_comm;
-    int g_size;
-    int *g_members;             /* world ranks in comm order */
-    int *g_counts, *g_displs;   /* root: bytes from each member */
-    int *g_part_dst, *g_part_src, *g_part_len; /* root: part k -> heads[dst], from byte src */
-    int g_n_parts;
+    /* PIPE: head outputs -> projection rank (member 0); members and layout in the
+     * schedule's entry of the layer */
+    TransportGroup *g_comm;
     int n_parts;
     AttnPartW *parts;  /* this rank's parts of the layer */
     float **wo_cols;   /* SLICE: [n_parts] their columns of wo, [dim][nq*hd] */
@@ -31,8 +29,6 @@ typedef struct {
     int proj_rank, ffn_rank;
     ProjW proj;
     FfnW ffn;          /* PIPE: whole FFN; SLICE: this rank's slice */
-    int n_members;     /* SLICE */
-    int *members;
     double ewma[W_COUNT];
 } LayerRt;
 
@@ -50,10 +46,11 @@ typedef struct {
 } MemState;
 
 struct DistEngine {
-    Comm *cm;
+    Transport *tp;
     const ModelConfig *c;
     const Plan *plan;    /* == &plan_own: the engine keeps its own copy */
     Plan plan_own;
+    Schedule sched;      /* plan_schedule(plan): groups, layouts, speculation eligibility */
     char *fname;         /* model file, re-opened to load migrated parts */
     int kv_cap;
     MemState mem;
@@ -86,31 +83,49 @@ struct DistEngine {
     long *spec_tried, *spec_kept; /* [L] decider */
     double *spec_attn_s;     /* [L] attention time spent on Z (heads of layer l) */
     double *ffn_s_spec;      /* [L] decider: FFN time of speculated transitions */
-    /* Split LM head (plan->head_split): the controller (comm rank 0) and the last layer's
+    /* Split LM head (plan->head_split): the controller (member 0) and the last layer's
      * members, which send it their rows of logits. */
-    MPI_Comm head_comm;
-    int head_size;
+    TransportGroup *head_comm; /* the schedule's head group */
     HeadW head_rows;         /* member: final norm and rows [head_v0, head_v1) */
     int head_v0, head_v1;
     unsigned char *hsend;    /* member: [hdr | rows floats] */
     unsigned char *hrecv;    /* controller: the members' messages, in comm order */
-    int *h_counts, *h_displs, *h_v0; /* controller: bytes and first row per comm member */
     float *logits;           /* controller: [vocab] assembled logits */
 };
 
 
-/* Builds layer l's communicators and this rank's roles (collective over world). */
+/* The payload of a message: the floats after its WireHdr. */
+static inline float *payload(unsigned char *msg)
+{
+    return (float *)(void *)(msg + sizeof(WireHdr));
+}
+
+/* loop.c: a received header, checked (magic, command), and the broadcast of a pipeline
+ * message on layer l's input group (root sends; others receive and wait out the link). */
+WireHdr engine_read_hdr(const unsigned char *msg, int layer);
+void engine_bcast_input(DistEngine *e, int l, unsigned char *msg);
+/* pipe.c, slice.c: one layer on this rank; return the pipeline command seen. */
+int engine_pipe_layer(DistEngine *e, int l);
+int engine_slice_layer(DistEngine *e, int l);
+/* speculation.c: the decision at layer l's FFN rank (ratio ||FFN(Z)||/||Z||); returns the
+ * header flags for X'. */
+int engine_spec_decide(DistEngine *e, int l, float ratio, int s_out);
+/* head.c: the split LM head's group (collective), a member's rows (-1 with err when they
+ * cannot be loaded), its send of logits, and the controller's assembly into e->logits. */
+int engine_setup_head(DistEngine *e, hid_t file, const char *fname, char *err, size_t errlen);
+void engine_head_send(DistEngine *e, const WireHdr *h, const float *x);
+void engine_head_recv(DistEngine *e);
+
+/* setup.c: layer l's transport groups (collective) and this rank's roles. */
 void engine_setup_layer(DistEngine *e, int l);
-/* Frees layer l's communicators and gather layout (before engine_setup_layer again). */
+/* Frees layer l's groups (before engine_setup_layer again). */
 void engine_teardown_layer_comms(DistEngine *e, int l);
-/* Gather layout of a projection rank. */
-void engine_setup_gather_layout(DistEngine *e, int l);
 /* Recomputes which transitions may speculate and whether this rank has work. */
 void engine_refresh_roles(DistEngine *e);
 /* Sends a control command through the pipeline (no compute) and confirms it on the world. */
 void engine_controller_control(DistEngine *e, int cmd, int pos);
 /* Re-placement at positions cached (collective): computes the new plan as every rank does,
- * moves parts and KV caches, rebuilds communicators. */
+ * moves parts and KV caches, rebuilds groups. */
 void engine_replan(DistEngine *e, int positions);
 
 #endif

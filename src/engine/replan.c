@@ -5,7 +5,7 @@
  * (weights + KV cache + buffers), so the controller checks budgets before each token without
  * messages.  A re-placement is a pure function of the plan and the position (plan_replace),
  * so once the controller announces it, every rank computes the same new plan, moves what
- * changed and rebuilds the communicators. */
+ * changed and rebuilds the groups. */
 #include "engine_internal.h"
 
 #include "h5io.h"
@@ -18,7 +18,7 @@ void dist_set_memory(DistEngine *e, const PlanRequest *req, int steps, double th
                      int static_plan)
 {
     MemState *m = &e->mem;
-    const int n = e->plan->n_workers, size = e->cm->size;
+    const int n = e->plan->n_workers, size = e->tp->size;
     m->req = *req;
     m->devices = xcalloc((size_t)n, sizeof(Device));
     if (req->devices)
@@ -79,7 +79,7 @@ void dist_print_memory_prediction(const DistEngine *e, FILE *out)
 void engine_replan(DistEngine *e, int positions)
 {
     const ModelConfig *c = e->c;
-    const int me = e->cm->rank, hd = c->head_dim;
+    const int me = e->tp->rank, hd = c->head_dim;
     double t0 = time_now();
     Plan next;
     char err[512];
@@ -91,9 +91,10 @@ void engine_replan(DistEngine *e, int positions)
     const size_t kv_floats = (size_t)positions * (size_t)hd;
     size_t kv_moved = 0, loaded = 0;
     int cap = 4 * c->n_layers * c->n_heads + 4, nreq = 0;
-    MPI_Request *reqs = xmalloc((size_t)cap * sizeof(MPI_Request));
+    TransportReq *reqs = xmalloc((size_t)cap * sizeof(TransportReq));
     AttnPartW **fresh = xcalloc((size_t)e->L, sizeof(AttnPartW *));
     hid_t file = -1;
+    transport_exclusive(e->tp, 1); /* posts and file reads only: nothing waits in here */
     for (int l = 0; l < e->L; l++) {
         const LayerPlan *old = &e->plan->layers[l], *nw = &next.layers[l];
         LayerRt *r = &e->lr[l];
@@ -106,12 +107,11 @@ void engine_replan(DistEngine *e, int positions)
             if (to == me)
                 continue;
             int tag = WIRE_TAG_MIG + 2 * (l * c->n_heads + k);
-            MPI_CHECK(MPI_Isend(pw->k_cache, (int)kv_floats, MPI_FLOAT, to, tag, MPI_COMM_WORLD,
-                                &reqs[nreq++]));
-            MPI_CHECK(MPI_Isend(pw->v_cache, (int)kv_floats, MPI_FLOAT, to, tag + 1,
-                                MPI_COMM_WORLD, &reqs[nreq++]));
+            transport_isend(e->tp, pw->k_cache, kv_floats * sizeof(float), to, tag,
+                            &reqs[nreq++]);
+            transport_isend(e->tp, pw->v_cache, kv_floats * sizeof(float), to, tag + 1,
+                            &reqs[nreq++]);
             kv_moved += 2 * kv_floats * sizeof(float);
-            e->cm->bytes_sent += 2 * kv_floats * sizeof(float);
         }
         /* This rank's parts under the new plan, in plan order: kept ones move over, arriving
          * ones are read from this rank's own copy of the model and get the KV by message. */
@@ -142,18 +142,19 @@ void engine_replan(DistEngine *e, int positions)
             loaded += model_attn_part_bytes(c, dst);
             e->weight_bytes += model_attn_part_bytes(c, dst);
             int tag = WIRE_TAG_MIG + 2 * (l * c->n_heads + k);
-            MPI_CHECK(MPI_Irecv(dst->k_cache, (int)kv_floats, MPI_FLOAT, from, tag,
-                                MPI_COMM_WORLD, &reqs[nreq++]));
-            MPI_CHECK(MPI_Irecv(dst->v_cache, (int)kv_floats, MPI_FLOAT, from, tag + 1,
-                                MPI_COMM_WORLD, &reqs[nreq++]));
+            transport_irecv(e->tp, dst->k_cache, kv_floats * sizeof(float), from, tag,
+                            &reqs[nreq++]);
+            transport_irecv(e->tp, dst->v_cache, kv_floats * sizeof(float), from, tag + 1,
+                            &reqs[nreq++]);
         }
     }
     if (file >= 0)
         H5Fclose(file);
+    transport_exclusive(e->tp, 0);
     for (int i = 0; i < nreq; i++)
-        comm_wait(e->cm, &reqs[i]);
+        transport_wait(e->tp, &reqs[i]);
     free(reqs);
-    /* Free what left, install the new parts, and rebuild communicators from the new plan. */
+    /* Free what left, install the new parts, and rebuild groups from the new plan. */
     for (int l = 0; l < e->L; l++) {
         LayerRt *r = &e->lr[l];
         for (int j = 0; j < r->n_parts; j++) {
@@ -180,19 +181,22 @@ void engine_replan(DistEngine *e, int positions)
     plan_free(&e->plan_own);
     e->plan_own = next;
     e->plan = &e->plan_own;
+    schedule_free(&e->sched);
+    plan_schedule(&e->sched, e->plan, c);
     for (int l = 0; l <= e->L; l++) {
         engine_teardown_layer_comms(e, l);
         engine_setup_layer(e, l);
-        if (l < e->L && e->lr[l].is_proj && e->lr[l].mode == LAYER_PIPE)
-            engine_setup_gather_layout(e, l);
     }
     engine_refresh_roles(e);
     /* The controller records what it cost. */
-    unsigned long long mine[2] = {kv_moved, loaded}, all[2] = {0, 0};
-    MPI_Request req;
-    MPI_CHECK(MPI_Ireduce(mine, all, 2, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD,
-                          &req));
-    comm_wait(e->cm, &req);
+    uint64_t mine[2] = {kv_moved, loaded}, all[2] = {0, 0};
+    uint64_t *every = xmalloc(2 * (size_t)e->tp->size * sizeof(uint64_t));
+    transport_allgather(e->tp, mine, sizeof mine, every);
+    for (int r = 0; r < e->tp->size; r++) {
+        all[0] += every[2 * r];
+        all[1] += every[2 * r + 1];
+    }
+    free(every);
     if (me == 0) {
         json_t *rec = json_pack("{s:i,s:i,s:I,s:I,s:f,s:f}", "token", positions,
                                 "parts_moved", moved, "kv_bytes_moved", (json_int_t)all[0],

@@ -1,0 +1,84 @@
+/* head.c: the split LM head: the last layer's members compute the final norm and their rows
+ * of logits and send them to the controller, which assembles the logits. */
+#include "engine_internal.h"
+
+#include "util.h"
+#include "wire.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The split LM head's group (collective over every rank), this member's rows and the
+ * controller's layout; -1 with err when a member cannot load its rows (nothing is loaded
+ * when err already holds an error). */
+int engine_setup_head(DistEngine *e, hid_t file, const char *fname, char *err, size_t errlen)
+{
+    const Schedule *s = &e->sched;
+    const ModelConfig *c = e->c;
+    e->head_comm = NULL;
+    if (s->n_head == 0)
+        return 0;
+    e->head_comm = transport_group_create(e->tp, s->head_members, s->n_head);
+    const int me = e->tp->rank;
+    if (me == 0) {
+        size_t total = 0;
+        for (int m = 1; m < s->n_head; m++)
+            total += (size_t)s->h_counts[m];
+        e->hrecv = xcalloc(total, 1);
+        e->logits = xcalloc((size_t)c->vocab_size, sizeof(float));
+        return 0;
+    }
+    for (int m = 1; m < s->n_head; m++)
+        if (s->head_members[m] == me && !err[0]) {
+            e->head_v0 = s->head_v0[m];
+            e->head_v1 = s->head_v1[m];
+            transport_exclusive(e->tp, 1);
+            int rc = model_load_head_rows(&e->head_rows, c, file, fname, e->head_v0,
+                                          e->head_v1, err, errlen);
+            transport_exclusive(e->tp, 0);
+            if (rc < 0)
+                return -1;
+            e->weight_bytes += ((size_t)(e->head_v1 - e->head_v0) +
+                                (c->arch == ARCH_GPT2 ? 2 : 1)) *
+                               (size_t)c->dim * sizeof(float); /* rows and final norm, as planned */
+            e->hsend = xcalloc(sizeof(WireHdr) +
+                               (size_t)(e->head_v1 - e->head_v0) * sizeof(float), 1);
+        }
+    return 0;
+}
+
+/* Member: the final norm and this rank's rows of logits of X' (x), sent to the controller. */
+void engine_head_send(DistEngine *e, const WireHdr *h, const float *x)
+{
+    const int rows = e->head_v1 - e->head_v0;
+    model_logits_rows(e->c, &e->head_rows, &e->scratch, x, rows,
+                      (float *)(void *)(e->hsend + sizeof(WireHdr)));
+    WireHdr gh = *h;
+    gh.layer = e->L;
+    transport_stamp(e->tp, &gh);
+    memcpy(e->hsend, &gh, sizeof gh);
+    const int bytes = (int)(sizeof gh + (size_t)rows * sizeof(float));
+    TransportReq req;
+    transport_igatherv(e->tp, e->head_comm, e->hsend, (size_t)bytes, NULL, NULL, NULL, &req);
+    transport_wait(e->tp, &req);
+}
+
+/* Controller: the members' rows of logits, waited out on the emulated links, into e->logits. */
+void engine_head_recv(DistEngine *e)
+{
+    TransportReq req;
+    char none = 0;
+    const Schedule *s = &e->sched;
+    transport_igatherv(e->tp, e->head_comm, &none, 0, e->hrecv, s->h_counts, s->h_displs,
+                       &req);
+    LayerRt *r = &e->lr[e->L];
+    transport_wait_link(e->tp, &req, e->plan->layers[e->L - 1].ffn_rank, "logits", e->L,
+                   &r->ewma[W_IN]);
+    for (int m = 1; m < s->n_head; m++) {
+        const unsigned char *msg = e->hrecv + s->h_displs[m];
+        WireHdr mh = engine_read_hdr(msg, e->L);
+        transport_deliver(e->tp, &mh, (size_t)s->h_counts[m]);
+        memcpy(e->logits + s->head_v0[m], msg + sizeof mh,
+               (size_t)s->h_counts[m] - sizeof mh);
+    }
+}

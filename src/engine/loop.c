@@ -1,0 +1,145 @@
+/* loop.c: the token loop of both sides.  The controller sends the embedding into layer 0's
+ * input and receives the last layer's output (or the split head's logits); a worker runs its
+ * layers per token until a STOP or REPLAN passes through, then takes the controller's word.
+ * Every message starts with a WireHdr, which carries commands down the pipeline and the
+ * send time used by link emulation. */
+#include "engine_internal.h"
+
+#include "util.h"
+#include "wire.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+WireHdr engine_read_hdr(const unsigned char *msg, int layer)
+{
+    WireHdr h;
+    memcpy(&h, msg, sizeof h);
+    CHECK(h.magic == WIRE_MAGIC, "layer %d: message with a bad magic 0x%08x (protocol "
+          "mismatch between ranks?)", layer, h.magic);
+    CHECK((h.cmd & 0xff) == WIRE_STEP || (h.cmd & 0xff) == WIRE_STOP ||
+              (h.cmd & 0xff) == WIRE_REPLAN,
+          "layer %d: unknown command %d", layer, h.cmd);
+    return h;
+}
+
+/* Broadcast of a pipeline message on layer l's input group (root sends, others
+ * receive and wait out the emulated link). */
+void engine_bcast_input(DistEngine *e, int l, unsigned char *msg)
+{
+    LayerRt *r = &e->lr[l];
+    TransportReq req;
+    if (r->in_root) {
+        WireHdr h;
+        memcpy(&h, msg, sizeof h);
+        transport_stamp(e->tp, &h);
+        memcpy(msg, &h, sizeof h);
+    }
+    transport_ibcast(e->tp, r->in_comm, msg, e->msg_bytes, &req);
+    if (r->in_root) {
+        transport_wait(e->tp, &req);
+        return;
+    }
+    transport_wait_link(e->tp, &req, r->in_peer, "layer input", l, &r->ewma[W_IN]);
+    WireHdr h = engine_read_hdr(msg, l);
+    transport_deliver(e->tp, &h, e->msg_bytes);
+}
+
+static int worker_token(DistEngine *e);
+
+/* Waits (sleeping, without a deadline: an idle worker may wait long) for the controller's
+ * confirmation of a control command to every rank. */
+static WireHdr wait_control(DistEngine *e)
+{
+    WireHdr h;
+    transport_bcast_all(e->tp, &h, sizeof h);
+    CHECK(h.magic == WIRE_MAGIC, "control message with a bad magic");
+    return h;
+}
+
+void dist_worker_loop(DistEngine *e)
+{
+    for (;;) {
+        int cmd = WIRE_STEP;
+        if (!e->active) {
+            cmd = WIRE_STOP; /* nothing to run: wait for the controller's word */
+        } else {
+            cmd = worker_token(e);
+            if (cmd == WIRE_STEP)
+                continue;
+        }
+        WireHdr h = wait_control(e);
+        if (h.cmd == WIRE_STOP)
+            return;
+        if (h.cmd == WIRE_REPLAN)
+            engine_replan(e, h.pos);
+    }
+}
+
+void engine_controller_control(DistEngine *e, int cmd, int pos)
+{
+    WireHdr h = {WIRE_MAGIC, cmd, pos, 0, 0, 0, 0};
+    memcpy(e->xmsg, &h, sizeof h);
+    engine_bcast_input(e, 0, e->xmsg);
+    engine_bcast_input(e, e->L, e->xmsg);
+    transport_bcast_all(e->tp, &h, sizeof h);
+}
+
+/* One token's pass over this rank's layers; returns the pipeline command seen. */
+static int worker_token(DistEngine *e)
+{
+    {
+        int stop = WIRE_STEP;
+        if (e->adaptive)
+            for (int l = 0; l < e->L; l++)
+                if (e->lr[l].is_ffn && e->eligible[l])
+                    e->spec[l] = e->spec_pending[l];
+        for (int l = 0; l < e->L; l++) {
+            if (!plan_rank_in_layer(e->plan, l, e->tp->rank))
+                continue;
+            stop = e->lr[l].mode == LAYER_SLICE ? engine_slice_layer(e, l)
+                                                : engine_pipe_layer(e, l);
+        }
+        return stop;
+    }
+}
+
+static void controller_send(DistEngine *e, int cmd, const float *x, int pos, int token)
+{
+    WireHdr h = {WIRE_MAGIC, cmd, pos, token, 0, 0, 0};
+    memcpy(e->xmsg, &h, sizeof h);
+    if (x)
+        memcpy(payload(e->xmsg), x, (size_t)e->c->dim * sizeof(float));
+    engine_bcast_input(e, 0, e->xmsg);
+    if (cmd == WIRE_STEP && e->head_comm)
+        engine_head_recv(e); /* the members send logits, not X' */
+    else
+        engine_bcast_input(e, e->L, e->xmsg);
+}
+
+void dist_set_wire(DistEngine *e, int f16) { e->wire16 = f16 != 0; }
+
+static void controller_forward(void *ctx, float *x, int pos, int token)
+{
+    DistEngine *e = ctx;
+    controller_send(e, WIRE_STEP, x, pos, token);
+    if (!e->head_comm)
+        memcpy(x, payload(e->xmsg), (size_t)e->c->dim * sizeof(float));
+}
+
+static int controller_logits(void *ctx, float *logits)
+{
+    DistEngine *e = ctx;
+    if (!e->head_comm)
+        return 0;
+    memcpy(logits, e->logits, (size_t)e->c->vocab_size * sizeof(float));
+    return 1;
+}
+
+LayerBackend dist_backend(DistEngine *e)
+{
+    return (LayerBackend){.ctx = e, .forward = controller_forward,
+                          .prepare = dist_controller_prepare, .logits = controller_logits};
+}
+
+void dist_controller_stop(DistEngine *e) { engine_controller_control(e, WIRE_STOP, 0); }

@@ -1,0 +1,219 @@
+/* pipe.c: a PIPE layer on one rank: attention parts on the layer input (or, speculating, on
+ * the previous layer's Z), the gather of head outputs at the projection rank, the projection,
+ * Z to the FFN rank, the FFN, and the next layer's input. */
+#include "engine_internal.h"
+
+#include "util.h"
+#include "wire.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Computes this rank's attention parts of layer l on input x into gbuf's payload. */
+static void attn_parts(DistEngine *e, int l, const float *x, int pos)
+{
+    LayerRt *r = &e->lr[l];
+    float *mine = payload(e->gbuf);
+    double t = time_now();
+    for (int k = 0, off = 0; k < r->n_parts; k++) {
+        model_attn_part_forward(e->c, &r->parts[k], &e->scratch, x, pos, mine + off);
+        off += (r->parts[k].q1 - r->parts[k].q0) * e->c->head_dim;
+    }
+    e->timers[(size_t)l * T_COUNT + T_ATTN] += time_now() - t;
+}
+
+/* Posts this rank's contribution to layer l's gather of head outputs. */
+static void gather_post(DistEngine *e, int l, const WireHdr *h, TransportReq *req)
+{
+    LayerRt *r = &e->lr[l];
+    WireHdr gh = *h;
+    gh.layer = l;
+    transport_stamp(e->tp, &gh);
+    memcpy(e->gbuf, &gh, sizeof gh);
+    int bytes = (int)sizeof(WireHdr) + r->my_floats * (int)sizeof(float);
+    const ScheduleLayer *sl = &e->sched.layers[l];
+    transport_igatherv(e->tp, r->g_comm, e->gbuf, (size_t)bytes, e->staging, sl->g_counts,
+                       sl->g_displs, req);
+}
+
+/* Completes the gather; at the projection rank, waits out the emulated links and assembles
+ * the head outputs in head order into e->heads. */
+static void gather_finish(DistEngine *e, int l, TransportReq *req)
+{
+    LayerRt *r = &e->lr[l];
+    const ScheduleLayer *sl = &e->sched.layers[l];
+    const unsigned char *src = e->gbuf;
+    double t = time_now();
+    if (r->g_comm) {
+        if (!r->is_proj) {
+            transport_wait(e->tp, req);
+        } else {
+            transport_wait_link(e->tp, req, sl->gather[sl->n_gather - 1], "head outputs", l,
+                           &r->ewma[W_GATHER]);
+            for (int m = 1; m < sl->n_gather; m++) {
+                WireHdr mh = engine_read_hdr(e->staging + sl->g_displs[m], l);
+                transport_deliver(e->tp, &mh, (size_t)sl->g_counts[m]);
+            }
+        }
+        src = e->staging;
+    }
+    e->timers[(size_t)l * T_COUNT + T_GATHER] += time_now() - t;
+    if (r->is_proj)
+        for (int k = 0; k < sl->n_gparts; k++)
+            memcpy(e->heads + sl->g_part_dst[k], src + sl->g_part_src[k],
+                   (size_t)sl->g_part_len[k] * sizeof(float));
+}
+
+/* Attention and gather of a consumer of layer l.  Without speculation: one round on X.  With
+ * speculation into l: a round on Z of layer l-1 (sent before that layer's FFN ran), then X'
+ * with the decision; a second round on X' only when the speculation was rejected. */
+static WireHdr pipe_attention(DistEngine *e, int l)
+{
+    LayerRt *r = &e->lr[l];
+    double *tm = e->timers + (size_t)l * T_COUNT, t;
+    const int recv = r->in_comm && !r->in_root;
+    const int s_in = l > 0 && e->spec[l - 1];
+    TransportReq g1 = {0}, g2 = {0};
+    WireHdr h;
+    if (!s_in) {
+        if (recv) {
+            t = time_now();
+            engine_bcast_input(e, l, e->xmsg);
+            tm[T_BCAST] += time_now() - t;
+        }
+        h = engine_read_hdr(e->xmsg, l);
+        if (!r->in_root && l > 0 && (h.cmd & WIRE_FLAG_SPEC_ON))
+            e->spec[l - 1] = (h.cmd & WIRE_FLAG_SPEC_NEXT) != 0; /* adaptive switch */
+        h.cmd &= 0xff;
+        if (h.cmd != WIRE_STEP)
+            return h;
+        attn_parts(e, l, payload(e->xmsg), h.pos);
+        if (r->g_comm)
+            gather_post(e, l, &h, &g1);
+        gather_finish(e, l, &g1);
+        return h;
+    }
+    /* Speculation into layer l. The root of the input (the previous FFN rank) already knows
+     * the decision; everyone else learns it from X''s header. */
+    unsigned char *zin = r->in_root ? e->zmsg : e->zspec;
+    int known_reject = 0;
+    if (r->in_root) {
+        WireHdr xh = engine_read_hdr(e->xmsg, l);
+        known_reject = !(xh.cmd & WIRE_FLAG_ACCEPT);
+    } else {
+        t = time_now();
+        engine_bcast_input(e, l, e->zspec);
+        tm[T_BCAST] += time_now() - t;
+    }
+    h = engine_read_hdr(zin, l);
+    h.cmd &= 0xff;
+    if (h.cmd != WIRE_STEP) {
+        if (recv)
+            engine_bcast_input(e, l, e->xmsg);
+        h = engine_read_hdr(e->xmsg, l);
+        h.cmd &= 0xff;
+        return h;
+    }
+    double ts = time_now();
+    if (!known_reject)
+        attn_parts(e, l, payload(zin), h.pos);
+    e->spec_attn_s[l] += time_now() - ts;
+    if (r->g_comm)
+        gather_post(e, l, &h, &g1);
+    if (recv) {
+        /* Post the receive of X' before completing the gather, so that neither side waits
+         * for the other to finish first. */
+        t = time_now();
+        engine_bcast_input(e, l, e->xmsg);
+        tm[T_BCAST] += time_now() - t;
+    }
+    WireHdr xh = engine_read_hdr(e->xmsg, l);
+    const int accept = (xh.cmd & WIRE_FLAG_ACCEPT) != 0;
+    if (!r->in_root && (xh.cmd & WIRE_FLAG_SPEC_ON))
+        e->spec[l - 1] = (xh.cmd & WIRE_FLAG_SPEC_NEXT) != 0; /* adaptive switch */
+    gather_finish(e, l, &g1);
+    if (!accept) {
+        attn_parts(e, l, payload(e->xmsg), xh.pos); /* re-executed: K/V at pos overwritten */
+        if (r->g_comm)
+            gather_post(e, l, &xh, &g2);
+        gather_finish(e, l, &g2);
+    }
+    xh.cmd &= 0xff;
+    return xh;
+}
+
+/* One PIPE layer on this rank; returns 1 if the message was a stop. */
+int engine_pipe_layer(DistEngine *e, int l)
+{
+    LayerRt *r = &e->lr[l];
+    const ModelConfig *c = e->c;
+    double *tm = e->timers + (size_t)l * T_COUNT, t;
+    WireHdr h = {0, WIRE_STEP, 0, 0, 0, 0, 0};
+    const int s_out = e->spec[l];
+    TransportReq zreq = {0};
+    if (r->consumer) {
+        h = pipe_attention(e, l);
+        const int stop = h.cmd != WIRE_STEP;
+        if (r->is_proj) {
+            t = time_now();
+            if (!stop)
+                model_proj_forward(c, &r->proj, &e->scratch, payload(e->xmsg), e->heads,
+                                   payload(e->zmsg));
+            memcpy(e->zmsg, &h, sizeof h);
+            tm[T_PROJ] += time_now() - t;
+            if (s_out) {
+                /* Z goes to the next layer's ranks now; they start its attention while our
+                 * FFN runs (proj and FFN share this rank where speculation is allowed). */
+                LayerRt *next = &e->lr[l + 1];
+                WireHdr zh = h;
+                zh.layer = l;
+                transport_stamp(e->tp, &zh);
+                memcpy(e->zmsg, &zh, sizeof zh);
+                transport_ibcast(e->tp, next->in_comm, e->zmsg, e->msg_bytes, &zreq);
+            } else if (!r->is_ffn) {
+                t = time_now();
+                WireHdr zh = h;
+                zh.layer = l;
+                transport_stamp(e->tp, &zh);
+                memcpy(e->zmsg, &zh, sizeof zh);
+                TransportReq req;
+                transport_isend(e->tp, e->zmsg, e->msg_bytes, r->ffn_rank, WIRE_TAG_Z + l, &req);
+                transport_wait(e->tp, &req);
+                tm[T_ZSEND] += time_now() - t;
+            }
+        }
+    }
+    if (r->is_ffn) {
+        if (!r->is_proj) {
+            t = time_now();
+            TransportReq req;
+            transport_irecv(e->tp, e->zmsg, e->msg_bytes, r->proj_rank, WIRE_TAG_Z + l, &req);
+            transport_wait_link(e->tp, &req, r->proj_rank, "Z", l, &r->ewma[W_Z]);
+            WireHdr zh = engine_read_hdr(e->zmsg, l);
+            transport_deliver(e->tp, &zh, e->msg_bytes);
+            tm[T_ZSEND] += time_now() - t;
+        }
+        h = engine_read_hdr(e->zmsg, l);
+        h.cmd &= 0xff;
+        t = time_now();
+        if (h.cmd == WIRE_STEP) {
+            float ratio = model_ffn_forward(c, &r->ffn, &e->scratch, payload(e->zmsg),
+                                            payload(e->xmsg));
+            if (s_out || e->adaptive)
+                h.cmd |= engine_spec_decide(e, l, ratio, s_out);
+            if (s_out)
+                e->ffn_s_spec[l] += time_now() - t;
+        }
+        memcpy(e->xmsg, &h, sizeof h);
+        tm[T_FFN] += time_now() - t;
+        if (zreq.active)
+            transport_wait(e->tp, &zreq);
+        LayerRt *next = &e->lr[l + 1];
+        if (next->in_comm) {
+            t = time_now();
+            engine_bcast_input(e, l + 1, e->xmsg);
+            tm[T_BCAST] += time_now() - t;
+        }
+    }
+    return h.cmd & 0xff;
+}

@@ -1,0 +1,240 @@
+/* setup.c: setting the engine up from the plan and tearing it down: the plan's schedule, one
+ * transport group per broadcast and gather group, this rank's roles, weights and buffers. */
+#include "engine_internal.h"
+
+#include "util.h"
+#include "wire.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int dist_hops_per_token(const Plan *p)
+{
+    /* Hops do not depend on sizes: a one-float model config serves every plan. */
+    ModelConfig c = {0};
+    c.dim = c.head_dim = c.n_heads = c.n_kv_heads = c.vocab_size = 1;
+    Schedule s;
+    plan_schedule(&s, p, &c);
+    int hops = s.hops_per_token;
+    schedule_free(&s);
+    return hops;
+}
+
+/* Builds the groups of layer l from the schedule (collective over every rank) and this
+ * rank's roles. */
+void engine_setup_layer(DistEngine *e, int l)
+{
+    const ScheduleLayer *sl = &e->sched.layers[l];
+    const int me = e->tp->rank;
+    LayerRt *r = &e->lr[l];
+    r->consumer = schedule_has(sl->consumers, sl->n_consumers, me);
+    r->in_size = sl->n_bcast;
+    r->in_root = sl->n_bcast > 0 && sl->bcast[0] == me;
+    r->in_peer = sl->n_bcast > 0 ? sl->bcast[0] : -1;
+    r->in_comm = sl->n_bcast > 1 ? transport_group_create(e->tp, sl->bcast, sl->n_bcast)
+                                  : NULL;
+    if (l < e->L) {
+        r->mode = sl->mode;
+        r->proj_rank = sl->proj_rank;
+        r->ffn_rank = sl->ffn_rank;
+        if (sl->mode == LAYER_PIPE) {
+            r->g_comm = sl->n_gather > 1 ? transport_group_create(e->tp, sl->gather, sl->n_gather)
+                                         : NULL;
+            r->is_proj = sl->proj_rank == me;
+            r->is_ffn = sl->ffn_rank == me;
+        }
+    }
+}
+
+/* Loads this rank's slices of layer l; -1 with err. */
+static int load_layer(DistEngine *e, int l, hid_t file, const char *fname, int kv_cap,
+                      char *err, size_t errlen)
+{
+    const LayerPlan *lp = &e->plan->layers[l];
+    LayerRt *r = &e->lr[l];
+    const ModelConfig *c = e->c;
+    const int me = e->tp->rank, hd = c->head_dim, Q = config_q_per_kv(c);
+    for (int k = 0; k < lp->n_parts; k++)
+        r->n_parts += lp->parts[k].rank == me;
+    r->parts = xcalloc((size_t)(r->n_parts ? r->n_parts : 1), sizeof(AttnPartW));
+    r->wo_cols = xcalloc((size_t)(r->n_parts ? r->n_parts : 1), sizeof(float *));
+    for (int k = 0, j = 0; k < lp->n_parts; k++) {
+        const AttnPart *p = &lp->parts[k];
+        if (p->rank != me)
+            continue;
+        if (model_load_attn_part(&r->parts[j], c, file, fname, l, p->unit, p->q0, p->q1, kv_cap,
+                                 err, errlen) < 0)
+            return -1;
+        e->weight_bytes += model_attn_part_bytes(c, &r->parts[j]);
+        int ncols = (p->q1 - p->q0) * hd;
+        if (lp->mode == LAYER_SLICE) {
+            if (model_load_proj_cols(&r->wo_cols[j], c, file, fname, l,
+                                     (p->unit * Q + p->q0) * hd, ncols, err, errlen) < 0)
+                return -1;
+            e->weight_bytes += (size_t)c->dim * (size_t)ncols * sizeof(float);
+        }
+        r->my_floats += ncols;
+        j++;
+    }
+    if (lp->mode == LAYER_SLICE) {
+        for (int k = 0; k < lp->n_slices; k++)
+            if (lp->slices[k].rank == me) {
+                r->is_ffn = 1;
+                if (model_load_ffn(&r->ffn, c, file, fname, l, lp->slices[k].f0,
+                                   lp->slices[k].f1, err, errlen) < 0)
+                    return -1;
+                e->weight_bytes += model_ffn_bytes(c, &r->ffn);
+            }
+        const ScheduleLayer *sl = &e->sched.layers[l];
+        if (c->arch == ARCH_GPT2 && sl->n_members > 0 && sl->members[0] == me) {
+            /* The projection bias is added once, by the first member. */
+            if (model_load_proj_bias(&r->proj.bo, c, file, fname, l, err, errlen) < 0)
+                return -1;
+        }
+        return 0;
+    }
+    if (r->is_proj) {
+        if (model_load_proj(&r->proj, c, file, fname, l, err, errlen) < 0)
+            return -1;
+        e->weight_bytes += config_proj_floats(c) * sizeof(float);
+    }
+    if (r->is_ffn) {
+        if (model_load_ffn(&r->ffn, c, file, fname, l, 0, c->ffn_dim, err, errlen) < 0)
+            return -1;
+        e->weight_bytes += model_ffn_bytes(c, &r->ffn);
+    }
+    return 0;
+}
+
+int dist_setup(DistEngine **out, Transport *tp, const ModelConfig *c, const Plan *plan,
+               hid_t file, const char *fname, int kv_cap)
+{
+    DistEngine *e = xcalloc(1, sizeof *e);
+    e->tp = tp;
+    e->c = c;
+    plan_copy(&e->plan_own, plan);
+    e->plan = &e->plan_own;
+    plan = e->plan;
+    plan_schedule(&e->sched, plan, c);
+    e->fname = xstrdup(fname);
+    e->kv_cap = kv_cap;
+    e->L = c->n_layers;
+    e->lr = xcalloc((size_t)e->L + 1, sizeof(LayerRt));
+    for (int l = 0; l <= e->L; l++)
+        engine_setup_layer(e, l);
+    char err[512] = "";
+    if (tp->rank > 0) {
+        transport_exclusive(tp, 1); /* ranks that share a process read the file in turn */
+        for (int l = 0; l < e->L; l++)
+            if (load_layer(e, l, file, fname, kv_cap, err, sizeof err) < 0)
+                break; /* roles (e->active) are set by engine_refresh_roles below */
+        transport_exclusive(tp, 0);
+    }
+    const size_t qd = (size_t)c->n_heads * (size_t)c->head_dim;
+    const size_t hdr = sizeof(WireHdr);
+    e->msg_bytes = hdr + (size_t)c->dim * sizeof(float);
+    e->xmsg = xcalloc(e->msg_bytes, 1);
+    e->zmsg = xcalloc(e->msg_bytes, 1);
+    e->gbuf = xcalloc(hdr + qd * sizeof(float), 1);
+    e->staging = xcalloc(((size_t)plan->n_workers + 2) * hdr + qd * sizeof(float), 1);
+    e->xsend = xcalloc(e->msg_bytes, 1);
+    e->xrecv = xcalloc(((size_t)plan->n_workers + 1) * e->msg_bytes, 1);
+    e->wire_bytes = hdr + (size_t)c->dim * sizeof(uint16_t);
+    e->wsend = xcalloc(e->wire_bytes, 1);
+    e->wrecv = xcalloc(((size_t)plan->n_workers + 1) * e->wire_bytes, 1);
+    e->heads = xcalloc(qd, sizeof(float));
+    e->acc = xcalloc((size_t)c->dim, sizeof(float));
+    e->timers = xcalloc((size_t)e->L * T_COUNT, sizeof(double));
+    e->eligible = xcalloc((size_t)e->L, 1);
+    e->spec = xcalloc((size_t)e->L, 1);
+    e->spec_pending = xcalloc((size_t)e->L, 1);
+    e->zspec = xcalloc(e->msg_bytes, 1);
+    e->acc_ewma = xcalloc((size_t)e->L, sizeof(double));
+    e->spec_tried = xcalloc((size_t)e->L, sizeof(long));
+    e->spec_kept = xcalloc((size_t)e->L, sizeof(long));
+    e->spec_attn_s = xcalloc((size_t)e->L, sizeof(double));
+    e->ffn_s_spec = xcalloc((size_t)e->L, sizeof(double));
+    engine_refresh_roles(e);
+    model_scratch_init(&e->scratch, c, kv_cap);
+    engine_setup_head(e, file, fname, err, sizeof err); /* collective: every rank, error or not */
+    *out = e;
+    if (transport_agree_errors(tp, err)) {
+        dist_free(e);
+        *out = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+void engine_refresh_roles(DistEngine *e)
+{
+    const Plan *plan = e->plan;
+    e->active = 0;
+    for (int l = 0; l < e->L; l++) {
+        e->active |= e->tp->rank > 0 && plan_rank_in_layer(plan, l, e->tp->rank);
+        e->eligible[l] = (unsigned char)e->sched.layers[l].spec_eligible;
+        e->spec[l] &= e->eligible[l];
+        e->spec_pending[l] &= e->eligible[l];
+    }
+}
+
+void engine_teardown_layer_comms(DistEngine *e, int l)
+{
+    LayerRt *r = &e->lr[l];
+    transport_group_free(e->tp, r->in_comm);
+    transport_group_free(e->tp, r->g_comm);
+    r->in_comm = r->g_comm = NULL;
+}
+
+void dist_free(DistEngine *e)
+{
+    if (!e)
+        return;
+    for (int l = 0; l <= e->L; l++) {
+        LayerRt *r = &e->lr[l];
+        engine_teardown_layer_comms(e, l);
+        for (int k = 0; k < r->n_parts; k++) {
+            model_free_attn_part(&r->parts[k]);
+            free(r->wo_cols[k]);
+        }
+        free(r->parts);
+        free(r->wo_cols);
+        model_free_proj(&r->proj);
+        model_free_ffn(&r->ffn);
+    }
+    free(e->lr);
+    free(e->xmsg);
+    free(e->zmsg);
+    free(e->gbuf);
+    free(e->staging);
+    free(e->xsend);
+    free(e->xrecv);
+    free(e->wsend);
+    free(e->wrecv);
+    free(e->heads);
+    free(e->acc);
+    free(e->timers);
+    free(e->eligible);
+    free(e->spec);
+    free(e->spec_pending);
+    free(e->zspec);
+    free(e->acc_ewma);
+    free(e->spec_tried);
+    free(e->spec_kept);
+    free(e->spec_attn_s);
+    free(e->ffn_s_spec);
+    model_scratch_free(&e->scratch);
+    transport_group_free(e->tp, e->head_comm);
+    model_free_head(&e->head_rows);
+    free(e->hsend);
+    free(e->hrecv);
+    free(e->logits);
+    schedule_free(&e->sched);
+    plan_free(&e->plan_own);
+    free(e->fname);
+    free(e->mem.devices);
+    free(e->mem.lat_ms);
+    free(e->mem.peak);
+    json_decref(e->mem.records);
+    free(e);
+}

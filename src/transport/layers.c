@@ -1,0 +1,166 @@
+/* layers.c: the layers that stack on a base transport (see transport.h): link emulation,
+ * compute dilation (device emulation) and fault / stall injection for tests. */
+#include "transport.h"
+
+#include "util.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- Link emulation: a message from a to b counts as delivered one-way latency (half the
+ * RTT, spread uniformly by the jitter) plus its bytes over the bandwidth after it was sent;
+ * the receiver sleeps until then.  Ranks share a host, so the send time is comparable. */
+typedef struct {
+    NetLink *links; /* [size*size], links[src*size+dst] */
+    uint64_t rng;
+} Emulation;
+
+static int emu_deliver(void *self, Transport *t, const WireHdr *h, size_t bytes,
+                       double *target)
+{
+    Emulation *em = self;
+    const int src = h->src;
+    if (src < 0 || src >= t->size || src == t->rank)
+        return 0;
+    const NetLink *l = &em->links[(size_t)src * (size_t)t->size + (size_t)t->rank];
+    double j = l->jitter_s * (rng_float(&em->rng) - 0.5);
+    double d = 0.5 * l->rtt_s + j;
+    *target += (d > 0 ? d : 0) + (l->bw_Bps > 0 ? (double)bytes / l->bw_Bps : 0);
+    return 1;
+}
+
+static void emu_free(void *self)
+{
+    Emulation *em = self;
+    free(em->links);
+    free(em);
+}
+
+static const TransportOps emulation_ops = {
+    .name = "emulation", .deliver = emu_deliver, .free = emu_free};
+
+void transport_push_emulation(Transport *t, const NetLink *links, uint64_t seed)
+{
+    size_t n = (size_t)t->size * (size_t)t->size;
+    Emulation *em = xcalloc(1, sizeof *em);
+    em->links = xmalloc(n * sizeof(NetLink));
+    memcpy(em->links, links, n * sizeof(NetLink));
+    em->rng = seed * 7919u + (uint64_t)t->rank;
+    t->emulated = em->links;
+    transport_push(t, &emulation_ops, em);
+}
+
+/* ---- Compute dilation: from transport_compute(t, 1) on, every stretch of work between two
+ * communication points (the end of a wait or delivery, and the next wait or stamped send)
+ * lasts `factor` times its CPU time of wall time; the rank sleeps out the difference.  A
+ * sleeping rank uses no host core, so concurrent ranks do not slow each other as CPU quotas
+ * on a shared host would (as long as the host has a core per factor-th of the ranks). */
+typedef struct {
+    double factor;
+    int on;
+    double cpu0, wall0; /* start of the current stretch of work */
+} Dilation;
+
+static void sleep_for(double s)
+{
+    if (s <= 0)
+        return;
+    struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static void dil_mark(void *self, Transport *t)
+{
+    Dilation *d = self;
+    (void)t;
+    d->cpu0 = time_cpu();
+    d->wall0 = time_now();
+}
+
+/* Ends a stretch of work: sleeps until it has lasted factor x its CPU time. */
+static void dil_pay(void *self, Transport *t)
+{
+    Dilation *d = self;
+    if (!d->on)
+        return;
+    double owed = d->factor * (time_cpu() - d->cpu0) - (time_now() - d->wall0);
+    if (owed > 0) {
+        sleep_for(owed);
+        t->dilated_s += owed;
+    }
+}
+
+static void dil_send(void *self, Transport *t)
+{
+    dil_pay(self, t);
+    dil_mark(self, t);
+}
+
+static void dil_compute(void *self, Transport *t, int on)
+{
+    Dilation *d = self;
+    if (on) {
+        d->on = d->factor > 1;
+        dil_mark(self, t);
+    } else {
+        dil_pay(self, t);
+        d->on = 0;
+    }
+}
+
+static const TransportOps dilation_ops = {
+    .name = "dilation", .on_send = dil_send, .on_wait = dil_pay, .on_resume = dil_mark,
+    .on_compute = dil_compute, .free = free};
+
+void transport_push_dilation(Transport *t, double factor)
+{
+    Dilation *d = xcalloc(1, sizeof *d);
+    d->factor = factor;
+    t->slowdown = factor > 1 ? factor : 1;
+    transport_push(t, &dilation_ops, d);
+}
+
+/* ---- Faults for tests: a stall (messages of one rank at one position arrive late, once) and
+ * a kill (a rank ends itself with SIGKILL on the first message of a position). */
+typedef struct {
+    int stall_rank, stall_pos;
+    double stall_s;
+    int kill_rank, kill_pos;
+} Faults;
+
+static int fault_deliver(void *self, Transport *t, const WireHdr *h, size_t bytes,
+                         double *target)
+{
+    Faults *f = self;
+    (void)bytes;
+    if (f->kill_rank == t->rank && h->pos >= f->kill_pos && (h->cmd & 0xff) == WIRE_STEP) {
+        fprintf(stderr, "headsplit: [rank %d] --inject-kill: killing myself at position %d\n",
+                t->rank, h->pos);
+        fflush(stderr);
+        kill(getpid(), SIGKILL);
+    }
+    if (h->src < 0 || h->src >= t->size || h->src == t->rank)
+        return 0;
+    if (h->src == f->stall_rank && h->pos == f->stall_pos && h->cmd == WIRE_STEP) {
+        f->stall_rank = -1; /* one stall per run */
+        *target += f->stall_s;
+        return f->stall_s != 0;
+    }
+    return 0;
+}
+
+static const TransportOps faults_ops = {.name = "faults", .deliver = fault_deliver, .free = free};
+
+void transport_push_faults(Transport *t, int stall_rank, int stall_pos, double stall_s,
+                           int kill_rank, int kill_pos)
+{
+    Faults *f = xcalloc(1, sizeof *f);
+    *f = (Faults){stall_rank, stall_pos, stall_s, kill_rank, kill_pos};
+    transport_push(t, &faults_ops, f);
+}

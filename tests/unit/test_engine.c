@@ -1,0 +1,331 @@
+/* The distributed engine over the in-process transport: a controller and two workers as three
+ * threads run a synthetic 2-layer model (LLaMA, and GPT-2) under PIPE (layer-wise, with
+ * speculation that is always re-executed, and head-level) and SLICE plans; their outputs are compared with the
+ * single-process backend (src/model/local.c): PIPE bit for bit, SLICE within 1e-5. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "convert.h"
+#include "dist.h"
+#include "generate.h"
+#include "h5io.h"
+#include "model.h"
+#include "plan.h"
+#include "schedule.h"
+#include "transport.h"
+#include "util.h"
+
+#include <hdf5.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { RANKS = 3, STEPS = 6, KV_CAP = 16 };
+static const int tokens[STEPS] = {1, 17, 300, 42, 511, 7};
+
+static char model_path[64];
+static ModelConfig cfg;
+
+/* The last layer's output and the logits of every position. */
+typedef struct {
+    float x[STEPS][64];
+    float *logits; /* [STEPS][vocab] */
+} Outputs;
+
+/* One run: its plan, speculation mask, and each rank's transport; rank 0 fills out. */
+typedef struct {
+    const Plan *plan;
+    const unsigned char *spec; /* [n_layers] or NULL */
+    InprocWorld *world;
+    Outputs *out;
+    DistMetrics metrics; /* gathered after the last token (rank 0's copy) */
+} Run;
+
+typedef struct {
+    Run *run;
+    int rank;
+} RankArg;
+
+/* Writes the synthetic model of spec (dim 64, 2 layers) and reads its config. */
+static int setup_model(const char *spec)
+{
+    h5io_quiet();
+    snprintf(model_path, sizeof model_path, "/tmp/hs_test_engine_%ld.h5", (long)getpid());
+    char err[512];
+    if (convert_make_synthetic(spec, 11, 0, NULL, model_path, NULL, err, sizeof err) != 0 ||
+        convert_synthetic_config(spec, 0, &cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "synthetic model: %s\n", err);
+        return -1;
+    }
+    return cfg.dim == 64 ? 0 : -1; /* Outputs.x holds 64 floats a position */
+}
+
+/* LLaMA with grouped-query attention (2 query heads per KV group). */
+static int setup_llama(void **state)
+{
+    (void)state;
+    return setup_model("llama:dim=64,layers=2,heads=8,kv_heads=4,ffn=172,vocab=512,ctx=64");
+}
+
+/* GPT-2: biases (the SLICE projection bias added once, by the first member), LayerNorm. */
+static int setup_gpt2(void **state)
+{
+    (void)state;
+    return setup_model("gpt2:dim=64,layers=2,heads=4,vocab=512,ctx=64");
+}
+
+static int teardown_model(void **state)
+{
+    (void)state;
+    return remove(model_path);
+}
+
+/* Embeds each token, runs the layers through backend b and takes the logits (the backend's,
+ * or the controller's head on x). */
+static void drive(LayerBackend *b, const HeadW *head, Outputs *out)
+{
+    Scratch s;
+    model_scratch_init(&s, &cfg, KV_CAP);
+    for (int pos = 0; pos < STEPS; pos++) {
+        float *x = out->x[pos], *logits = out->logits + (size_t)pos * (size_t)cfg.vocab_size;
+        model_embed(&cfg, head, tokens[pos], pos, x);
+        b->forward(b->ctx, x, pos, tokens[pos]);
+        if (!b->logits || !b->logits(b->ctx, logits))
+            model_logits(&cfg, head, &s, x, logits);
+    }
+    model_scratch_free(&s);
+}
+
+static void outputs_init(Outputs *o)
+{
+    memset(o, 0, sizeof *o);
+    o->logits = xcalloc((size_t)STEPS * (size_t)cfg.vocab_size, sizeof(float));
+}
+
+static void reference(Outputs *out)
+{
+    char err[512];
+    hid_t f = h5io_open_read(model_path, err, sizeof err);
+    assert_true(f >= 0);
+    LocalModel *m;
+    HeadW head;
+    assert_int_equal(local_model_load(&m, &cfg, f, model_path, KV_CAP, err, sizeof err), 0);
+    assert_int_equal(model_load_head(&head, &cfg, f, model_path, err, sizeof err), 0);
+    LayerBackend b = local_model_backend(m);
+    outputs_init(out);
+    drive(&b, &head, out);
+    model_free_head(&head);
+    local_model_free(m);
+    H5Fclose(f);
+}
+
+static void *rank_main(void *p)
+{
+    RankArg *a = p;
+    Run *run = a->run;
+    Transport t;
+    transport_inproc_init(&t, run->world, a->rank);
+    char err[512];
+    hid_t f = -1;
+    transport_exclusive(&t, 1);
+    f = h5io_open_read(model_path, err, sizeof err);
+    transport_exclusive(&t, 0);
+    CHECK(f >= 0, "%s", err);
+    DistEngine *e;
+    CHECK(dist_setup(&e, &t, &cfg, run->plan, f, model_path, KV_CAP) == 0, "dist_setup failed");
+    if (run->spec)
+        dist_set_speculation(e, run->spec, 0.0f, 0.5f, 0);
+    if (a->rank == 0) {
+        HeadW head;
+        transport_exclusive(&t, 1);
+        CHECK(model_load_head(&head, &cfg, f, model_path, err, sizeof err) == 0, "%s", err);
+        transport_exclusive(&t, 0);
+        LayerBackend b = dist_backend(e);
+        drive(&b, &head, run->out);
+        dist_controller_stop(e);
+        model_free_head(&head);
+    } else {
+        dist_worker_loop(e);
+    }
+    DistMetrics m;
+    dist_metrics_gather(e, &m);
+    if (a->rank == 0)
+        run->metrics = m;
+    else
+        dist_metrics_free(&m);
+    dist_free(e);
+    transport_exclusive(&t, 1);
+    H5Fclose(f);
+    transport_exclusive(&t, 0);
+    transport_finalize(&t);
+    return NULL;
+}
+
+static void run_plan(const Plan *plan, const unsigned char *spec, Outputs *out, Run *run)
+{
+    memset(run, 0, sizeof *run);
+    run->plan = plan;
+    run->spec = spec;
+    run->world = transport_inproc_world(RANKS);
+    outputs_init(out);
+    run->out = out;
+    pthread_t th[RANKS];
+    RankArg args[RANKS];
+    for (int r = 0; r < RANKS; r++) {
+        args[r] = (RankArg){run, r};
+        assert_int_equal(pthread_create(&th[r], NULL, rank_main, &args[r]), 0);
+    }
+    for (int r = 0; r < RANKS; r++)
+        pthread_join(th[r], NULL);
+    transport_inproc_world_free(run->world);
+}
+
+static void build(Plan *p, Partition part, PlacementKind k, int head_on_controller)
+{
+    PlanRequest req = {.partition = part, .placement = k, .seed = 5, .n_workers = RANKS - 1,
+                       .kv_positions = KV_CAP, .head_on_controller = head_on_controller};
+    char err[256];
+    if (plan_build(p, &cfg, &req, err, sizeof err) != 0)
+        fail_msg("plan_build: %s", err);
+}
+
+/* Ranks that hold attention parts of layer l. */
+static int head_ranks(const Plan *p, int l)
+{
+    int seen[RANKS] = {0}, n = 0;
+    for (int k = 0; k < p->layers[l].n_parts; k++)
+        if (!seen[p->layers[l].parts[k].rank]++)
+            n++;
+    return n;
+}
+
+static void expect_identical(const Plan *p, const unsigned char *spec)
+{
+    Outputs ref, got;
+    Run run;
+    reference(&ref);
+    run_plan(p, spec, &got, &run);
+    assert_memory_equal(got.x, ref.x, sizeof ref.x);
+    assert_memory_equal(got.logits, ref.logits,
+                        (size_t)STEPS * (size_t)cfg.vocab_size * sizeof(float));
+    /* The metrics: the schedule's hops; the bytes of every token counted (and the stop). */
+    Schedule s;
+    plan_schedule(&s, p, &cfg);
+    assert_int_equal(run.metrics.size, RANKS);
+    assert_int_equal(run.metrics.hops_per_token, s.hops_per_token);
+    double total = 0;
+    for (int r = 0; r < RANKS; r++)
+        total += run.metrics.rank[r].bytes_sent;
+    if (!spec)
+        assert_true(total >= (double)STEPS * (double)s.bytes_per_token &&
+                    total <= (double)(STEPS + 1) * (double)s.bytes_per_token);
+    json_t *j = dist_metrics_json(&run.metrics, STEPS);
+    assert_int_equal(json_integer_value(json_object_get(j, "hops_per_token")), s.hops_per_token);
+    json_decref(j);
+    dist_metrics_free(&run.metrics);
+    schedule_free(&s);
+    free(ref.logits);
+    free(got.logits);
+}
+
+static void test_pipe_layerwise(void **state)
+{
+    (void)state;
+    Plan p;
+    build(&p, PARTITION_LAYER, PLACEMENT_LAYER, 0);
+    assert_int_equal(p.layers[0].ffn_rank, 1);
+    assert_int_equal(p.layers[1].ffn_rank, 2);
+    expect_identical(&p, NULL);
+    plan_free(&p);
+}
+
+/* Speculation 0 -> 1 with tolerance 0: never kept, always re-executed: exact results. */
+static void test_pipe_speculation_rejected(void **state)
+{
+    (void)state;
+    Plan p;
+    build(&p, PARTITION_LAYER, PLACEMENT_LAYER, 0);
+    assert_true(schedule_spec_eligible(&p, 0));
+    const unsigned char spec[2] = {1, 0};
+    expect_identical(&p, spec);
+    plan_free(&p);
+}
+
+static void test_pipe_heads(void **state)
+{
+    (void)state;
+    Plan p;
+    build(&p, PARTITION_HEAD, PLACEMENT_ROUNDROBIN, 0);
+    assert_int_equal(head_ranks(&p, 0), 2); /* a real gather across ranks */
+    expect_identical(&p, NULL);
+    plan_free(&p);
+}
+
+static void expect_close(const Plan *p)
+{
+    Outputs ref, got;
+    Run run;
+    reference(&ref);
+    run_plan(p, NULL, &got, &run);
+    const size_t n = (size_t)STEPS * (size_t)cfg.vocab_size;
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got.logits[i] - (double)ref.logits[i]) /
+                   fmax(1.0, fabs((double)ref.logits[i]));
+        worst = d > worst ? d : worst;
+    }
+    if (!(worst <= 1e-5))
+        fail_msg("SLICE logits differ from the single process by %g", worst);
+    dist_metrics_free(&run.metrics);
+    free(ref.logits);
+    free(got.logits);
+}
+
+static void test_slice_split_head(void **state)
+{
+    (void)state;
+    Plan p;
+    build(&p, PARTITION_SLICE, PLACEMENT_GREEDY, 0);
+    assert_int_equal(p.layers[0].mode, LAYER_SLICE);
+    assert_int_equal(p.layers[0].n_slices, 2);
+    assert_true(p.head_split);
+    expect_close(&p);
+    plan_free(&p);
+}
+
+static void test_slice_head_on_controller(void **state)
+{
+    (void)state;
+    Plan p;
+    build(&p, PARTITION_SLICE, PLACEMENT_GREEDY, 1);
+    assert_false(p.head_split);
+    expect_close(&p);
+    plan_free(&p);
+}
+
+int main(void)
+{
+    hbool_t ts = 0;
+    H5is_library_threadsafe(&ts);
+    fprintf(stderr, "HDF5 thread-safe: %s (weights are read one rank at a time either way)\n",
+            ts ? "yes" : "no");
+    const struct CMUnitTest llama[] = {
+        cmocka_unit_test(test_pipe_layerwise),
+        cmocka_unit_test(test_pipe_speculation_rejected),
+        cmocka_unit_test(test_pipe_heads),
+        cmocka_unit_test(test_slice_split_head),
+        cmocka_unit_test(test_slice_head_on_controller),
+    };
+    const struct CMUnitTest gpt2[] = {
+        cmocka_unit_test(test_pipe_heads),
+        cmocka_unit_test(test_slice_split_head),
+    };
+    int failed = cmocka_run_group_tests_name("llama", llama, setup_llama, teardown_model);
+    return failed + cmocka_run_group_tests_name("gpt2", gpt2, setup_gpt2, teardown_model);
+}
