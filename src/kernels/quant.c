@@ -14,9 +14,67 @@
 #include "kernels.h"
 #include "util.h"
 
+/* The path this build takes: the best one it was compiled for. */
+static QuantPath quant_best_path(void)
+{
+#if defined(QUANT_HAVE_VNNI)
+    return QUANT_PATH_VNNI;
+#elif defined(QUANT_HAVE_AVX2)
+    return QUANT_PATH_AVX2;
+#elif defined(QUANT_HAVE_NEON)
+    return QUANT_PATH_NEON;
+#else
+    return QUANT_PATH_C;
+#endif
+}
+
 const char *quant_simd_name(void)
 {
-    return "c";
+    static const char *const names[] = {"c", "avx2", "avx512vnni", "neon"};
+    return names[quant_best_path()];
+}
+
+int quant_path_available(QuantPath p)
+{
+    switch (p) {
+    case QUANT_PATH_C:
+        return 1;
+    case QUANT_PATH_AVX2:
+#if defined(QUANT_HAVE_AVX2)
+        return 1;
+#else
+        return 0;
+#endif
+    case QUANT_PATH_VNNI:
+#if defined(QUANT_HAVE_VNNI)
+        return 1;
+#else
+        return 0;
+#endif
+    case QUANT_PATH_NEON:
+#if defined(QUANT_HAVE_NEON)
+        return 1;
+#else
+        return 0;
+#endif
+    }
+    return 0;
+}
+
+float quant_dot_row_path(QuantPath p, QType t, const void *w, const void *x, int64_t n)
+{
+    float out;
+#if defined(QUANT_HAVE_AVX2)
+    if ((p == QUANT_PATH_AVX2 || p == QUANT_PATH_VNNI) &&
+        quant_x86_dot(p == QUANT_PATH_VNNI, t, w, x, n, &out))
+        return out;
+#endif
+#if defined(QUANT_HAVE_NEON)
+    if (p == QUANT_PATH_NEON && quant_neon_dot(t, w, x, n, &out))
+        return out;
+#endif
+    (void)p, (void)out;
+    return quant_dot_ref_row(t, w, x, n);
 }
 
 void quant_dequantize_row(float *y, const void *x, QType t, int64_t n)
@@ -37,7 +95,7 @@ void quant_quantize_act(void *out, const float *x, QType t, int64_t n)
 /* One row's dot on the fastest path; n already checked against t's block size. */
 static float quant_dot_row(QType t, const void *w, const void *x, int64_t n)
 {
-    return quant_dot_ref_row(t, w, x, n);
+    return quant_dot_row_path(quant_best_path(), t, w, x, n);
 }
 
 float quant_vec_dot(QType t, const void *w_row, const void *x_act, int64_t n)

@@ -18,6 +18,8 @@
 #include "kernels.h"
 #include "quant.h"
 #include "util.h"
+/* The path-level entry (every SIMD path this build has, not only the best one). */
+#include "../../src/kernels/quant_impl.h"
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -469,6 +471,86 @@ static void test_simd_equals_ref(void **state)
     }
 }
 
+/* Weight rows of random bytes (every quant value, Q8_0's -128, any Q6_K scale) with finite
+ * random scales: each path this build has must equal the plain-C twin bit for bit. */
+static void fill_random_row(uint8_t *row, QType t, int64_t n, uint64_t *rng)
+{
+    const size_t rb = quant_row_bytes(t, n);
+    for (size_t i = 0; i < rb; i++)
+        row[i] = (uint8_t)rng_next(rng);
+    if (t == QTYPE_F16 || t == QTYPE_BF16) {
+        for (int64_t j = 0; j < n; j++) {
+            uint16_t h;
+            const float f = rng_normal(rng);
+            quant_quantize_row(&h, &f, t, 1);
+            memcpy(row + 2 * j, &h, 2);
+        }
+        return;
+    }
+    if (t == QTYPE_F32) {
+        for (int64_t j = 0; j < n; j++) {
+            const float f = rng_normal(rng);
+            memcpy(row + 4 * j, &f, 4);
+        }
+        return;
+    }
+    const size_t bb = quant_block_bytes(t);
+    for (size_t b = 0; b < rb / bb; b++) {
+        uint8_t *blk = row + b * bb;
+        const uint16_t h0 = kernels_f32_to_f16_one(0.01f * rng_normal(rng));
+        const uint16_t h1 = kernels_f32_to_f16_one(0.01f * rng_normal(rng));
+        if (t == QTYPE_Q6_K) {
+            memcpy(blk + 208, &h0, 2);
+        } else if (t == QTYPE_Q8_K) {
+            const float d = 0.01f * rng_normal(rng);
+            memcpy(blk, &d, 4);
+        } else {
+            memcpy(blk, &h0, 2);
+            if (t == QTYPE_Q4_1 || t == QTYPE_Q5_1 || t == QTYPE_Q8_1 || t == QTYPE_Q4_K ||
+                t == QTYPE_Q5_K)
+                memcpy(blk + 2, &h1, 2);
+        }
+    }
+}
+
+static void test_every_path_equals_ref(void **state)
+{
+    (void)state;
+    uint64_t rng = 21;
+    static const int64_t ns[] = {256, 512, 768, 2048, 2304, 5632};
+    static const QuantPath paths[] = {QUANT_PATH_AVX2, QUANT_PATH_VNNI, QUANT_PATH_NEON};
+    int n_paths = 0;
+    for (int p = 0; p < COUNT(paths); p++)
+        n_paths += quant_path_available(paths[p]);
+    fprintf(stderr, "quant paths in this build besides C: %d\n", n_paths);
+    for (int k = 0; k < COUNT(all_types); k++) {
+        const QType t = all_types[k], vt = quant_vec_dot_type(t);
+        for (int c = 0; c < COUNT(ns); c++) {
+            const int64_t n = ns[c];
+            uint8_t *w = xmalloc(quant_row_bytes(t, n)), *xa = xmalloc(quant_row_bytes(vt, n));
+            float *x = rand_vec(&rng, (size_t)n, 1.0f);
+            for (int64_t j = 0; j < n; j += 37)
+                x[j] *= 50.0f;
+            for (int rep = 0; rep < 4; rep++) {
+                fill_random_row(w, t, n, &rng);
+                quant_quantize_act(xa, x, t, n);
+                const float ref = quant_vec_dot_ref(t, w, xa, n);
+                for (int p = 0; p < COUNT(paths); p++) {
+                    if (!quant_path_available(paths[p]))
+                        continue;
+                    const float v = quant_dot_row_path(paths[p], t, w, xa, n);
+                    if (memcmp(&v, &ref, sizeof v) != 0) {
+                        print_error("%s n=%lld path %d: %.9g, C twin %.9g\n", quant_type_name(t),
+                                    (long long)n, (int)paths[p], (double)v, (double)ref);
+                        fail();
+                    }
+                }
+            }
+            free(w), free(xa), free(x);
+        }
+    }
+}
+
 /* ------------------------------------------------------------------ row and column slices */
 
 static void test_row_and_column_slices(void **state)
@@ -695,6 +777,7 @@ int main(void)
         cmocka_unit_test(test_round_trip_bounds),
         cmocka_unit_test(test_vec_dot_matches_dequantized),
         cmocka_unit_test(test_simd_equals_ref),
+        cmocka_unit_test(test_every_path_equals_ref),
         cmocka_unit_test(test_row_and_column_slices),
         cmocka_unit_test(test_quantizers_match_llama_quantize),
     };

@@ -1,0 +1,300 @@
+/* quant_x86.c: AVX2 (with F16C) and AVX-512 VNNI row dots of the quantized types.
+ *
+ * Each function computes exactly the order of its plain-C twin in quant_ref.c: the integer
+ * block sums are exact whatever the instructions (vpmaddubsw pairs stay below 2^15, vpmaddwd
+ * and vpdpbusd sums below 2^31), and the float steps after them are the same IEEE operations
+ * in the same order (no FMA), eight 32-value blocks side by side in the eight lanes of one
+ * vector, block b in lane b % 8 as the twin's accumulators.  So every result here equals the
+ * twin's bit for bit.
+ *
+ * Q8_0, Q4_0, Q5_0: the block sums by vpmaddubsw + vpmaddwd (AVX2) or vpdpbusd (VNNI);
+ * Q4_K, Q5_K, Q6_K: vpmaddubsw, scaled by vpmaddwd with the sub-block scales; F16, BF16: the
+ * fp32 matvec's 32-lane order on converted values.  Other types use the plain-C twin. */
+#include "quant_impl.h"
+
+#include <string.h>
+
+#if defined(QUANT_HAVE_AVX2)
+#include <immintrin.h>
+
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+/* ---------------------------------------------------------------- helpers */
+
+/* Sum of the 8 int32 lanes (exact: integer). */
+static ALWAYS_INLINE int hsum_i32(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* Lane b of the result = the sum of the 8 lanes of p[b] (eight blocks' partial sums). */
+static ALWAYS_INLINE __m256i hsum8_i32(const __m256i *p)
+{
+    const __m256i h01 = _mm256_hadd_epi32(p[0], p[1]), h23 = _mm256_hadd_epi32(p[2], p[3]);
+    const __m256i h45 = _mm256_hadd_epi32(p[4], p[5]), h67 = _mm256_hadd_epi32(p[6], p[7]);
+    const __m256i h0123 = _mm256_hadd_epi32(h01, h23), h4567 = _mm256_hadd_epi32(h45, h67);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20),
+                            _mm256_permute2x128_si256(h0123, h4567, 0x31));
+}
+
+/* 32 bytes, 0xFF where bit j of the 32-bit x is set. */
+static ALWAYS_INLINE __m256i bits_to_bytes(uint32_t x)
+{
+    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                                           0x0101010101010101, 0x0000000000000000);
+    __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x), shuf);
+    bytes = _mm256_or_si256(bytes, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
+    return _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1));
+}
+
+/* The 32 4-bit quants of a 32-value block in value order: low nibbles, then high nibbles. */
+static ALWAYS_INLINE __m256i nibbles32(const uint8_t *qs)
+{
+    const __m128i raw = _mm_loadu_si128((const __m128i *)(const void *)qs);
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), _mm_and_si128(raw, m4));
+}
+
+static ALWAYS_INLINE __m256i load32(const void *p)
+{
+    return _mm256_loadu_si256((const __m256i *)p);
+}
+
+/* sum over pairs of u * s as 8 int32 lanes: AVX2 vpmaddubsw + vpmaddwd, or VNNI vpdpbusd.
+ * u * s pairs stay below 2^15 in magnitude for every use here (u <= 128, |s| <= 127). */
+static ALWAYS_INLINE __m256i dot_us(int vnni, __m256i u, __m256i s)
+{
+#if defined(QUANT_HAVE_VNNI)
+    if (vnni)
+        return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+#endif
+    (void)vnni;
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+/* ---------------------------------------------------------------- 32-value blocks */
+
+/* Block b's 8 partial sums of q_j a_j (the quants q less their offset). */
+static ALWAYS_INLINE __m256i block_partial(int vnni, QType t, const uint8_t *blk,
+                                           const int8_t *a)
+{
+    const __m256i av = load32(a);
+    __m256i q;
+    if (t == QTYPE_Q8_0) {
+        q = load32(blk + 2);
+    } else if (t == QTYPE_Q4_0) {
+        q = _mm256_sub_epi8(nibbles32(blk + 2), _mm256_set1_epi8(8));
+    } else { /* Q5_0: fifth bits in qh (blk + 2), nibbles at blk + 6 */
+        uint32_t qh;
+        memcpy(&qh, blk + 2, sizeof qh);
+        const __m256i hb = _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10));
+        q = _mm256_sub_epi8(_mm256_or_si256(nibbles32(blk + 6), hb), _mm256_set1_epi8(16));
+    }
+    /* |q| * (a with q's sign): the unsigned-by-signed product the instructions take. */
+    return dot_us(vnni, _mm256_sign_epi8(q, q), _mm256_sign_epi8(av, q));
+}
+
+static ALWAYS_INLINE float dot_q8_0_family(int vnni, QType t, const uint8_t *w,
+                                           const BlockQ8_0 *a, int64_t nb)
+{
+    const size_t wb = t == QTYPE_Q8_0 ? sizeof(BlockQ8_0)
+                    : t == QTYPE_Q4_0 ? sizeof(BlockQ4_0) : sizeof(BlockQ5_0);
+    __m256 acc = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 8 <= nb; b += 8) {
+        __m256i p[8];
+        uint16_t dw[8], da[8];
+        for (int k = 0; k < 8; k++) {
+            const uint8_t *blk = w + wb * (size_t)(b + k);
+            p[k] = block_partial(vnni, t, blk, a[b + k].qs);
+            memcpy(&dw[k], blk, 2);
+            da[k] = a[b + k].d;
+        }
+        const __m256 sumf = _mm256_cvtepi32_ps(hsum8_i32(p));
+        const __m256 dwf = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)dw));
+        const __m256 daf = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)da));
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(sumf, _mm256_mul_ps(dwf, daf)));
+    }
+    float lanes[8];
+    _mm256_storeu_ps(lanes, acc);
+    for (; b < nb; b++) { /* the last nb % 8 blocks, into their lanes as the twin does */
+        const uint8_t *blk = w + wb * (size_t)b;
+        const int sumi = hsum_i32(block_partial(vnni, t, blk, a[b].qs));
+        uint16_t dw;
+        memcpy(&dw, blk, 2);
+        lanes[b % 8] = lanes[b % 8] +
+                       (float)sumi * (quant_fp16_to_fp32(dw) * quant_fp16_to_fp32(a[b].d));
+    }
+    return quant_reduce8(lanes);
+}
+
+/* ---------------------------------------------------------------- K-quants */
+
+static ALWAYS_INLINE float dot_q45_k(QType t, const void *vw, const BlockQ8_K *a, int64_t nb)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    float sum = 0;
+    for (int64_t b = 0; b < nb; b++) {
+        const BlockQ4_K *w4 = (const BlockQ4_K *)vw + b;
+        const BlockQ5_K *w5 = (const BlockQ5_K *)vw + b;
+        const uint8_t *scales = t == QTYPE_Q4_K ? w4->scales : w5->scales;
+        const uint8_t *qs = t == QTYPE_Q4_K ? w4->qs : w5->qs;
+        uint8_t sc[8], mn[8];
+        int M = 0;
+        for (int s = 0; s < 8; s++) {
+            quant_scale_min_k4(s, scales, &sc[s], &mn[s]);
+            M += mn[s] * (a[b].bsums[2 * s] + a[b].bsums[2 * s + 1]);
+        }
+        const __m256i hb = t == QTYPE_Q5_K ? load32(w5->qh) : _mm256_setzero_si256();
+        __m256i acc = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            const __m256i raw = load32(qs + 32 * c);
+            __m256i lo = _mm256_and_si256(raw, m4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+            if (t == QTYPE_Q5_K) { /* bit 2c of qh[l] for value 64c + l, bit 2c + 1 for +32 */
+                const __m128i s0 = _mm_cvtsi32_si128(2 * c), s1 = _mm_cvtsi32_si128(2 * c + 1);
+                lo = _mm256_or_si256(
+                    lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hb, s0), one), 4));
+                hi = _mm256_or_si256(
+                    hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hb, s1), one), 4));
+            }
+            const __m256i p0 = _mm256_maddubs_epi16(lo, load32(a[b].qs + 64 * c));
+            const __m256i p1 = _mm256_maddubs_epi16(hi, load32(a[b].qs + 64 * c + 32));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * c])));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * c + 1])));
+        }
+        const int S = hsum_i32(acc);
+        const float d = quant_fp16_to_fp32(t == QTYPE_Q4_K ? w4->d : w5->d) * a[b].d;
+        const float dmin = quant_fp16_to_fp32(t == QTYPE_Q4_K ? w4->dmin : w5->dmin) * a[b].d;
+        sum = sum + (d * (float)S - dmin * (float)M);
+    }
+    return sum;
+}
+
+static float dot_q6_k(const BlockQ6_K *w, const BlockQ8_K *a, int64_t nb)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
+    const __m256i k32 = _mm256_set1_epi8(32);
+    float sum = 0;
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i acc = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const __m256i ql0 = load32(w[b].ql + 64 * h), ql1 = load32(w[b].ql + 64 * h + 32);
+            const __m256i qh = load32(w[b].qh + 32 * h);
+            __m256i q[4];
+            q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
+            q[1] = _mm256_or_si256(
+                _mm256_and_si256(ql1, m4),
+                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
+            q[2] = _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
+            q[3] = _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+            for (int k = 0; k < 4; k++) {
+                const __m256i av = load32(a[b].qs + 128 * h + 32 * k);
+                /* (q - 32) a in pairs: q a < 16002 and 32 a <= 8128 keep both in int16 */
+                const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q[k], av),
+                                                   _mm256_maddubs_epi16(k32, av));
+                const int g = 8 * h + 2 * k; /* values 0..15 of the quarter, then 16..31 */
+                const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(w[b].scales[g + 1]),
+                                                     _mm_set1_epi16(w[b].scales[g]));
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, scv));
+            }
+        }
+        const int S = hsum_i32(acc);
+        sum = sum + (quant_fp16_to_fp32(w[b].d) * a[b].d) * (float)S;
+    }
+    return sum;
+}
+
+/* ---------------------------------------------------------------- F16, BF16 */
+
+static ALWAYS_INLINE __m256 load8_half(int bf16, const uint16_t *p)
+{
+    const __m128i h = _mm_loadu_si128((const __m128i *)(const void *)p);
+    if (bf16)
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    return _mm256_cvtph_ps(h);
+}
+
+/* The fp32 matvec's order: lanes 8q..8q+7 in acc[q], tail zero-padded, halving tree. */
+static ALWAYS_INLINE float dot_half(int bf16, const uint16_t *w, const uint16_t *x, int64_t n)
+{
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+    int64_t j = 0;
+    for (; j + 32 <= n; j += 32)
+        for (int q = 0; q < 4; q++)
+            acc[q] = _mm256_add_ps(acc[q], _mm256_mul_ps(load8_half(bf16, w + j + 8 * q),
+                                                         load8_half(bf16, x + j + 8 * q)));
+    if (j < n) {
+        uint16_t wp[32] = {0}, xp[32] = {0}; /* +0 in both formats */
+        memcpy(wp, w + j, (size_t)(n - j) * 2);
+        memcpy(xp, x + j, (size_t)(n - j) * 2);
+        for (int q = 0; q < 4; q++)
+            acc[q] = _mm256_add_ps(acc[q], _mm256_mul_ps(load8_half(bf16, wp + 8 * q),
+                                                         load8_half(bf16, xp + 8 * q)));
+    }
+    /* h = 16: lanes l and l + 16; h = 8: l and l + 8; then 4, 2, 1 within one vector */
+    const __m256 c = _mm256_add_ps(_mm256_add_ps(acc[0], acc[2]), _mm256_add_ps(acc[1], acc[3]));
+    float l8[8];
+    _mm256_storeu_ps(l8, c);
+    const float e0 = l8[0] + l8[4], e1 = l8[1] + l8[5], e2 = l8[2] + l8[6], e3 = l8[3] + l8[7];
+    return (e0 + e2) + (e1 + e3);
+}
+
+/* ---------------------------------------------------------------- entry */
+
+int quant_x86_dot(int vnni, QType t, const void *w, const void *x, int64_t n, float *out)
+{
+#if !defined(QUANT_HAVE_VNNI)
+    vnni = 0;
+#endif
+    switch (t) {
+    case QTYPE_Q8_0:
+        *out = vnni ? dot_q8_0_family(1, QTYPE_Q8_0, w, x, n / QK)
+                    : dot_q8_0_family(0, QTYPE_Q8_0, w, x, n / QK);
+        return 1;
+    case QTYPE_Q4_0:
+        *out = vnni ? dot_q8_0_family(1, QTYPE_Q4_0, w, x, n / QK)
+                    : dot_q8_0_family(0, QTYPE_Q4_0, w, x, n / QK);
+        return 1;
+    case QTYPE_Q5_0:
+        *out = vnni ? dot_q8_0_family(1, QTYPE_Q5_0, w, x, n / QK)
+                    : dot_q8_0_family(0, QTYPE_Q5_0, w, x, n / QK);
+        return 1;
+    case QTYPE_Q4_K:
+        *out = dot_q45_k(QTYPE_Q4_K, w, x, n / QK_K);
+        return 1;
+    case QTYPE_Q5_K:
+        *out = dot_q45_k(QTYPE_Q5_K, w, x, n / QK_K);
+        return 1;
+    case QTYPE_Q6_K:
+        *out = dot_q6_k(w, x, n / QK_K);
+        return 1;
+    case QTYPE_F16:
+        *out = dot_half(0, w, x, n);
+        return 1;
+    case QTYPE_BF16:
+        *out = dot_half(1, w, x, n);
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+#else /* no AVX2: the dispatcher never calls this */
+
+int quant_x86_dot(int vnni, QType t, const void *w, const void *x, int64_t n, float *out)
+{
+    (void)vnni, (void)t, (void)w, (void)x, (void)n, (void)out;
+    return 0;
+}
+
+#endif
