@@ -121,6 +121,11 @@ void quant_matvec(float *y, const void *w, QType t, size_t row_stride, const voi
         kernels_matvec_own(y, w, x_act, (int)n, d, row_stride / sizeof(float));
         return;
     }
+#if defined(QUANT_HAVE_AVX2)
+    const QuantPath p = quant_best_path();
+    if (quant_x86_matvec(p == QUANT_PATH_VNNI, t, y, w, row_stride, x_act, n, d))
+        return;
+#endif
     for (int i = 0; i < d; i++)
         y[i] = quant_dot_row(t, (const char *)w + (size_t)i * row_stride, x_act, n);
 }
