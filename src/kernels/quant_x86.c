@@ -19,6 +19,9 @@
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
+/* fp16 to float by F16C: exact, as quant_fp16_to_fp32, without the call. */
+static ALWAYS_INLINE float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
 /* ---------------------------------------------------------------- helpers */
 
 /* Sum of the 8 int32 lanes (exact: integer). */
@@ -126,7 +129,7 @@ static ALWAYS_INLINE float dot_q8_0_family(int vnni, QType t, const uint8_t *w,
         uint16_t dw;
         memcpy(&dw, blk, 2);
         lanes[b % 8] = lanes[b % 8] +
-                       (float)sumi * (quant_fp16_to_fp32(dw) * quant_fp16_to_fp32(a[b].d));
+                       (float)sumi * (h2f(dw) * h2f(a[b].d));
     }
     return quant_reduce8(lanes);
 }
@@ -155,7 +158,7 @@ static void prep_act(ActPrep *p, QType t, const BlockQ8_0 *a, int64_t nb)
         int sum = 0;
         for (int j = 0; j < QK; j++)
             sum += a[b].qs[j];
-        p->da[b] = quant_fp16_to_fp32(a[b].d);
+        p->da[b] = h2f(a[b].d);
         p->off[b] = offset * sum;
         if (t == QTYPE_Q8_0) {
             memcpy(p->qs + QK * b, a[b].qs, QK);
@@ -321,7 +324,7 @@ static ALWAYS_INLINE float row_zmm(QType t, const uint8_t *w, const ActPrep *p,
         const int sumi = hsum_i32(block_partial(1, t, blk, a[b].qs));
         uint16_t dw;
         memcpy(&dw, blk, 2);
-        lanes[b % 8] = lanes[b % 8] + (float)sumi * (quant_fp16_to_fp32(dw) * p->da[b]);
+        lanes[b % 8] = lanes[b % 8] + (float)sumi * (h2f(dw) * p->da[b]);
     }
     return quant_reduce8(lanes);
 }
@@ -386,8 +389,8 @@ static ALWAYS_INLINE float dot_q45_k(QType t, const void *vw, const BlockQ8_K *a
             acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * c + 1])));
         }
         const int S = hsum_i32(acc);
-        const float d = quant_fp16_to_fp32(t == QTYPE_Q4_K ? w4->d : w5->d) * a[b].d;
-        const float dmin = quant_fp16_to_fp32(t == QTYPE_Q4_K ? w4->dmin : w5->dmin) * a[b].d;
+        const float d = h2f(t == QTYPE_Q4_K ? w4->d : w5->d) * a[b].d;
+        const float dmin = h2f(t == QTYPE_Q4_K ? w4->dmin : w5->dmin) * a[b].d;
         sum = sum + (d * (float)S - dmin * (float)M);
     }
     return sum;
@@ -427,10 +430,184 @@ static float dot_q6_k(const BlockQ6_K *w, const BlockQ8_K *a, int64_t nb)
             }
         }
         const int S = hsum_i32(acc);
-        sum = sum + (quant_fp16_to_fp32(w[b].d) * a[b].d) * (float)S;
+        sum = sum + (h2f(w[b].d) * a[b].d) * (float)S;
     }
     return sum;
 }
+
+/* ---------------------------------------------------------------- K-quants, AVX-512
+ * 128 values per 512-bit step.  The activation is laid out once per call so that the low and
+ * the high nibbles of 64 weight bytes meet their values in one load each: per 128 values
+ * [0..31, 64..95] then [32..63, 96..127] for Q4_K/Q5_K (Q6_K's layout already matches).  The
+ * sub-block scales multiply the pair sums by vpmaddwd (16-bit scales broadcast by a permute),
+ * Q6_K's offset 32 is taken back with the activation's group sums: all exact integers. */
+#if defined(QUANT_X86_ZMM)
+#define PREPK_MAX 128 /* super-blocks: rows of up to 32768 values */
+
+typedef struct {
+    int8_t qs[PREPK_MAX * QK_K];
+    int16_t gs[PREPK_MAX * 16]; /* Q4_K/Q5_K: bsums[2s] + bsums[2s + 1] (8); Q6_K: the sums of
+                                 * the 16 groups of 16 quants (16) */
+    float d[PREPK_MAX];
+} ActPrepK;
+
+static void prep_act_k(ActPrepK *p, QType t, const BlockQ8_K *a, int64_t nb)
+{
+    for (int64_t b = 0; b < nb; b++) {
+        int8_t *q = p->qs + QK_K * b;
+        int16_t *g = p->gs + 16 * b;
+        p->d[b] = a[b].d;
+        if (t == QTYPE_Q6_K) {
+            memcpy(q, a[b].qs, QK_K);
+            for (int k = 0; k < 16; k++) {
+                int s = 0;
+                for (int j = 0; j < 16; j++)
+                    s += a[b].qs[16 * k + j];
+                g[k] = (int16_t)s;
+            }
+        } else {
+            for (int h = 0; h < 2; h++) {
+                const int8_t *src = a[b].qs + 128 * h;
+                int8_t *dst = q + 128 * h;
+                memcpy(dst, src, 32);
+                memcpy(dst + 32, src + 64, 32);
+                memcpy(dst + 64, src + 32, 32);
+                memcpy(dst + 96, src + 96, 32);
+            }
+            for (int k = 0; k < 8; k++)
+                g[k] = (int16_t)(a[b].bsums[2 * k] + a[b].bsums[2 * k + 1]);
+            for (int k = 8; k < 16; k++)
+                g[k] = 0;
+        }
+    }
+}
+
+/* 16-bit lanes: lanes 0..15 take word i0 of v, lanes 16..31 word i1. */
+static ALWAYS_INLINE __m512i bcast2_epi16(__m512i v, int i0, int i1)
+{
+    const __m512i idx = _mm512_inserti64x4(_mm512_set1_epi16((short)i0),
+                                           _mm256_set1_epi16((short)i1), 1);
+    return _mm512_permutexvar_epi16(idx, v);
+}
+
+static ALWAYS_INLINE float row_q45_k_zmm(QType t, const void *vw, const ActPrepK *p, int64_t nb)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
+    float sum = 0;
+    for (int64_t b = 0; b < nb; b++) {
+        const BlockQ4_K *w4 = (const BlockQ4_K *)vw + b;
+        const BlockQ5_K *w5 = (const BlockQ5_K *)vw + b;
+        const uint8_t *scales = t == QTYPE_Q4_K ? w4->scales : w5->scales;
+        const uint8_t *qs = t == QTYPE_Q4_K ? w4->qs : w5->qs;
+        /* the 8 scales (bytes 0..7) and 8 mins (8..15), as ggml unpacks them */
+        uint32_t u[4];
+        memcpy(u, scales, 12);
+        u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+        const uint32_t aux = u[1] & 0x3f3f3f3fu;
+        u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+        u[2] = aux;
+        u[0] &= 0x3f3f3f3fu;
+        const __m128i sm = _mm_setr_epi32((int)u[0], (int)u[1], (int)u[2], (int)u[3]);
+        const __m512i sm16 = _mm512_cvtepu8_epi16(_mm256_zextsi128_si256(sm));
+        const __m128i mins = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
+        const __m128i gsum = _mm_loadu_si128((const __m128i *)(const void *)(p->gs + 16 * b));
+        const __m128i mm = _mm_madd_epi16(mins, gsum);
+        __m128i ms = _mm_add_epi32(mm, _mm_shuffle_epi32(mm, _MM_SHUFFLE(1, 0, 3, 2)));
+        ms = _mm_add_epi32(ms, _mm_shuffle_epi32(ms, _MM_SHUFFLE(2, 3, 0, 1)));
+        const int M = _mm_cvtsi128_si32(ms);
+        __m512i hb = _mm512_setzero_si512();
+        if (t == QTYPE_Q5_K)
+            hb = _mm512_broadcast_i64x4(load32(w5->qh));
+        __m512i acc = _mm512_setzero_si512();
+        for (int h = 0; h < 2; h++) { /* chunks 2h, 2h + 1: sub-blocks 4h .. 4h + 3 */
+            const __m512i raw = _mm512_loadu_si512(qs + 64 * h);
+            __m512i lo = _mm512_and_si512(raw, m4);
+            __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+            if (t == QTYPE_Q5_K) { /* value 64c + l: bit 2c of qh[l] (low), 2c + 1 (high) */
+                const __m512i s0 = _mm512_inserti64x4(_mm512_set1_epi16((short)(4 * h)),
+                                                      _mm256_set1_epi16((short)(4 * h + 2)), 1);
+                const __m512i s1 = _mm512_add_epi16(s0, _mm512_set1_epi16(1));
+                lo = _mm512_or_si512(lo, _mm512_slli_epi16(
+                                             _mm512_and_si512(_mm512_srlv_epi16(hb, s0), one), 4));
+                hi = _mm512_or_si512(hi, _mm512_slli_epi16(
+                                             _mm512_and_si512(_mm512_srlv_epi16(hb, s1), one), 4));
+            }
+            const int8_t *ag = p->qs + QK_K * b + 128 * h;
+            const __m512i plo = _mm512_maddubs_epi16(lo, _mm512_loadu_si512(ag));
+            const __m512i phi = _mm512_maddubs_epi16(hi, _mm512_loadu_si512(ag + 64));
+            acc = _mm512_add_epi32(acc, _mm512_madd_epi16(plo, bcast2_epi16(sm16, 4 * h, 4 * h + 2)));
+            acc = _mm512_add_epi32(acc,
+                                   _mm512_madd_epi16(phi, bcast2_epi16(sm16, 4 * h + 1, 4 * h + 3)));
+        }
+        const int S = _mm512_reduce_add_epi32(acc);
+        const float d = h2f(t == QTYPE_Q4_K ? w4->d : w5->d) * p->d[b];
+        const float dmin = h2f(t == QTYPE_Q4_K ? w4->dmin : w5->dmin) * p->d[b];
+        sum = sum + (d * (float)S - dmin * (float)M);
+    }
+    return sum;
+}
+
+/* 16-bit lanes in 4 runs of 8: run r takes word i + r of v. */
+static ALWAYS_INLINE __m512i bcast4_epi16(__m512i v, int i)
+{
+    const __m512i idx = _mm512_add_epi16(
+        _mm512_set1_epi16((short)i),
+        _mm512_set_epi64(0x0003000300030003, 0x0003000300030003, 0x0002000200020002,
+                         0x0002000200020002, 0x0001000100010001, 0x0001000100010001, 0, 0));
+    return _mm512_permutexvar_epi16(idx, v);
+}
+
+static ALWAYS_INLINE float row_q6_k_zmm(const BlockQ6_K *w, const ActPrepK *p, int64_t nb)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3);
+    /* the high 2 bits of value 128h + 32k + l sit at bits 2k of qh[32h + l] */
+    const __m512i sh_lo = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+    const __m512i sh_hi = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
+    float sum = 0;
+    for (int64_t b = 0; b < nb; b++) {
+        const __m512i sc16 = _mm512_cvtepi8_epi16(
+            _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)w[b].scales)));
+        const __m256i gs = _mm256_loadu_si256((const __m256i *)(const void *)(p->gs + 16 * b));
+        const int G = hsum_i32(_mm256_madd_epi16(_mm512_castsi512_si256(sc16), gs));
+        __m512i acc = _mm512_setzero_si512();
+        for (int h = 0; h < 2; h++) {
+            const __m512i ql = _mm512_loadu_si512(w[b].ql + 64 * h);
+            const __m512i qh = _mm512_broadcast_i64x4(load32(w[b].qh + 32 * h));
+            const __m512i lo = _mm512_or_si512(
+                _mm512_and_si512(ql, m4),
+                _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sh_lo), m2), 4));
+            const __m512i hi = _mm512_or_si512(
+                _mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sh_hi), m2), 4));
+            const int8_t *ag = p->qs + QK_K * b + 128 * h;
+            const __m512i plo = _mm512_maddubs_epi16(lo, _mm512_loadu_si512(ag));
+            const __m512i phi = _mm512_maddubs_epi16(hi, _mm512_loadu_si512(ag + 64));
+            acc = _mm512_add_epi32(acc, _mm512_madd_epi16(plo, bcast4_epi16(sc16, 8 * h)));
+            acc = _mm512_add_epi32(acc, _mm512_madd_epi16(phi, bcast4_epi16(sc16, 8 * h + 4)));
+        }
+        const int S = _mm512_reduce_add_epi32(acc) - 32 * G;
+        sum = sum + (h2f(w[b].d) * p->d[b]) * (float)S;
+    }
+    return sum;
+}
+
+/* y[d] for the K-quants on the 512-bit path; 0 if the row is too long for ActPrepK. */
+static int matvec_k_zmm(QType t, float *y, const uint8_t *w, size_t stride, const BlockQ8_K *a,
+                        int64_t nb, int d)
+{
+    if (nb > PREPK_MAX)
+        return 0;
+    ActPrepK p;
+    prep_act_k(&p, t, a, nb);
+    for (int i = 0; i < d; i++) {
+        const uint8_t *row = w + stride * (size_t)i;
+        y[i] = t == QTYPE_Q4_K   ? row_q45_k_zmm(QTYPE_Q4_K, row, &p, nb)
+             : t == QTYPE_Q5_K ? row_q45_k_zmm(QTYPE_Q5_K, row, &p, nb)
+                               : row_q6_k_zmm((const BlockQ6_K *)(const void *)row, &p, nb);
+    }
+    return 1;
+}
+#endif
 
 /* ---------------------------------------------------------------- F16, BF16 */
 
@@ -476,6 +653,8 @@ int quant_x86_matvec(int vnni, QType t, float *y, const void *w, size_t stride,
 #if defined(QUANT_X86_ZMM)
     if (vnni && (t == QTYPE_Q8_0 || t == QTYPE_Q4_0 || t == QTYPE_Q5_0))
         return matvec_zmm(t, y, w, stride, x, n / QK, d);
+    if (vnni && (t == QTYPE_Q4_K || t == QTYPE_Q5_K || t == QTYPE_Q6_K))
+        return matvec_k_zmm(t, y, w, stride, x, n / QK_K, d);
 #endif
     (void)vnni, (void)t, (void)y, (void)w, (void)stride, (void)x, (void)n, (void)d;
     return 0;
