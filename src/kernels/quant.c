@@ -84,6 +84,11 @@ void quant_dequantize_row(float *y, const void *x, QType t, int64_t n)
 
 void quant_quantize_row(void *y, const float *x, QType t, int64_t n)
 {
+#if defined(QUANT_HAVE_AVX2)
+    (void)quant_row_bytes(t, n); /* checks n against the block size */
+    if (quant_x86_quantize(t, y, x, n))
+        return;
+#endif
     quant_quantize_row_ref(y, x, t, n);
 }
 

@@ -112,6 +112,8 @@ float quant_dot_row_path(QuantPath p, QType t, const void *w_row, const void *x_
 
 /* The SIMD rows (quant_x86.c, quant_neon.c): 1 and *out set if the path has type t. */
 int quant_x86_dot(int vnni, QType t, const void *w, const void *x, int64_t n, float *out);
+/* y = x quantized to t on the x86 path if it has t's quantizer (returns 1; Q8_0), else 0. */
+int quant_x86_quantize(QType t, void *y, const float *x, int64_t n);
 /* y[d] = W x on the x86 path if it has a whole-matrix kernel for t (returns 1), else 0. */
 int quant_x86_matvec(int vnni, QType t, float *y, const void *w, size_t stride,
                      const void *x, int64_t n, int d);

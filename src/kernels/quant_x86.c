@@ -645,6 +645,55 @@ static ALWAYS_INLINE float dot_half(int bf16, const uint16_t *w, const uint16_t 
     return (e0 + e2) + (e1 + e3);
 }
 
+/* ---------------------------------------------------------------- Q8_0 quantizer
+ * The activation's quantizer (run once per matvec input), bit-identical to the twin: the
+ * block's largest magnitude by max (exact), d and 1/d by the same scalar operations, x * id by
+ * the same multiply, and roundf (half away from zero) as trunc plus one step away from zero
+ * where the cut-off fraction is at least one half (exact for these magnitudes). */
+static void quantize_q8_0_avx2(BlockQ8_0 *y, const float *x, int64_t nb)
+{
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256 half = _mm256_set1_ps(0.5f), onev = _mm256_set1_ps(1.0f);
+    for (int64_t b = 0; b < nb; b++, x += QK) {
+        __m256 v[4];
+        __m256 m = _mm256_setzero_ps();
+        for (int k = 0; k < 4; k++) {
+            v[k] = _mm256_loadu_ps(x + 8 * k);
+            m = _mm256_max_ps(m, _mm256_and_ps(v[k], absmask));
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        const float d = amax / ((1 << 7) - 1);
+        const float id = d ? 1.0f / d : 0.0f;
+        y[b].d = quant_fp32_to_fp16(d);
+        const __m256 idv = _mm256_set1_ps(id);
+        __m256i q[4];
+        for (int k = 0; k < 4; k++) {
+            const __m256 s = _mm256_mul_ps(v[k], idv);
+            const __m256 t = _mm256_round_ps(s, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            const __m256 up = _mm256_cmp_ps(_mm256_and_ps(_mm256_sub_ps(s, t), absmask), half,
+                                            _CMP_GE_OQ);
+            const __m256 one_signed = _mm256_or_ps(onev, _mm256_andnot_ps(absmask, s));
+            q[k] = _mm256_cvtps_epi32(_mm256_add_ps(t, _mm256_and_ps(up, one_signed)));
+        }
+        /* pack 32 int32 to 32 int8 in order */
+        const __m256i p01 = _mm256_packs_epi32(q[0], q[1]), p23 = _mm256_packs_epi32(q[2], q[3]);
+        __m256i p = _mm256_packs_epi16(p01, p23);
+        p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)(void *)y[b].qs, p);
+    }
+}
+
+int quant_x86_quantize(QType t, void *y, const float *x, int64_t n)
+{
+    if (t != QTYPE_Q8_0)
+        return 0;
+    quantize_q8_0_avx2(y, x, n / QK);
+    return 1;
+}
+
 /* ---------------------------------------------------------------- entry */
 
 int quant_x86_matvec(int vnni, QType t, float *y, const void *w, size_t stride,
@@ -712,6 +761,12 @@ int quant_x86_matvec(int vnni, QType t, float *y, const void *w, size_t stride,
 int quant_x86_dot(int vnni, QType t, const void *w, const void *x, int64_t n, float *out)
 {
     (void)vnni, (void)t, (void)w, (void)x, (void)n, (void)out;
+    return 0;
+}
+
+int quant_x86_quantize(QType t, void *y, const float *x, int64_t n)
+{
+    (void)t, (void)y, (void)x, (void)n;
     return 0;
 }
 

@@ -196,6 +196,15 @@ static void test_hand_computed_blocks(void **state)
     for (int j = 0; j < 32; j++)
         assert_int_equal((int8_t)out[2 + j], j == 9 ? -13 : (int)x[j]);
 
+    /* Q8_0 ties round half away from zero (roundf), not to even: x.5 -> x+1, -x.5 -> -x-1. */
+    for (int j = 0; j < 32; j++)
+        x[j] = (float)(j - 16) + 0.5f;
+    x[31] = 127.0f;
+    quant_quantize_row(out, x, QTYPE_Q8_0, 32);
+    assert_int_equal(h16(out), 0x3C00);
+    for (int j = 0; j < 31; j++)
+        assert_int_equal((int8_t)out[2 + j], j - 16 >= 0 ? j - 16 + 1 : j - 16);
+
     /* Q4_0: the largest magnitude -8 gives d = 1 and quants value + 8. */
     for (int j = 0; j < 32; j++)
         x[j] = (float)(j % 16 - 8);
