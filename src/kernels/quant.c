@@ -4,9 +4,14 @@
  * Exactness: every path computes the order documented in quant_ref.c.  Integer block sums are
  * exact, and the float steps after them (block scale products, lane accumulators, reduction
  * tree) are the same operations in the same order, so the SIMD results equal the plain-C ones
- * bit for bit for every type (tests/unit/test_quant.c and tests/aarch64/quant_check.c check
- * it).  QTYPE_F32 goes to the fp32 matvec (kernels_matvec_own) so fp32 models keep their
- * results. */
+ * bit for bit for every type with finite scales (tests/unit/test_quant.c and
+ * tests/aarch64/quant_check.c check it).  QTYPE_F32 goes to the fp32 matvec
+ * (kernels_matvec_own) so fp32 models keep their results.
+ *
+ * Rows are read through the block structs: a row must start 2-byte aligned (4 for Q8_K), as
+ * GGUF data (32-byte aligned, even block sizes) and malloc'ed buffers do.  The 512-bit matvec
+ * lays the activation out on the stack once per call (about 40 KiB; rows longer than 32768
+ * values take the per-row path instead). */
 #include "quant_impl.h"
 
 #include <string.h>

@@ -329,8 +329,9 @@ static ALWAYS_INLINE float row_zmm(QType t, const uint8_t *w, const ActPrep *p,
     return quant_reduce8(lanes);
 }
 
-/* y[d] for the 32-value types on the 512-bit path; 0 if the row is too long for ActPrep. */
-static int matvec_zmm(QType t, float *y, const uint8_t *w, size_t stride, const BlockQ8_0 *a,
+/* y[d] for the 32-value types on the 512-bit path; 0 if the row is too long for ActPrep.
+ * Not inlined: its 40 KiB ActPrep and ActPrepK below never share one stack frame. */
+__attribute__((noinline)) static int matvec_zmm(QType t, float *y, const uint8_t *w, size_t stride, const BlockQ8_0 *a,
                       int64_t nb, int d)
 {
     if (nb > PREP_MAX_BLOCKS)
@@ -592,7 +593,7 @@ static ALWAYS_INLINE float row_q6_k_zmm(const BlockQ6_K *w, const ActPrepK *p, i
 }
 
 /* y[d] for the K-quants on the 512-bit path; 0 if the row is too long for ActPrepK. */
-static int matvec_k_zmm(QType t, float *y, const uint8_t *w, size_t stride, const BlockQ8_K *a,
+__attribute__((noinline)) static int matvec_k_zmm(QType t, float *y, const uint8_t *w, size_t stride, const BlockQ8_K *a,
                         int64_t nb, int d)
 {
     if (nb > PREPK_MAX)

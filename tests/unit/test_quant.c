@@ -440,11 +440,12 @@ static void test_simd_equals_ref(void **state)
 {
     (void)state;
     uint64_t rng = 5;
-    const int64_t n = 2048 + 256;
-    const int d = 37;
     fprintf(stderr, "quant SIMD path: %s\n", quant_simd_name());
-    for (int k = 0; k < COUNT(all_types); k++) {
-        const QType t = all_types[k], vt = quant_vec_dot_type(t);
+    /* 2304 values; 33024 is past the 512-bit matvec's activation layout (32768) */
+    for (int k = 0; k < 2 * COUNT(all_types); k++) {
+        const QType t = all_types[k % COUNT(all_types)], vt = quant_vec_dot_type(t);
+        const int64_t n = k < COUNT(all_types) ? 2048 + 256 : 33024;
+        const int d = k < COUNT(all_types) ? 37 : 3;
         const size_t rb = quant_row_bytes(t, n);
         float *w = rand_vec(&rng, (size_t)n * d, 0.1f), *x = rand_vec(&rng, (size_t)n, 1.0f);
         for (int64_t j = 0; j < n; j += 61)
@@ -526,7 +527,7 @@ static void test_every_path_equals_ref(void **state)
 {
     (void)state;
     uint64_t rng = 21;
-    static const int64_t ns[] = {256, 512, 768, 2048, 2304, 5632};
+    static const int64_t ns[] = {256, 512, 768, 2048, 2304, 5632, 33024};
     static const QuantPath paths[] = {QUANT_PATH_AVX2, QUANT_PATH_VNNI, QUANT_PATH_NEON};
     int n_paths = 0;
     for (int p = 0; p < COUNT(paths); p++)
