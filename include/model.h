@@ -124,7 +124,7 @@ void model_proj_forward(const ModelConfig *c, const ProjW *w, Scratch *s, const 
 void model_proj_partial(const ModelConfig *c, Scratch *s, const QMat *wo_cols,
                         const float *heads, int ncols, float *partial);
 /* delta[dim] = FFN(norm(z)) for this slice (partial sum when sliced; biases b_down added only
- * by the slice with f0 == 0). */
+ * by the non-empty slice with f0 == 0). */
 void model_ffn_delta(const ModelConfig *c, const FfnW *w, Scratch *s, const float *z,
                      float *delta);
 /* x_out = z + FFN(z) for a whole FFN; returns ||FFN(z)|| / ||z|| (speculation's ratio). */

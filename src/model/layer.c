@@ -159,7 +159,8 @@ void model_ffn_delta(const ModelConfig *c, const FfnW *w, Scratch *s, const floa
     }
     /* w_down holds columns [f0, f1) of a [dim][ffn] matrix, stored densely [dim][f]. */
     matvec(s, delta, &w->w_down, s->hb);
-    if (w->f0 == 0)
+    if (w->f0 == 0 && w->f1 > 0) /* the one non-empty slice at column 0 (cuts rounded to
+                                   * blocks can leave empty slices [0, 0) before it) */
         add_bias(delta, w->b_down, c->dim);
 }
 

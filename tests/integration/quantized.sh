@@ -52,4 +52,23 @@ for q in q8_0 q4_0; do
   # The quantized weights are not the float32 ones, yet close to them.
   cmp -s "$T/$q.base.bin" "$T/f32.base.bin" && fail "$q: logits equal the float32 run's"
 done
-echo "PASS: quantized stories260K runs on 5 ranks as on one"
+# GPT-2 (biases, LayerNorm, tied head) in llama.cpp's Q4_K_M mix: with dim 64 its q/k/v fall
+# back to Q5_1 (a Q8_1 activation), wo and w_up to Q5_0; its w_down rows of 256 stay Q4_K, so
+# the slice plan rounds the FFN cut to 256 and leaves empty slices [0, 0) before the one that
+# holds it (which alone adds b_down).
+if [ -e "$SHARED/gpt2-tiny-random/model.safetensors" ]; then
+  m="$T/gpt2.h5"
+  "$CONVERT" --format hf --dir "$SHARED/gpt2-tiny-random" --quantize q4_k_m --out "$m" --quiet
+  run_hs 1 --model "$m" "${args[@]}" --metrics "$T/g.base.json" --logits-out "$T/g.base.bin" \
+    || fail "gpt2 q4_k_m: single-process run failed"
+  for part in layer head slice; do
+    run_hs 5 --model "$m" "${args[@]}" "${dist[@]}" --partition $part --metrics "$T/r.json" \
+      --logits-out "$T/r.bin" || fail "gpt2 q4_k_m $part: run failed"
+    jq -c .tokens "$T/r.json" | cmp -s - <(jq -c .tokens "$T/g.base.json") \
+      || fail "gpt2 q4_k_m $part: tokens differ"
+    "$CMP" "$T/r.bin" "$T/g.base.bin" --cols 50257 --tol 1e-4 >/dev/null \
+      || fail "gpt2 q4_k_m $part: logits differ by more than 1e-4"
+  done
+  echo "ok: gpt2 q4_k_m layer, head, slice"
+fi
+echo "PASS: quantized models run on 5 ranks as on one"
