@@ -128,6 +128,22 @@ static void test_pick_type(void **state)
     assert_int_equal(writer_pick_type(QUANTIZE_Q8_0, &c, WKIND_W_DOWN, 0, 172), QTYPE_F16);
     assert_int_equal(writer_pick_type(QUANTIZE_Q4_K_M, &c, WKIND_W_DOWN, 2, 172), QTYPE_F16);
     assert_int_equal(writer_pick_type(QUANTIZE_F16, &c, WKIND_W_DOWN, 2, 172), QTYPE_F16);
+    /* The types llama-quantize chose for ../shared/models/gguf/rand-llama-d256-Q4_K_M.gguf
+     * (dim 256, ffn 768, 4 layers, untied): attn_v and ffn_down Q6_K in layers 2 and 3,
+     * everything else Q4_K, output Q6_K; and in its Q4_0 twin, Q4_0 with a Q6_K output. */
+    assert_int_equal(convert_synthetic_config("llama:dim=256,ffn=768,layers=4,heads=8,"
+                                              "kv_heads=2,tied=0", 0, &c, err, sizeof err), 0);
+    for (int l = 0; l < 4; l++) {
+        QType want = l >= 2 ? QTYPE_Q6_K : QTYPE_Q4_K;
+        assert_int_equal(writer_pick_type(QUANTIZE_Q4_K_M, &c, WKIND_WV, l, 256), want);
+        assert_int_equal(writer_pick_type(QUANTIZE_Q4_K_M, &c, WKIND_W_DOWN, l, 768), want);
+        assert_int_equal(writer_pick_type(QUANTIZE_Q4_K_M, &c, WKIND_W_GATE, l, 256),
+                         QTYPE_Q4_K);
+        assert_int_equal(writer_pick_type(QUANTIZE_Q4_0, &c, WKIND_WV, l, 256), QTYPE_Q4_0);
+    }
+    assert_int_equal(writer_pick_type(QUANTIZE_Q4_K_M, &c, WKIND_EMBED, -1, 256), QTYPE_Q4_K);
+    assert_int_equal(writer_pick_type(QUANTIZE_Q4_K_M, &c, WKIND_LM_HEAD, -1, 256), QTYPE_Q6_K);
+    assert_int_equal(writer_pick_type(QUANTIZE_Q4_0, &c, WKIND_LM_HEAD, -1, 256), QTYPE_Q6_K);
     /* gpt2's q/k/v are llama.cpp's fused attn_qkv: Q5_K. */
     assert_int_equal(config_preset("gpt2-small", &c), 0);
     assert_int_equal(writer_pick_type(QUANTIZE_Q4_K_M, &c, WKIND_WK, 5, 768), QTYPE_Q5_K);
