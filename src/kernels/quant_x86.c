@@ -12,6 +12,7 @@
  * fp32 matvec's 32-lane order on converted values.  Other types use the plain-C twin. */
 #include "quant_impl.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #if defined(QUANT_HAVE_AVX2)
@@ -496,71 +497,71 @@ static void prep_act_k(ActPrepK *p, QType t, const BlockQ8_K *a, int64_t nb)
     }
 }
 
-/* 16-bit lanes: lanes 0..15 take word i0 of v, lanes 16..31 word i1. */
-static ALWAYS_INLINE __m512i bcast2_epi16(__m512i v, int i0, int i1)
+/* 16-bit lanes: lanes 0..15 take byte i0 of every 128-bit lane of v (zero-extended), lanes
+ * 16..31 byte i1 (one in-lane byte shuffle). */
+static ALWAYS_INLINE __m512i bcast2_u8(__m512i v, int i0, int i1)
 {
-    const __m512i idx = _mm512_inserti64x4(_mm512_set1_epi16((short)i0),
-                                           _mm256_set1_epi16((short)i1), 1);
-    return _mm512_permutexvar_epi16(idx, v);
+    const __m512i ctl = _mm512_inserti64x4(_mm512_set1_epi16((short)(0x8000 | i0)),
+                                           _mm256_set1_epi16((short)(0x8000 | i1)), 1);
+    return _mm512_shuffle_epi8(v, ctl);
 }
 
-static ALWAYS_INLINE float row_q45_k_zmm(QType t, const void *vw, const ActPrepK *p, int64_t nb)
+/* Super-block b of a Q4_K/Q5_K row: the 16 lanes whose sum is S (the scaled quant sums) and,
+ * in *M, the mins times the activation's sub-block sums. */
+static ALWAYS_INLINE __m512i sb_q45(QType t, const void *vw, const ActPrepK *p, int64_t b, int *M)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
-    float sum = 0;
-    for (int64_t b = 0; b < nb; b++) {
-        const BlockQ4_K *w4 = (const BlockQ4_K *)vw + b;
-        const BlockQ5_K *w5 = (const BlockQ5_K *)vw + b;
-        const uint8_t *scales = t == QTYPE_Q4_K ? w4->scales : w5->scales;
-        const uint8_t *qs = t == QTYPE_Q4_K ? w4->qs : w5->qs;
-        prefetch_ahead((const uint8_t *)(t == QTYPE_Q4_K ? (const void *)w4 : (const void *)w5),
-                       t == QTYPE_Q4_K ? sizeof *w4 : sizeof *w5);
-        /* the 8 scales (bytes 0..7) and 8 mins (8..15), as ggml unpacks them */
-        uint32_t u[4];
-        memcpy(u, scales, 12);
-        u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
-        const uint32_t aux = u[1] & 0x3f3f3f3fu;
-        u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
-        u[2] = aux;
-        u[0] &= 0x3f3f3f3fu;
-        const __m128i sm = _mm_setr_epi32((int)u[0], (int)u[1], (int)u[2], (int)u[3]);
-        const __m512i sm16 = _mm512_cvtepu8_epi16(_mm256_zextsi128_si256(sm));
-        const __m128i mins = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
-        const __m128i gsum = _mm_loadu_si128((const __m128i *)(const void *)(p->gs + 16 * b));
-        const __m128i mm = _mm_madd_epi16(mins, gsum);
-        __m128i ms = _mm_add_epi32(mm, _mm_shuffle_epi32(mm, _MM_SHUFFLE(1, 0, 3, 2)));
-        ms = _mm_add_epi32(ms, _mm_shuffle_epi32(ms, _MM_SHUFFLE(2, 3, 0, 1)));
-        const int M = _mm_cvtsi128_si32(ms);
-        __m512i hb = _mm512_setzero_si512();
-        if (t == QTYPE_Q5_K)
-            hb = _mm512_broadcast_i64x4(load32(w5->qh));
-        __m512i acc = _mm512_setzero_si512();
-        for (int h = 0; h < 2; h++) { /* chunks 2h, 2h + 1: sub-blocks 4h .. 4h + 3 */
-            const __m512i raw = _mm512_loadu_si512(qs + 64 * h);
-            __m512i lo = _mm512_and_si512(raw, m4);
-            __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
-            if (t == QTYPE_Q5_K) { /* value 64c + l: bit 2c of qh[l] (low), 2c + 1 (high) */
-                const __m512i s0 = _mm512_inserti64x4(_mm512_set1_epi16((short)(4 * h)),
-                                                      _mm256_set1_epi16((short)(4 * h + 2)), 1);
-                const __m512i s1 = _mm512_add_epi16(s0, _mm512_set1_epi16(1));
-                lo = _mm512_or_si512(lo, _mm512_slli_epi16(
-                                             _mm512_and_si512(_mm512_srlv_epi16(hb, s0), one), 4));
-                hi = _mm512_or_si512(hi, _mm512_slli_epi16(
-                                             _mm512_and_si512(_mm512_srlv_epi16(hb, s1), one), 4));
-            }
-            const int8_t *ag = p->qs + QK_K * b + 128 * h;
-            const __m512i plo = _mm512_maddubs_epi16(lo, _mm512_loadu_si512(ag));
-            const __m512i phi = _mm512_maddubs_epi16(hi, _mm512_loadu_si512(ag + 64));
-            acc = _mm512_add_epi32(acc, _mm512_madd_epi16(plo, bcast2_epi16(sm16, 4 * h, 4 * h + 2)));
-            acc = _mm512_add_epi32(acc,
-                                   _mm512_madd_epi16(phi, bcast2_epi16(sm16, 4 * h + 1, 4 * h + 3)));
+    const BlockQ4_K *w4 = (const BlockQ4_K *)vw + b;
+    const BlockQ5_K *w5 = (const BlockQ5_K *)vw + b;
+    const uint8_t *scales = t == QTYPE_Q4_K ? w4->scales : w5->scales;
+    const uint8_t *qs = t == QTYPE_Q4_K ? w4->qs : w5->qs;
+    prefetch_ahead((const uint8_t *)(t == QTYPE_Q4_K ? (const void *)w4 : (const void *)w5),
+                   t == QTYPE_Q4_K ? sizeof *w4 : sizeof *w5);
+    /* the 8 scales (bytes 0..7) and 8 mins (8..15) of the 12 packed bytes, in dwords
+     * u0..u2: [u0 & 3f, u2 & 0f | (u0 >> 6 & 3) << 4, u1 & 3f, u2 >> 4 & 0f | (u1 >> 6 & 3)
+     * << 4], as ggml unpacks them, without leaving the vector registers */
+    const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)scales);
+    const __m128i low = _mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)),
+                                      _mm_setr_epi32(0, 0, 0, 4));
+    const __m128i a = _mm_and_si128(low, _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f,
+                                                       0x0f0f0f0f));
+    const __m128i top = _mm_slli_epi32(
+        _mm_and_si128(_mm_srli_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)), 6),
+                      _mm_setr_epi32(0, 0x03030303, 0, 0x03030303)),
+        4);
+    const __m128i sm = _mm_or_si128(a, top);
+    const __m512i smb = _mm512_broadcast_i32x4(sm);
+    const __m128i mins = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
+    const __m128i gsum = _mm_loadu_si128((const __m128i *)(const void *)(p->gs + 16 * b));
+    const __m128i mm = _mm_madd_epi16(mins, gsum);
+    __m128i ms = _mm_add_epi32(mm, _mm_shuffle_epi32(mm, _MM_SHUFFLE(1, 0, 3, 2)));
+    ms = _mm_add_epi32(ms, _mm_shuffle_epi32(ms, _MM_SHUFFLE(2, 3, 0, 1)));
+    *M = _mm_cvtsi128_si32(ms);
+    __m512i hb = _mm512_setzero_si512();
+    if (t == QTYPE_Q5_K)
+        hb = _mm512_broadcast_i64x4(load32(w5->qh));
+    __m512i acc = _mm512_setzero_si512();
+    for (int h = 0; h < 2; h++) { /* chunks 2h, 2h + 1: sub-blocks 4h .. 4h + 3 */
+        const __m512i raw = _mm512_loadu_si512(qs + 64 * h);
+        __m512i lo = _mm512_and_si512(raw, m4);
+        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+        if (t == QTYPE_Q5_K) { /* value 64c + l: bit 2c of qh[l] (low), 2c + 1 (high) */
+            const __m512i s0 = _mm512_inserti64x4(_mm512_set1_epi16((short)(4 * h)),
+                                                  _mm256_set1_epi16((short)(4 * h + 2)), 1);
+            const __m512i s1 = _mm512_add_epi16(s0, _mm512_set1_epi16(1));
+            lo = _mm512_or_si512(lo, _mm512_slli_epi16(
+                                         _mm512_and_si512(_mm512_srlv_epi16(hb, s0), one), 4));
+            hi = _mm512_or_si512(hi, _mm512_slli_epi16(
+                                         _mm512_and_si512(_mm512_srlv_epi16(hb, s1), one), 4));
         }
-        const int S = _mm512_reduce_add_epi32(acc);
-        const float d = h2f(t == QTYPE_Q4_K ? w4->d : w5->d) * p->d[b];
-        const float dmin = h2f(t == QTYPE_Q4_K ? w4->dmin : w5->dmin) * p->d[b];
-        sum = sum + (d * (float)S - dmin * (float)M);
+        const int8_t *ag = p->qs + QK_K * b + 128 * h;
+        const __m512i plo = _mm512_maddubs_epi16(lo, _mm512_loadu_si512(ag));
+        const __m512i phi = _mm512_maddubs_epi16(hi, _mm512_loadu_si512(ag + 64));
+        acc = _mm512_add_epi32(acc, _mm512_madd_epi16(plo, bcast2_u8(smb, 4 * h, 4 * h + 2)));
+        acc = _mm512_add_epi32(acc,
+                               _mm512_madd_epi16(phi, bcast2_u8(smb, 4 * h + 1, 4 * h + 3)));
     }
-    return sum;
+    return acc;
 }
 
 /* 16-bit lanes in 4 runs of 8: run r takes word i + r of v. */
@@ -573,37 +574,94 @@ static ALWAYS_INLINE __m512i bcast4_epi16(__m512i v, int i)
     return _mm512_permutexvar_epi16(idx, v);
 }
 
-static ALWAYS_INLINE float row_q6_k_zmm(const BlockQ6_K *w, const ActPrepK *p, int64_t nb)
+/* Super-block b of a Q6_K row: the 16 lanes whose sum is sum sc q a (quants before their
+ * offset) and, in *G, sum sc times the activation's group sums. */
+static ALWAYS_INLINE __m512i sb_q6(const BlockQ6_K *w, const ActPrepK *p, int64_t b, int *G)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3);
     /* the high 2 bits of value 128h + 32k + l sit at bits 2k of qh[32h + l] */
     const __m512i sh_lo = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
     const __m512i sh_hi = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
+    prefetch_ahead((const uint8_t *)&w[b], sizeof w[b]);
+    const __m512i sc16 = _mm512_cvtepi8_epi16(
+        _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)w[b].scales)));
+    const __m256i gs = _mm256_loadu_si256((const __m256i *)(const void *)(p->gs + 16 * b));
+    *G = hsum_i32(_mm256_madd_epi16(_mm512_castsi512_si256(sc16), gs));
+    __m512i acc = _mm512_setzero_si512();
+    for (int h = 0; h < 2; h++) {
+        const __m512i ql = _mm512_loadu_si512(w[b].ql + 64 * h);
+        const __m512i qh = _mm512_broadcast_i64x4(load32(w[b].qh + 32 * h));
+        const __m512i lo = _mm512_or_si512(
+            _mm512_and_si512(ql, m4),
+            _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sh_lo), m2), 4));
+        const __m512i hi = _mm512_or_si512(
+            _mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+            _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sh_hi), m2), 4));
+        const int8_t *ag = p->qs + QK_K * b + 128 * h;
+        const __m512i plo = _mm512_maddubs_epi16(lo, _mm512_loadu_si512(ag));
+        const __m512i phi = _mm512_maddubs_epi16(hi, _mm512_loadu_si512(ag + 64));
+        acc = _mm512_add_epi32(acc, _mm512_madd_epi16(plo, bcast4_epi16(sc16, 8 * h)));
+        acc = _mm512_add_epi32(acc, _mm512_madd_epi16(phi, bcast4_epi16(sc16, 8 * h + 4)));
+    }
+    return acc;
+}
+
+/* A K-quant row: eight super-blocks' integer parts side by side, then their float steps as
+ * eight lanes (the twin's operations on each), then added into the sum in block order. */
+static ALWAYS_INLINE float row_k_zmm(QType t, const void *vw, const ActPrepK *p, int64_t nb)
+{
+    const size_t wb = t == QTYPE_Q4_K ? sizeof(BlockQ4_K)
+                    : t == QTYPE_Q5_K ? sizeof(BlockQ5_K) : sizeof(BlockQ6_K);
+    const size_t doff = t == QTYPE_Q6_K ? offsetof(BlockQ6_K, d) : 0;
+    const uint8_t *w = vw;
     float sum = 0;
-    for (int64_t b = 0; b < nb; b++) {
-        prefetch_ahead((const uint8_t *)&w[b], sizeof w[b]);
-        const __m512i sc16 = _mm512_cvtepi8_epi16(
-            _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)w[b].scales)));
-        const __m256i gs = _mm256_loadu_si256((const __m256i *)(const void *)(p->gs + 16 * b));
-        const int G = hsum_i32(_mm256_madd_epi16(_mm512_castsi512_si256(sc16), gs));
-        __m512i acc = _mm512_setzero_si512();
-        for (int h = 0; h < 2; h++) {
-            const __m512i ql = _mm512_loadu_si512(w[b].ql + 64 * h);
-            const __m512i qh = _mm512_broadcast_i64x4(load32(w[b].qh + 32 * h));
-            const __m512i lo = _mm512_or_si512(
-                _mm512_and_si512(ql, m4),
-                _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sh_lo), m2), 4));
-            const __m512i hi = _mm512_or_si512(
-                _mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
-                _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sh_hi), m2), 4));
-            const int8_t *ag = p->qs + QK_K * b + 128 * h;
-            const __m512i plo = _mm512_maddubs_epi16(lo, _mm512_loadu_si512(ag));
-            const __m512i phi = _mm512_maddubs_epi16(hi, _mm512_loadu_si512(ag + 64));
-            acc = _mm512_add_epi32(acc, _mm512_madd_epi16(plo, bcast4_epi16(sc16, 8 * h)));
-            acc = _mm512_add_epi32(acc, _mm512_madd_epi16(phi, bcast4_epi16(sc16, 8 * h + 4)));
+    int64_t b = 0;
+    for (; b + 8 <= nb; b += 8) {
+        __m256i s8[8];
+        int corr[8];
+        uint16_t dh[8], dmh[8];
+        for (int k = 0; k < 8; k++) {
+            const __m512i acc = t == QTYPE_Q6_K
+                                    ? sb_q6((const BlockQ6_K *)vw, p, b + k, &corr[k])
+                                    : sb_q45(t, vw, p, b + k, &corr[k]);
+            s8[k] = _mm256_add_epi32(_mm512_castsi512_si256(acc),
+                                     _mm512_extracti64x4_epi64(acc, 1));
+            memcpy(&dh[k], w + wb * (size_t)(b + k) + doff, 2);
+            memcpy(&dmh[k], w + wb * (size_t)(b + k) + 2, 2); /* Q6_K: unused */
         }
-        const int S = _mm512_reduce_add_epi32(acc) - 32 * G;
-        sum = sum + (h2f(w[b].d) * p->d[b]) * (float)S;
+        __m256i S = hsum8_i32(s8);
+        const __m256i cv = _mm256_loadu_si256((const __m256i *)(const void *)corr);
+        const __m256 pd = _mm256_loadu_ps(p->d + b);
+        const __m256 d8 = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)dh)), pd);
+        __m256 p8;
+        if (t == QTYPE_Q6_K) {
+            S = _mm256_sub_epi32(S, _mm256_slli_epi32(cv, 5)); /* less 32 * G */
+            p8 = _mm256_mul_ps(d8, _mm256_cvtepi32_ps(S));
+        } else {
+            const __m256 dm8 = _mm256_mul_ps(
+                _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)dmh)), pd);
+            p8 = _mm256_sub_ps(_mm256_mul_ps(d8, _mm256_cvtepi32_ps(S)),
+                               _mm256_mul_ps(dm8, _mm256_cvtepi32_ps(cv)));
+        }
+        float lanes[8];
+        _mm256_storeu_ps(lanes, p8);
+        for (int k = 0; k < 8; k++)
+            sum = sum + lanes[k];
+    }
+    for (; b < nb; b++) {
+        int c;
+        if (t == QTYPE_Q6_K) {
+            const BlockQ6_K *w6 = (const BlockQ6_K *)vw + b;
+            const int S = _mm512_reduce_add_epi32(sb_q6((const BlockQ6_K *)vw, p, b, &c)) - 32 * c;
+            sum = sum + (h2f(w6->d) * p->d[b]) * (float)S;
+        } else {
+            const int S = _mm512_reduce_add_epi32(sb_q45(t, vw, p, b, &c));
+            uint16_t dh, dmh;
+            memcpy(&dh, w + wb * (size_t)b, 2);
+            memcpy(&dmh, w + wb * (size_t)b + 2, 2);
+            const float d = h2f(dh) * p->d[b], dmin = h2f(dmh) * p->d[b];
+            sum = sum + (d * (float)S - dmin * (float)c);
+        }
     }
     return sum;
 }
@@ -618,9 +676,9 @@ __attribute__((noinline)) static int matvec_k_zmm(QType t, float *y, const uint8
     prep_act_k(&p, t, a, nb);
     for (int i = 0; i < d; i++) {
         const uint8_t *row = w + stride * (size_t)i;
-        y[i] = t == QTYPE_Q4_K   ? row_q45_k_zmm(QTYPE_Q4_K, row, &p, nb)
-             : t == QTYPE_Q5_K ? row_q45_k_zmm(QTYPE_Q5_K, row, &p, nb)
-                               : row_q6_k_zmm((const BlockQ6_K *)(const void *)row, &p, nb);
+        y[i] = t == QTYPE_Q4_K   ? row_k_zmm(QTYPE_Q4_K, row, &p, nb)
+             : t == QTYPE_Q5_K ? row_k_zmm(QTYPE_Q5_K, row, &p, nb)
+                               : row_k_zmm(QTYPE_Q6_K, row, &p, nb);
     }
     return 1;
 }
