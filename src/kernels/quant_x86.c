@@ -1,15 +1,17 @@
-/* quant_x86.c: AVX2 (with F16C) and AVX-512 VNNI row dots of the quantized types.
+/* quant_x86.c: AVX2 (with F16C) and AVX-512 (BW, VNNI, VBMI where built) quantized kernels.
  *
  * Each function computes exactly the order of its plain-C twin in quant_ref.c: the integer
  * block sums are exact whatever the instructions (vpmaddubsw pairs stay below 2^15, vpmaddwd
  * and vpdpbusd sums below 2^31), and the float steps after them are the same IEEE operations
  * in the same order (no FMA), eight 32-value blocks side by side in the eight lanes of one
  * vector, block b in lane b % 8 as the twin's accumulators.  So every result here equals the
- * twin's bit for bit.
+ * twin's bit for bit (for finite scales).
  *
- * Q8_0, Q4_0, Q5_0: the block sums by vpmaddubsw + vpmaddwd (AVX2) or vpdpbusd (VNNI);
- * Q4_K, Q5_K, Q6_K: vpmaddubsw, scaled by vpmaddwd with the sub-block scales; F16, BF16: the
- * fp32 matvec's 32-lane order on converted values.  Other types use the plain-C twin. */
+ * AVX2 path: Q4_0, Q5_0 as a matvec over an activation laid out once per call; Q8_0, Q4_K,
+ * Q5_K, Q6_K per row (vpmaddubsw + vpmaddwd); F16, BF16 in the fp32 matvec's 32-lane order;
+ * the Q8_0 quantizer.  AVX-512 VNNI path: Q8_0, Q4_0, Q5_0 by 512-bit vpdpbusd, Q4_K, Q5_K,
+ * Q6_K 128 values per step, both over laid-out activations; the rest as AVX2.  Other types use
+ * the plain-C twins. */
 #include "quant_impl.h"
 
 #include <stddef.h>
@@ -135,15 +137,10 @@ static ALWAYS_INLINE float dot_q8_0_family(int vnni, QType t, const uint8_t *w,
     return quant_reduce8(lanes);
 }
 
-/* ---------------------------------------------------------------- 32-value blocks, AVX-512
- * Four (Q4_0, Q5_0) or two (Q8_0) blocks per 512-bit vpdpbusd, the weights as unsigned bytes
- * (Q8_0: w + 128 by flipping the sign bit; Q4_0/Q5_0: the stored quants before the offset) and
- * the offset taken back with the activation's block sums: sum (q - o) a = sum q a - o sum a,
- * exact.  The activation is laid out once per call (ActPrep) so each vector loads with one
- * instruction, its scales converted once, its block sums taken once. */
-#if defined(QUANT_HAVE_VNNI) && defined(__AVX512F__) && defined(__AVX512BW__)
-#define QUANT_X86_ZMM 1
-#define PREP_MAX_BLOCKS 1024
+/* ---------------------------------------------------------------- the activation, laid out
+ * once per matvec call for the 32-value types: its quants in the order the weight vectors meet
+ * them, its scales as floats, its block sums times the weights' offset (ActPrep). */
+#define PREP_MAX_BLOCKS 1024 /* rows of up to 32768 values; longer ones take the per-row path */
 
 /* Software prefetch PREFETCH_AHEAD bytes ahead of the weights being read (the rows of a
  * matrix are one stream): measured on this project's host, 4 KiB ahead lifts a q8_0/q4_0
@@ -155,16 +152,18 @@ static ALWAYS_INLINE void prefetch_ahead(const uint8_t *p, size_t bytes)
 {
     for (size_t o = 0; o < bytes; o += 64)
         _mm_prefetch((const char *)(p + PREFETCH_AHEAD + o), _MM_HINT_T0);
-} /* rows of up to 32768 values; longer ones take the 256-bit path */
+}
 
 typedef struct {
-    int8_t qs[PREP_MAX_BLOCKS * QK]; /* Q8_0: as stored; Q4_0/Q5_0: per 4 blocks the 4 first
-                                      * halves (values 0..15), then the 4 second halves */
+    int8_t qs[PREP_MAX_BLOCKS * QK]; /* Q8_0: as stored; Q4_0/Q5_0: per g blocks the g first
+                                      * halves (values 0..15), then the g second halves */
     float da[PREP_MAX_BLOCKS];       /* the scales as floats */
     int32_t off[PREP_MAX_BLOCKS];    /* the offset times the block's sum of quants */
 } ActPrep;
 
-static void prep_act(ActPrep *p, QType t, const BlockQ8_0 *a, int64_t nb)
+/* g: blocks per weight vector (2 for 256-bit, 4 for 512-bit); offset: 128 for Q8_0's flipped
+ * sign bit, 8 or 16 for Q4_0/Q5_0's stored quants. */
+static void prep_act(ActPrep *p, QType t, int g, const BlockQ8_0 *a, int64_t nb)
 {
     const int offset = t == QTYPE_Q8_0 ? 128 : t == QTYPE_Q4_0 ? 8 : 16;
     for (int64_t b = 0; b < nb; b++) {
@@ -176,12 +175,101 @@ static void prep_act(ActPrep *p, QType t, const BlockQ8_0 *a, int64_t nb)
         if (t == QTYPE_Q8_0) {
             memcpy(p->qs + QK * b, a[b].qs, QK);
         } else {
-            int8_t *g = p->qs + 128 * (b / 4) + 16 * (b % 4);
-            memcpy(g, a[b].qs, 16);
-            memcpy(g + 64, a[b].qs + 16, 16);
+            int8_t *q = p->qs + 32 * g * (b / g) + 16 * (b % g);
+            memcpy(q, a[b].qs, 16);
+            memcpy(q + 16 * g, a[b].qs + 16, 16);
         }
     }
 }
+
+/* ---------------------------------------------------------------- Q4_0, Q5_0 in 256 bits
+ * Two blocks per vector: the 16 quant bytes of each in one 128-bit lane, their low nibbles
+ * (values 0..15) and high nibbles (16..31) meeting the laid-out activation; the stored quants
+ * are unsigned, so vpmaddubsw takes them as they are (pairs <= 2 * 31 * 127, two pairs' sum
+ * below 2^15) and the offset comes back with the block sums. */
+static ALWAYS_INLINE float row_q45_0_avx2(QType t, const uint8_t *w, const ActPrep *p,
+                                          const BlockQ8_0 *a, int64_t nb)
+{
+    const size_t wb = t == QTYPE_Q4_0 ? sizeof(BlockQ4_0) : sizeof(BlockQ5_0);
+    const size_t qoff = t == QTYPE_Q4_0 ? 2 : 6;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), x10 = _mm256_set1_epi8(0x10);
+    __m256 acc = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 8 <= nb; b += 8) {
+        const uint8_t *blk = w + wb * (size_t)b;
+        prefetch_ahead(blk, wb * 8);
+        __m256i part[4];
+        for (int k = 0; k < 4; k++) {
+            const uint8_t *b0 = blk + 2 * wb * (size_t)k;
+            const __m256i raw = _mm256_set_m128i(
+                _mm_loadu_si128((const __m128i *)(const void *)(b0 + wb + qoff)),
+                _mm_loadu_si128((const __m128i *)(const void *)(b0 + qoff)));
+            __m256i lo = _mm256_and_si256(raw, m4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+            if (t == QTYPE_Q5_0) { /* bit j of a block's qh: its value j */
+                uint32_t h0, h1;
+                memcpy(&h0, b0 + 2, 4);
+                memcpy(&h1, b0 + wb + 2, 4);
+                lo = _mm256_or_si256(lo, _mm256_and_si256(
+                                             bits_to_bytes((h0 & 0xFFFFu) | (h1 << 16)), x10));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(
+                                             bits_to_bytes((h0 >> 16) | (h1 & 0xFFFF0000u)), x10));
+            }
+            const int8_t *ag = p->qs + QK * (b + 2 * k);
+            const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, load32(ag)),
+                                                 _mm256_maddubs_epi16(hi, load32(ag + 32)));
+            part[k] = _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+        }
+        /* lane 0..3 of part[k]: block 2k, lanes 4..7: block 2k + 1 */
+        const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(part[0], part[1]),
+                                            _mm256_hadd_epi32(part[2], part[3]));
+        __m256i sumi = _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        sumi = _mm256_sub_epi32(sumi,
+                                _mm256_loadu_si256((const __m256i *)(const void *)(p->off + b)));
+        uint16_t dh[8];
+        for (int k = 0; k < 8; k++)
+            memcpy(&dh[k], blk + wb * (size_t)k, 2);
+        const __m256 dwf = _mm256_cvtph_ps(_mm_setr_epi16((short)dh[0], (short)dh[1], (short)dh[2],
+                                                          (short)dh[3], (short)dh[4], (short)dh[5],
+                                                          (short)dh[6], (short)dh[7]));
+        const __m256 prod = _mm256_mul_ps(dwf, _mm256_loadu_ps(p->da + b));
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(sumi), prod));
+    }
+    float lanes[8];
+    _mm256_storeu_ps(lanes, acc);
+    for (; b < nb; b++) { /* the last nb % 8 blocks, into their lanes as the twin does */
+        const uint8_t *blk = w + wb * (size_t)b;
+        const int sumi = hsum_i32(block_partial(0, t, blk, a[b].qs));
+        uint16_t dw;
+        memcpy(&dw, blk, 2);
+        lanes[b % 8] = lanes[b % 8] + (float)sumi * (h2f(dw) * p->da[b]);
+    }
+    return quant_reduce8(lanes);
+}
+
+/* y[d] for Q4_0/Q5_0 on the 256-bit path; 0 if the row is too long for ActPrep.  Not inlined:
+ * the ActPrep of each matvec keeps to its own stack frame. */
+__attribute__((noinline)) static int matvec_q45_0_avx2(QType t, float *y, const uint8_t *w,
+                                                        size_t stride, const BlockQ8_0 *a,
+                                                        int64_t nb, int d)
+{
+    if (nb > PREP_MAX_BLOCKS)
+        return 0;
+    ActPrep p;
+    prep_act(&p, t, 2, a, nb);
+    for (int i = 0; i < d; i++)
+        y[i] = t == QTYPE_Q4_0 ? row_q45_0_avx2(QTYPE_Q4_0, w + stride * (size_t)i, &p, a, nb)
+                               : row_q45_0_avx2(QTYPE_Q5_0, w + stride * (size_t)i, &p, a, nb);
+    return 1;
+}
+
+/* ---------------------------------------------------------------- 32-value blocks, AVX-512
+ * Four (Q4_0, Q5_0) or two (Q8_0) blocks per 512-bit vpdpbusd, the weights as unsigned bytes
+ * (Q8_0: w + 128 by flipping the sign bit; Q4_0/Q5_0: the stored quants before the offset) and
+ * the offset taken back with the activation's block sums: sum (q - o) a = sum q a - o sum a,
+ * exact. */
+#if defined(QUANT_HAVE_VNNI) && defined(__AVX512F__) && defined(__AVX512BW__)
+#define QUANT_X86_ZMM 1
 
 /* Lane k of the result (k < 8) = block b + k's sum, from the four vectors of 8 lanes that
  * hold blocks b + 2i (lanes 0..7) and b + 2i + 1 (lanes 8..15). */
@@ -351,7 +439,7 @@ __attribute__((noinline)) static int matvec_zmm(QType t, float *y, const uint8_t
     if (nb > PREP_MAX_BLOCKS)
         return 0;
     ActPrep p;
-    prep_act(&p, t, a, nb);
+    prep_act(&p, t, 4, a, nb);
 #if defined(__AVX512VBMI__)
     PermIdx px;
     perm_idx_init(&px);
@@ -774,6 +862,8 @@ int quant_x86_quantize(QType t, void *y, const float *x, int64_t n)
 int quant_x86_matvec(int vnni, QType t, float *y, const void *w, size_t stride,
                      const void *x, int64_t n, int d)
 {
+    if (!vnni && (t == QTYPE_Q4_0 || t == QTYPE_Q5_0))
+        return matvec_q45_0_avx2(t, y, w, stride, x, n / QK, d);
 #if defined(QUANT_X86_ZMM)
     if (vnni && (t == QTYPE_Q8_0 || t == QTYPE_Q4_0 || t == QTYPE_Q5_0))
         return matvec_zmm(t, y, w, stride, x, n / QK, d);
