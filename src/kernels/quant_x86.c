@@ -458,82 +458,157 @@ __attribute__((noinline)) static int matvec_zmm(QType t, float *y, const uint8_t
 
 /* ---------------------------------------------------------------- K-quants */
 
-static ALWAYS_INLINE float dot_q45_k(QType t, const void *vw, const BlockQ8_K *a, int64_t nb)
+/* The 8 scales (bytes 0..7) and 8 mins (8..15) of a Q4_K/Q5_K super-block's 12 packed bytes
+ * (read as 16; the block goes on), in dwords u0..u2: [u0 & 3f, u2 & 0f | (u0 >> 6 & 3) << 4,
+ * u1 & 3f, u2 >> 4 & 0f | (u1 >> 6 & 3) << 4], as ggml unpacks them, in vector registers. */
+static ALWAYS_INLINE __m128i k_scales_mins(const uint8_t *scales)
 {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
-    float sum = 0;
-    for (int64_t b = 0; b < nb; b++) {
-        const BlockQ4_K *w4 = (const BlockQ4_K *)vw + b;
-        const BlockQ5_K *w5 = (const BlockQ5_K *)vw + b;
-        const uint8_t *scales = t == QTYPE_Q4_K ? w4->scales : w5->scales;
-        const uint8_t *qs = t == QTYPE_Q4_K ? w4->qs : w5->qs;
-        uint8_t sc[8], mn[8];
-        int M = 0;
-        for (int s = 0; s < 8; s++) {
-            quant_scale_min_k4(s, scales, &sc[s], &mn[s]);
-            M += mn[s] * (a[b].bsums[2 * s] + a[b].bsums[2 * s + 1]);
-        }
-        const __m256i hb = t == QTYPE_Q5_K ? load32(w5->qh) : _mm256_setzero_si256();
-        __m256i acc = _mm256_setzero_si256();
-        for (int c = 0; c < 4; c++) {
-            const __m256i raw = load32(qs + 32 * c);
-            __m256i lo = _mm256_and_si256(raw, m4);
-            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-            if (t == QTYPE_Q5_K) { /* bit 2c of qh[l] for value 64c + l, bit 2c + 1 for +32 */
-                const __m128i s0 = _mm_cvtsi32_si128(2 * c), s1 = _mm_cvtsi32_si128(2 * c + 1);
-                lo = _mm256_or_si256(
-                    lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hb, s0), one), 4));
-                hi = _mm256_or_si256(
-                    hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hb, s1), one), 4));
-            }
-            const __m256i p0 = _mm256_maddubs_epi16(lo, load32(a[b].qs + 64 * c));
-            const __m256i p1 = _mm256_maddubs_epi16(hi, load32(a[b].qs + 64 * c + 32));
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * c])));
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * c + 1])));
-        }
-        const int S = hsum_i32(acc);
-        const float d = h2f(t == QTYPE_Q4_K ? w4->d : w5->d) * a[b].d;
-        const float dmin = h2f(t == QTYPE_Q4_K ? w4->dmin : w5->dmin) * a[b].d;
-        sum = sum + (d * (float)S - dmin * (float)M);
-    }
-    return sum;
+    const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)scales);
+    const __m128i low = _mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)),
+                                       _mm_setr_epi32(0, 0, 0, 4));
+    const __m128i a = _mm_and_si128(low, _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f,
+                                                        0x0f0f0f0f));
+    const __m128i top = _mm_slli_epi32(
+        _mm_and_si128(_mm_srli_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)), 6),
+                      _mm_setr_epi32(0, 0x03030303, 0, 0x03030303)),
+        4);
+    return _mm_or_si128(a, top);
 }
 
-static float dot_q6_k(const BlockQ6_K *w, const BlockQ8_K *a, int64_t nb)
+/* Super-block b of a Q4_K/Q5_K row in 256 bits: 8 lanes whose sum is S (the scaled quant sums)
+ * and, in *M, the mins times the activation's sub-block sums. */
+static ALWAYS_INLINE __m256i sb_q45_avx2(QType t, const void *vw, const BlockQ8_K *a, int64_t b,
+                                         int *M)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    const BlockQ4_K *w4 = (const BlockQ4_K *)vw + b;
+    const BlockQ5_K *w5 = (const BlockQ5_K *)vw + b;
+    const uint8_t *qs = t == QTYPE_Q4_K ? w4->qs : w5->qs;
+    const __m128i sm = k_scales_mins(t == QTYPE_Q4_K ? w4->scales : w5->scales);
+    const __m128i bs0 = _mm_loadu_si128((const __m128i *)(const void *)a[b].bsums);
+    const __m128i bs1 = _mm_loadu_si128((const __m128i *)(const void *)(a[b].bsums + 8));
+    const __m128i mm = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(sm, 8)),
+                                      _mm_hadd_epi16(bs0, bs1)); /* m_s (b_2s + b_2s+1) */
+    __m128i ms = _mm_add_epi32(mm, _mm_shuffle_epi32(mm, _MM_SHUFFLE(1, 0, 3, 2)));
+    ms = _mm_add_epi32(ms, _mm_shuffle_epi32(ms, _MM_SHUFFLE(2, 3, 0, 1)));
+    *M = _mm_cvtsi128_si32(ms);
+    const __m256i smb = _mm256_broadcastsi128_si256(sm);
+    const __m256i hb = t == QTYPE_Q5_K ? load32(w5->qh) : _mm256_setzero_si256();
+    __m256i acc = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+        const __m256i raw = load32(qs + 32 * c);
+        __m256i lo = _mm256_and_si256(raw, m4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+        if (t == QTYPE_Q5_K) { /* bit 2c of qh[l] for value 64c + l, bit 2c + 1 for +32 */
+            const __m128i s0 = _mm_cvtsi32_si128(2 * c), s1 = _mm_cvtsi32_si128(2 * c + 1);
+            lo = _mm256_or_si256(
+                lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hb, s0), one), 4));
+            hi = _mm256_or_si256(
+                hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hb, s1), one), 4));
+        }
+        /* the sub-block scales as 16-bit lanes: byte 2c (2c + 1) of sm, zero-extended */
+        const __m256i sc0 = _mm256_shuffle_epi8(smb, _mm256_set1_epi16((short)(0x8000 | (2 * c))));
+        const __m256i sc1 =
+            _mm256_shuffle_epi8(smb, _mm256_set1_epi16((short)(0x8000 | (2 * c + 1))));
+        const __m256i p0 = _mm256_maddubs_epi16(lo, load32(a[b].qs + 64 * c));
+        const __m256i p1 = _mm256_maddubs_epi16(hi, load32(a[b].qs + 64 * c + 32));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p0, sc0));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p1, sc1));
+    }
+    return acc;
+}
+
+/* Super-block b of a Q6_K row in 256 bits: 8 lanes whose sum is S = sum sc (q - 32) a. */
+static ALWAYS_INLINE __m256i sb_q6_avx2(const BlockQ6_K *w, const BlockQ8_K *a, int64_t b)
 {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
     const __m256i k32 = _mm256_set1_epi8(32);
-    float sum = 0;
-    for (int64_t b = 0; b < nb; b++) {
-        __m256i acc = _mm256_setzero_si256();
-        for (int h = 0; h < 2; h++) {
-            const __m256i ql0 = load32(w[b].ql + 64 * h), ql1 = load32(w[b].ql + 64 * h + 32);
-            const __m256i qh = load32(w[b].qh + 32 * h);
-            __m256i q[4];
-            q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
-            q[1] = _mm256_or_si256(
-                _mm256_and_si256(ql1, m4),
-                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
-            q[2] = _mm256_or_si256(
-                _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
-            q[3] = _mm256_or_si256(
-                _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
-            for (int k = 0; k < 4; k++) {
-                const __m256i av = load32(a[b].qs + 128 * h + 32 * k);
-                /* (q - 32) a in pairs: q a < 16002 and 32 a <= 8128 keep both in int16 */
-                const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q[k], av),
-                                                   _mm256_maddubs_epi16(k32, av));
-                const int g = 8 * h + 2 * k; /* values 0..15 of the quarter, then 16..31 */
-                const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(w[b].scales[g + 1]),
-                                                     _mm_set1_epi16(w[b].scales[g]));
-                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, scv));
-            }
+    __m256i acc = _mm256_setzero_si256();
+    for (int h = 0; h < 2; h++) {
+        const __m256i ql0 = load32(w[b].ql + 64 * h), ql1 = load32(w[b].ql + 64 * h + 32);
+        const __m256i qh = load32(w[b].qh + 32 * h);
+        __m256i q[4];
+        q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4),
+                               _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
+        q[1] = _mm256_or_si256(
+            _mm256_and_si256(ql1, m4),
+            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
+        q[2] = _mm256_or_si256(
+            _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
+        q[3] = _mm256_or_si256(
+            _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+        for (int k = 0; k < 4; k++) {
+            const __m256i av = load32(a[b].qs + 128 * h + 32 * k);
+            /* (q - 32) a in pairs: q a < 16002 and 32 a <= 8128 keep both in int16 */
+            const __m256i pr = _mm256_sub_epi16(_mm256_maddubs_epi16(q[k], av),
+                                                _mm256_maddubs_epi16(k32, av));
+            const int g = 8 * h + 2 * k; /* values 0..15 of the quarter, then 16..31 */
+            const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(w[b].scales[g + 1]),
+                                                 _mm_set1_epi16(w[b].scales[g]));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pr, scv));
         }
-        const int S = hsum_i32(acc);
-        sum = sum + (h2f(w[b].d) * a[b].d) * (float)S;
+    }
+    return acc;
+}
+
+/* A K-quant row in 256 bits: eight super-blocks' integer parts, one reduction for the eight,
+ * their float steps as eight lanes (the twin's operations on each), then added into the sum in
+ * block order as the twin does. */
+static ALWAYS_INLINE float row_k_avx2(QType t, const void *vw, const BlockQ8_K *a, int64_t nb)
+{
+    const size_t wb = t == QTYPE_Q4_K ? sizeof(BlockQ4_K)
+                    : t == QTYPE_Q5_K ? sizeof(BlockQ5_K) : sizeof(BlockQ6_K);
+    const size_t doff = t == QTYPE_Q6_K ? offsetof(BlockQ6_K, d) : 0;
+    const uint8_t *w = vw;
+    float sum = 0;
+    int64_t b = 0;
+    for (; b + 8 <= nb; b += 8) {
+        __m256i s8[8];
+        int corr[8] = {0};
+        uint16_t dh[8], dmh[8];
+        float da[8];
+        for (int k = 0; k < 8; k++) {
+            prefetch_ahead(w + wb * (size_t)(b + k), wb);
+            s8[k] = t == QTYPE_Q6_K ? sb_q6_avx2((const BlockQ6_K *)vw, a, b + k)
+                                    : sb_q45_avx2(t, vw, a, b + k, &corr[k]);
+            memcpy(&dh[k], w + wb * (size_t)(b + k) + doff, 2);
+            memcpy(&dmh[k], w + wb * (size_t)(b + k) + 2, 2); /* Q6_K: unused */
+            da[k] = a[b + k].d;
+        }
+        const __m256 pd = _mm256_loadu_ps(da);
+        const __m256 d8 = _mm256_mul_ps(
+            _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)dh)), pd);
+        const __m256 S = _mm256_cvtepi32_ps(hsum8_i32(s8));
+        __m256 p8;
+        if (t == QTYPE_Q6_K) {
+            p8 = _mm256_mul_ps(d8, S);
+        } else {
+            const __m256 dm8 = _mm256_mul_ps(
+                _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)dmh)), pd);
+            const __m256 Mf = _mm256_cvtepi32_ps(
+                _mm256_loadu_si256((const __m256i *)(const void *)corr));
+            p8 = _mm256_sub_ps(_mm256_mul_ps(d8, S), _mm256_mul_ps(dm8, Mf));
+        }
+        float lanes[8];
+        _mm256_storeu_ps(lanes, p8);
+        for (int k = 0; k < 8; k++)
+            sum = sum + lanes[k];
+    }
+    for (; b < nb; b++) {
+        uint16_t dh, dmh;
+        memcpy(&dh, w + wb * (size_t)b + doff, 2);
+        memcpy(&dmh, w + wb * (size_t)b + 2, 2);
+        const float d = h2f(dh) * a[b].d;
+        if (t == QTYPE_Q6_K) {
+            const int S = hsum_i32(sb_q6_avx2((const BlockQ6_K *)vw, a, b));
+            sum = sum + d * (float)S;
+        } else {
+            int M;
+            const int S = hsum_i32(sb_q45_avx2(t, vw, a, b, &M));
+            sum = sum + (d * (float)S - (h2f(dmh) * a[b].d) * (float)M);
+        }
     }
     return sum;
 }
@@ -605,19 +680,7 @@ static ALWAYS_INLINE __m512i sb_q45(QType t, const void *vw, const ActPrepK *p, 
     const uint8_t *qs = t == QTYPE_Q4_K ? w4->qs : w5->qs;
     prefetch_ahead((const uint8_t *)(t == QTYPE_Q4_K ? (const void *)w4 : (const void *)w5),
                    t == QTYPE_Q4_K ? sizeof *w4 : sizeof *w5);
-    /* the 8 scales (bytes 0..7) and 8 mins (8..15) of the 12 packed bytes, in dwords
-     * u0..u2: [u0 & 3f, u2 & 0f | (u0 >> 6 & 3) << 4, u1 & 3f, u2 >> 4 & 0f | (u1 >> 6 & 3)
-     * << 4], as ggml unpacks them, without leaving the vector registers */
-    const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)scales);
-    const __m128i low = _mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)),
-                                      _mm_setr_epi32(0, 0, 0, 4));
-    const __m128i a = _mm_and_si128(low, _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f,
-                                                       0x0f0f0f0f));
-    const __m128i top = _mm_slli_epi32(
-        _mm_and_si128(_mm_srli_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)), 6),
-                      _mm_setr_epi32(0, 0x03030303, 0, 0x03030303)),
-        4);
-    const __m128i sm = _mm_or_si128(a, top);
+    const __m128i sm = k_scales_mins(scales);
     const __m512i smb = _mm512_broadcast_i32x4(sm);
     const __m128i mins = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
     const __m128i gsum = _mm_loadu_si128((const __m128i *)(const void *)(p->gs + 16 * b));
@@ -895,13 +958,13 @@ int quant_x86_dot(int vnni, QType t, const void *w, const void *x, int64_t n, fl
                     : dot_q8_0_family(0, QTYPE_Q5_0, w, x, n / QK);
         return 1;
     case QTYPE_Q4_K:
-        *out = dot_q45_k(QTYPE_Q4_K, w, x, n / QK_K);
+        *out = row_k_avx2(QTYPE_Q4_K, w, x, n / QK_K);
         return 1;
     case QTYPE_Q5_K:
-        *out = dot_q45_k(QTYPE_Q5_K, w, x, n / QK_K);
+        *out = row_k_avx2(QTYPE_Q5_K, w, x, n / QK_K);
         return 1;
     case QTYPE_Q6_K:
-        *out = dot_q6_k(w, x, n / QK_K);
+        *out = row_k_avx2(QTYPE_Q6_K, w, x, n / QK_K);
         return 1;
     case QTYPE_F16:
         *out = dot_half(0, w, x, n);
