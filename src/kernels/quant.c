@@ -137,6 +137,10 @@ void quant_matvec(float *y, const void *w, QType t, size_t row_stride, const voi
     if (quant_x86_matvec(p == QUANT_PATH_VNNI, t, y, w, row_stride, x_act, n, d))
         return;
 #endif
+#if defined(QUANT_HAVE_NEON)
+    if (quant_neon_matvec(t, y, w, row_stride, x_act, n, d))
+        return;
+#endif
     for (int i = 0; i < d; i++)
         y[i] = quant_dot_row(t, (const char *)w + (size_t)i * row_stride, x_act, n);
 }
