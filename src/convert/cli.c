@@ -6,12 +6,14 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static const char usage[] =
     "usage: headsplit-convert --format llama2c --checkpoint F.bin --tokenizer T.bin --out M.h5\n"
     "       headsplit-convert --format hf --dir DIR --out M.h5\n"
     "       headsplit-convert --synthetic MODEL [--seed N] [--layers N] [--tokenizer FILE]\n"
     "                         --out M.h5\n"
+    "       (each takes --quantize q8_0|q4_0|q4_k_m|f16)\n"
     "\n"
     "Writes a HeadSplit model file (HDF5: /config, float32 [out][in] tensors, /tokenizer;\n"
     "see docs/model-format.md).  Conversion streams tensor by tensor; the output is written\n"
@@ -47,6 +49,9 @@ static const char usage[] =
     "                     the same vocabulary size (llama2.c tokenizer.bin, tokenizer.json,\n"
     "                     or a directory with tokenizer.json or vocab.json + merges.txt);\n"
     "                     without it a synthetic tokenizer is stored.\n"
+    "  --quantize TYPE    q8_0, q4_0, q4_k_m or f16: matrices quantized row by row as\n"
+    "                     llama-quantize does (its types per tensor and fallbacks; see\n"
+    "                     docs/model-format.md); norms and biases stay float32.\n"
     "  --out M.h5         Output model file.\n"
     "  --quiet            No summary line.\n"
     "  --help             This text.\n"
@@ -58,6 +63,7 @@ const char *convert_usage_text(void) { return usage; }
 
 typedef struct {
     const char *format, *checkpoint, *tokenizer, *dir, *out, *synthetic, *seed, *layers;
+    const char *quantize;
     int quiet;
 } CliArgs;
 
@@ -70,6 +76,7 @@ static int parse_args(int argc, char **argv, CliArgs *a, int *help, char *err, s
         {"--tokenizer", &a->tokenizer}, {"--dir", &a->dir},
         {"--out", &a->out},             {"--synthetic", &a->synthetic},
         {"--seed", &a->seed},           {"--layers", &a->layers},
+        {"--quantize", &a->quantize},
     };
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -137,6 +144,16 @@ int convert_run_cli(int argc, char **argv, FILE *out, char *err, size_t errlen)
         return util_err(err, errlen, "command line: --out: missing (the output model file)");
     ConvertStats st;
     memset(&st, 0, sizeof st);
+    if (a.quantize) {
+        /* Checked before any work, so that a typo costs nothing. */
+        const char *ok[] = {"f32", "f16", "q8_0", "q4_0", "q4_k_m"};
+        size_t i = 0;
+        while (i < sizeof ok / sizeof ok[0] && strcasecmp(a.quantize, ok[i]) != 0)
+            i++;
+        if (i == sizeof ok / sizeof ok[0])
+            return util_err(err, errlen, "command line: --quantize: unknown type '%s' "
+                            "(expected q8_0, q4_0, q4_k_m, f16 or f32)", a.quantize);
+    }
     double t0 = time_now();
     int rc;
     if (a.synthetic) {
@@ -151,7 +168,8 @@ int convert_run_cli(int argc, char **argv, FILE *out, char *err, size_t errlen)
         if (a.layers && (parse_u64(a.layers, &layers) < 0 || layers < 1 || layers > 4096))
             return util_err(err, errlen, "command line: --layers: '%s' is not a count in "
                             "1..4096", a.layers);
-        rc = convert_make_synthetic(a.synthetic, seed, (int)layers, a.tokenizer, a.out, &st,
+        rc = convert_make_synthetic(a.synthetic, seed, (int)layers, a.tokenizer, a.out,
+                                    a.quantize, &st,
                                     err, errlen);
     } else if (!a.format) {
         return util_err(err, errlen, "command line: --format: missing (llama2c or hf; or use "
@@ -165,7 +183,8 @@ int convert_run_cli(int argc, char **argv, FILE *out, char *err, size_t errlen)
             return util_err(err, errlen, "command line: %s: missing (--format llama2c needs "
                             "--checkpoint and --tokenizer)",
                             a.checkpoint ? "--tokenizer" : "--checkpoint");
-        rc = convert_from_llama2c(a.checkpoint, a.tokenizer, a.out, &st, err, errlen);
+        rc = convert_from_llama2c(a.checkpoint, a.tokenizer, a.out, a.quantize, &st, err,
+                                  errlen);
     } else if (strcmp(a.format, "hf") == 0) {
         if (reject(a.checkpoint, "--checkpoint", "--format hf", err, errlen) < 0 ||
             reject(a.tokenizer, "--tokenizer", "--format hf (the directory's tokenizer is "
@@ -176,7 +195,7 @@ int convert_run_cli(int argc, char **argv, FILE *out, char *err, size_t errlen)
         if (!a.dir)
             return util_err(err, errlen, "command line: --dir: missing (--format hf needs the "
                             "model directory)");
-        rc = convert_from_hf(a.dir, a.out, &st, err, errlen);
+        rc = convert_from_hf(a.dir, a.out, a.quantize, &st, err, errlen);
     } else {
         return util_err(err, errlen, "command line: --format: unknown format '%s' (expected "
                         "llama2c or hf)", a.format);

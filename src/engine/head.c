@@ -38,9 +38,8 @@ int engine_setup_head(DistEngine *e, hid_t file, const char *fname, char *err, s
             transport_exclusive(e->tp, 0);
             if (rc < 0)
                 return -1;
-            e->weight_bytes += ((size_t)(e->head_v1 - e->head_v0) +
-                                (c->arch == ARCH_GPT2 ? 2 : 1)) *
-                               (size_t)c->dim * sizeof(float); /* rows and final norm, as planned */
+            e->weight_bytes += model_qmat_bytes(&e->head_rows.lm_head) + /* rows, final norm */
+                               (c->arch == ARCH_GPT2 ? 2 : 1) * (size_t)c->dim * sizeof(float);
             e->hsend = xcalloc(sizeof(WireHdr) +
                                (size_t)(e->head_v1 - e->head_v0) * sizeof(float), 1);
         }

@@ -57,7 +57,10 @@ static int load_layer(DistEngine *e, int l, hid_t file, const char *fname, int k
     for (int k = 0; k < lp->n_parts; k++)
         r->n_parts += lp->parts[k].rank == me;
     r->parts = xcalloc((size_t)(r->n_parts ? r->n_parts : 1), sizeof(AttnPartW));
-    r->wo_cols = xcalloc((size_t)(r->n_parts ? r->n_parts : 1), sizeof(float *));
+    r->wo_cols = xcalloc((size_t)(r->n_parts ? r->n_parts : 1), sizeof(QMat));
+    /* SLICE, quantized wo: a run of this rank's parts with adjacent columns shares one
+     * block-aligned column slice of wo, held by its first part (the others' stay empty). */
+    const int merge = lp->mode == LAYER_SLICE && config_wkind_block(c, WKIND_WO) > 1;
     for (int k = 0, j = 0; k < lp->n_parts; k++) {
         const AttnPart *p = &lp->parts[k];
         if (p->rank != me)
@@ -66,12 +69,16 @@ static int load_layer(DistEngine *e, int l, hid_t file, const char *fname, int k
                                  err, errlen) < 0)
             return -1;
         e->weight_bytes += model_attn_part_bytes(c, &r->parts[j]);
-        int ncols = (p->q1 - p->q0) * hd;
-        if (lp->mode == LAYER_SLICE) {
-            if (model_load_proj_cols(&r->wo_cols[j], c, file, fname, l,
-                                     (p->unit * Q + p->q0) * hd, ncols, err, errlen) < 0)
+        int ncols = (p->q1 - p->q0) * hd, col0 = (p->unit * Q + p->q0) * hd;
+        if (lp->mode == LAYER_SLICE &&
+            !(merge && k > 0 && lp->parts[k - 1].rank == me)) {
+            int run = ncols;
+            for (int m = k + 1; merge && m < lp->n_parts && lp->parts[m].rank == me; m++)
+                run += (lp->parts[m].q1 - lp->parts[m].q0) * hd;
+            if (model_load_proj_cols(&r->wo_cols[j], c, file, fname, l, col0, run, err,
+                                     errlen) < 0)
                 return -1;
-            e->weight_bytes += (size_t)c->dim * (size_t)ncols * sizeof(float);
+            e->weight_bytes += model_qmat_bytes(&r->wo_cols[j]);
         }
         r->my_floats += ncols;
         j++;
@@ -96,7 +103,7 @@ static int load_layer(DistEngine *e, int l, hid_t file, const char *fname, int k
     if (r->is_proj) {
         if (model_load_proj(&r->proj, c, file, fname, l, err, errlen) < 0)
             return -1;
-        e->weight_bytes += config_proj_floats(c) * sizeof(float);
+        e->weight_bytes += model_proj_bytes(c, &r->proj);
     }
     if (r->is_ffn) {
         if (model_load_ffn(&r->ffn, c, file, fname, l, 0, c->ffn_dim, err, errlen) < 0)
@@ -195,7 +202,7 @@ void dist_free(DistEngine *e)
         engine_teardown_layer_comms(e, l);
         for (int k = 0; k < r->n_parts; k++) {
             model_free_attn_part(&r->parts[k]);
-            free(r->wo_cols[k]);
+            model_qmat_free(&r->wo_cols[k]);
         }
         free(r->parts);
         free(r->wo_cols);

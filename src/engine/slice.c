@@ -85,11 +85,19 @@ int engine_slice_layer(DistEngine *e, int l)
         goto forward;
     t = time_now();
     memset(part, 0, (size_t)c->dim * sizeof(float));
-    for (int k = 0; k < r->n_parts; k++) {
-        model_attn_part_forward(c, &r->parts[k], &e->scratch, x, h.pos, e->heads);
-        model_proj_partial(c, r->wo_cols[k], e->heads,
-                           (r->parts[k].q1 - r->parts[k].q0) * c->head_dim, e->acc);
-        kernels_add(part, e->acc, c->dim);
+    /* A run of parts sharing one slice of wo (load_layer) writes its heads side by
+     * side. */
+    for (int k = 0, run = 0, off = 0; k < r->n_parts; k++) {
+        if (r->wo_cols[k].data) {
+            run = k;
+            off = 0;
+        }
+        model_attn_part_forward(c, &r->parts[k], &e->scratch, x, h.pos, e->heads + off);
+        off += (r->parts[k].q1 - r->parts[k].q0) * c->head_dim;
+        if (k + 1 == r->n_parts || r->wo_cols[k + 1].data) {
+            model_proj_partial(c, &e->scratch, &r->wo_cols[run], e->heads, off, e->acc);
+            kernels_add(part, e->acc, c->dim);
+        }
     }
     if (r->proj.bo)
         kernels_add(part, r->proj.bo, c->dim);

@@ -58,7 +58,7 @@ static int setup_model(const char *spec)
     h5io_quiet();
     snprintf(model_path, sizeof model_path, "/tmp/hs_test_engine_%ld.h5", (long)getpid());
     char err[512];
-    if (convert_make_synthetic(spec, 11, 0, NULL, model_path, NULL, err, sizeof err) != 0 ||
+    if (convert_make_synthetic(spec, 11, 0, NULL, model_path, NULL, NULL, err, sizeof err) != 0 ||
         convert_synthetic_config(spec, 0, &cfg, err, sizeof err) != 0) {
         fprintf(stderr, "synthetic model: %s\n", err);
         return -1;
