@@ -1,13 +1,9 @@
-/* config.h: the model configuration (read-only after load) and its HDF5 form.
- * The file layout is documented in docs/model-format.md. */
+/* config.h: the model configuration (read-only after load).  Pure: no HDF5 here, so that the
+ * planner and the simulator can include it; its HDF5 form is in config_io.h. */
 #ifndef HEADSPLIT_CONFIG_H
 #define HEADSPLIT_CONFIG_H
 
-#include <hdf5.h>
 #include <stddef.h>
-
-/* Format version written into every model file; files of another version are refused. */
-#define HEADSPLIT_FORMAT_VERSION 1
 
 typedef enum { ARCH_LLAMA = 0, ARCH_GPT2 = 1 } Arch;
 /* RoPE pair layout: adjacent pairs (2i, 2i+1) as Meta/llama2.c, or halves (i, i+hd/2) as HF. */
@@ -36,11 +32,6 @@ static inline int config_q_per_kv(const ModelConfig *c) { return c->n_heads / c-
 /* Checks every dimension against the others (positive, divisible, sizes that fit size_t
  * and HDF5).  Returns 0, or -1 with err naming the offending field. */
 int config_validate(const ModelConfig *c, char *err, size_t errlen);
-
-/* Reads /config attributes from an open model file; validates. fname is for messages. */
-int config_read(ModelConfig *c, hid_t file, const char *fname, char *err, size_t errlen);
-/* Writes /config attributes (format version included). */
-int config_write(const ModelConfig *c, hid_t file, char *err, size_t errlen);
 
 /* The shape named tinyllama-1.1b, gpt2-small or stories260k; -1 for another name. */
 int config_preset(const char *name, ModelConfig *out);

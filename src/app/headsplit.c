@@ -4,7 +4,7 @@
  * Rank 0 is the controller (embeddings, final norm, LM head, sampling, token loop); ranks
  * 1..N are workers holding attention parts, projections and FFNs of the plan. */
 #include "comm.h"
-#include "config.h"
+#include "config_io.h"
 #include "dist.h"
 #include "energy.h"
 #include "generate.h"

@@ -7,6 +7,7 @@
  * costs latency + bytes / bandwidth (jitter and contention are the event core's). */
 #include "sim.h"
 
+#include "config_io.h"
 #include "h5io.h"
 #include "util.h"
 #include "wire.h"
