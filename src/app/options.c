@@ -39,6 +39,8 @@ void options_usage(FILE *out)
         "  --static              keep the start-up placement (exceeding a budget ends the run)\n"
         "  --matvec own|blas     matrix-vector kernel (default own)\n"
         "  --emulate-link SPEC   delay every message as a link would: rtt=10ms,jitter=2ms,bw=200mbit\n"
+        "                        (also medium=shared|switched, relay=ap|none, and the presets\n"
+        "                        wifi and ethernet, e.g. wifi,rtt=20ms)\n"
         "  --wire f32|f16        SLICE partial sums on the wire: f32 (default, exact) or IEEE\n"
         "                        half (half the bytes; tokens may differ)\n"
         "  --lm-head split|controller  where the last layer is sliced, its members compute the\n"
