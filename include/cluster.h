@@ -41,6 +41,29 @@ typedef struct {
     NetLink *link;      /* [n*n], link[a*n+b] from a to b */
 } Cluster;
 
+/* One row of the device catalogue (share/devices.tsv), which headsplit-sim and
+ * scripts/emulate-device both read. */
+typedef struct {
+    ClusterDevice dev;  /* name; speed_Bps, mem_budget (the budget column), load_Bps
+                         * (0: unlimited/unknown) */
+    size_t mem_limit;   /* usable RAM, the emulator's limit (0: none) */
+    double cpu_share;   /* share of the development host's core that computes like the
+                         * board (0: unlimited) */
+    double idle_w, active_w; /* watts idle / one core busy (0: the energy model's defaults) */
+    int draw;           /* 1: headsplit-sim --hetero draws among these rows, in file order */
+    char what[96];      /* description */
+} CatalogueEntry;
+
+/* Reads the catalogue: '#' comments, rows "NAME SPEED_GBPS CPU MEM BUDGET_GB LOAD_MBPS IDLE_W
+ * ACTIVE_W DRAW DESCRIPTION..." ("max" for no limit, "-" for unknown where the column allows
+ * it).
+ * *out is malloc'ed ([*n], the caller frees it).  Returns 0, or -1 with err naming the file,
+ * line and column. */
+int cluster_load_catalogue(const char *path, CatalogueEntry **out, int *n, char *err,
+                           size_t errlen);
+/* The catalogue's path: $HEADSPLIT_DEVICE_CATALOGUE, else the given default. */
+const char *cluster_catalogue_path(const char *fallback);
+
 /* Empty cluster of n ranks: devices zeroed, links zeroed (unlimited, no delay). */
 void cluster_init(Cluster *cl, int n);
 /* Frees what cluster_init allocated; accepts NULL and a zeroed struct. */

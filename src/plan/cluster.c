@@ -288,3 +288,124 @@ double cluster_latency_sd_ms(const double *rtt_ms, const double *rtt_p95_ms,
     free(sd);
     return v;
 }
+
+const char *cluster_catalogue_path(const char *fallback)
+{
+    const char *env = getenv("HEADSPLIT_DEVICE_CATALOGUE");
+    return env && env[0] ? env : fallback;
+}
+
+/* A catalogue number: "max" (allow_max) or "-" (allow_dash) as 0, else a finite number in
+ * (0, hi] times scale.  -1 when malformed. */
+static int catalogue_num(const char *s, int allow_max, int allow_dash, double hi, double scale,
+                         double *out)
+{
+    if ((allow_max && !strcmp(s, "max")) || (allow_dash && !strcmp(s, "-"))) {
+        *out = 0;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno || !(v > 0 && v <= hi))
+        return -1;
+    *out = v * scale;
+    return 0;
+}
+
+/* Parses one row's columns into e; -1 with err naming the column. */
+static int catalogue_row(char *line, CatalogueEntry *e, char *err, size_t errlen)
+{
+    enum { NCOL = 9 };
+    static const char *cols[NCOL] = {"name", "speed_GBps", "cpu", "mem", "budget_GB",
+                                     "load_MBps", "idle_W", "active_W", "draw"};
+    char *tok[NCOL], *save = NULL;
+    memset(e, 0, sizeof *e);
+    for (int i = 0; i < NCOL; i++) {
+        tok[i] = strtok_r(i ? NULL : line, " \t\r\n", &save);
+        if (!tok[i])
+            return util_err(err, errlen, "column %s missing (NAME SPEED_GBPS CPU MEM BUDGET_GB "
+                            "LOAD_MBPS IDLE_W ACTIVE_W DRAW DESCRIPTION)", cols[i]);
+    }
+    if (strlen(tok[0]) >= sizeof e->dev.name)
+        return util_err(err, errlen, "name '%s' is longer than %zu characters", tok[0],
+                        sizeof e->dev.name - 1);
+    snprintf(e->dev.name, sizeof e->dev.name, "%s", tok[0]);
+    double budget = 0;
+    int bad = -1;
+    if (catalogue_num(tok[1], 1, 0, 1e6, 1e9, &e->dev.speed_Bps) < 0)
+        bad = 1;
+    else if (catalogue_num(tok[2], 1, 0, 1000, 1, &e->cpu_share) < 0)
+        bad = 2;
+    else if (strcmp(tok[3], "max") && (util_parse_bytes(tok[3], &e->mem_limit) < 0 ||
+                                       e->mem_limit == 0))
+        bad = 3;
+    else if (catalogue_num(tok[4], 1, 0, 1e9, 1e9, &budget) < 0)
+        bad = 4;
+    else if (catalogue_num(tok[5], 0, 1, 1e9, 1e6, &e->dev.load_Bps) < 0)
+        bad = 5;
+    else if (catalogue_num(tok[6], 0, 1, 1e6, 1, &e->idle_w) < 0)
+        bad = 6;
+    else if (catalogue_num(tok[7], 0, 1, 1e6, 1, &e->active_w) < 0)
+        bad = 7;
+    else if (strcmp(tok[8], "0") && strcmp(tok[8], "1"))
+        bad = 8;
+    if (bad >= 0)
+        return util_err(err, errlen, "%s '%s' is not valid", cols[bad], tok[bad]);
+    e->dev.mem_budget = (size_t)budget;
+    if (e->mem_limit && e->dev.mem_budget > e->mem_limit)
+        return util_err(err, errlen, "'%s': budget_GB %s is more than mem %s", e->dev.name,
+                        tok[4], tok[3]);
+    e->draw = tok[8][0] == '1';
+    if (e->draw && !(e->dev.speed_Bps > 0 && e->dev.mem_budget > 0 && e->dev.load_Bps > 0))
+        return util_err(err, errlen, "'%s' is drawn (draw 1) but has no finite speed, budget "
+                        "or load speed", e->dev.name);
+    if ((e->idle_w > 0) != (e->active_w > 0))
+        return util_err(err, errlen, "'%s': give both idle_W and active_W or neither",
+                        e->dev.name);
+    const char *rest = save ? save + strspn(save, " \t") : "";
+    snprintf(e->what, sizeof e->what, "%.*s", (int)strcspn(rest, "\r\n"), rest);
+    return 0;
+}
+
+int cluster_load_catalogue(const char *path, CatalogueEntry **out, int *n, char *err,
+                           size_t errlen)
+{
+    *out = NULL;
+    *n = 0;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return util_err(err, errlen, "%s: cannot open device catalogue: %s", path,
+                        strerror(errno));
+    char line[512], rerr[256];
+    int rc = 0;
+    for (int ln = 1; rc == 0 && fgets(line, sizeof line, f); ln++) {
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = '\0';
+        if (strspn(line, " \t\r\n") == strlen(line))
+            continue;
+        CatalogueEntry e;
+        if (catalogue_row(line, &e, rerr, sizeof rerr) < 0) {
+            rc = util_err(err, errlen, "%s:%d: %s", path, ln, rerr);
+            break;
+        }
+        for (int i = 0; i < *n; i++)
+            if (!strcmp((*out)[i].dev.name, e.dev.name))
+                rc = util_err(err, errlen, "%s:%d: device '%s' is listed twice", path, ln,
+                              e.dev.name);
+        if (rc == 0) {
+            *out = xrealloc(*out, ((size_t)*n + 1) * sizeof **out);
+            (*out)[(*n)++] = e;
+        }
+    }
+    fclose(f);
+    if (rc == 0 && *n == 0)
+        rc = util_err(err, errlen, "%s: no devices", path);
+    if (rc < 0) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
+    }
+    return rc;
+}

@@ -326,6 +326,91 @@ static void test_inputs_alike_and_assumed(void **state)
     inputs_free(&ci);
 }
 
+/* The project's catalogue: parses, names the boards both tools use, and its CPU shares agree
+ * with its speeds (cpu = speed / 38.4 GB/s, the development host's core). */
+static void test_catalogue_file(void **state)
+{
+    (void)state;
+    CatalogueEntry *cat;
+    int n;
+    char err[512] = "";
+    if (cluster_load_catalogue(HEADSPLIT_SOURCE_DIR "/share/devices.tsv", &cat, &n, err,
+                               sizeof err) < 0)
+        fail_msg("%s", err);
+    int draw = 0, have_pi4 = 0;
+    for (int i = 0; i < n; i++) {
+        const CatalogueEntry *e = &cat[i];
+        draw += e->draw;
+        if (!strcmp(e->dev.name, "pi4")) {
+            have_pi4 = 1;
+            assert_true(e->cpu_share == 0.125 && e->dev.speed_Bps == 4.8e9);
+            assert_true(e->mem_limit == (size_t)(3.5 * 1024 * 1024 * 1024));
+            assert_true(e->dev.mem_budget == (size_t)2e9);
+            assert_true(e->idle_w == 3.8 && e->active_w == 5.0 && e->draw);
+            assert_string_equal(e->what, "Raspberry Pi 4 Model B, 4 GB (Cortex-A72 1.5 GHz)");
+        }
+        if (e->dev.speed_Bps > 0)
+            assert_true(fabs(e->dev.speed_Bps / 38.4e9 - e->cpu_share) < 5e-4);
+        else
+            assert_true(e->cpu_share == 0);
+    }
+    assert_true(have_pi4);
+    assert_true(draw >= 2);
+    free(cat);
+}
+
+static void expect_catalogue_error(const char *text, const char *needle)
+{
+    const char *path = tmp_file(3, text);
+    CatalogueEntry *cat = (CatalogueEntry *)1;
+    int n = 5;
+    char err[512] = "", want[256];
+    assert_int_equal(cluster_load_catalogue(path, &cat, &n, err, sizeof err), -1);
+    assert_null(cat);
+    assert_int_equal(n, 0);
+    snprintf(want, sizeof want, "%s:%s", path, needle);
+    if (!strstr(err, want))
+        fail_msg("error '%s' does not contain '%s'", err, want);
+    unlink(path);
+}
+
+static void test_catalogue_errors(void **state)
+{
+    (void)state;
+    const char *ok = "a 4.8 0.125 3.5G 2 80 3.8 5.0 1 board A\n";
+    char buf[512];
+    expect_catalogue_error("# nothing\n", " no devices");
+    expect_catalogue_error("a 4.8 0.125 3.5G 2\n", "1: column load_MBps missing");
+    snprintf(buf, sizeof buf, "%sb fast 0.1 1G 1 80 - - 1 B\n", ok);
+    expect_catalogue_error(buf, "2: speed_GBps 'fast' is not valid");
+    expect_catalogue_error("a 4.8 0 1G 1 80 - - 1 A\n", "1: cpu '0' is not valid");
+    expect_catalogue_error("a 4.8 0.1 lots 1 80 - - 1 A\n", "1: mem 'lots' is not valid");
+    expect_catalogue_error("a 4.8 0.1 1G 1 -5 - - 1 A\n", "1: load_MBps '-5' is not valid");
+    expect_catalogue_error("a 4.8 0.1 1G 1 80 3 - 1 A\n", "1: 'a': give both");
+    expect_catalogue_error("a 4.8 0.1 1G 1 80 - - yes A\n", "1: draw 'yes' is not valid");
+    expect_catalogue_error("a 4.8 0.1 1G many 80 - - 1 A\n", "1: budget_GB 'many' is not");
+    expect_catalogue_error("a 4.8 0.1 1G 2 80 - - 1 A\n", "1: 'a': budget_GB 2 is more than");
+    expect_catalogue_error("a max max max max - - - 1 A\n", "1: 'a' is drawn");
+    expect_catalogue_error("a-name-longer-than-twenty-three 1 0.1 1G 1 80 - - 0 A\n",
+                           "1: name 'a-name-longer");
+    snprintf(buf, sizeof buf, "%s\n%s", ok, ok);
+    expect_catalogue_error(buf, "3: device 'a' is listed twice");
+    CatalogueEntry *cat;
+    int n;
+    char err[256];
+    assert_int_equal(cluster_load_catalogue("/nonexistent/devices.tsv", &cat, &n, err,
+                                            sizeof err), -1);
+    assert_non_null(strstr(err, "/nonexistent/devices.tsv"));
+    /* a minimal good one: max and - where allowed, no description */
+    const char *path = tmp_file(3, "u max max max max - - - 0\n");
+    assert_int_equal(cluster_load_catalogue(path, &cat, &n, err, sizeof err), 0);
+    assert_int_equal(n, 1);
+    assert_true(cat[0].dev.speed_Bps == 0 && cat[0].dev.mem_budget == 0 && !cat[0].draw);
+    assert_string_equal(cat[0].what, "");
+    free(cat);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -341,6 +426,8 @@ int main(void)
         cmocka_unit_test(test_latency_sd),
         cmocka_unit_test(test_inputs_derive),
         cmocka_unit_test(test_inputs_alike_and_assumed),
+        cmocka_unit_test(test_catalogue_file),
+        cmocka_unit_test(test_catalogue_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
