@@ -118,7 +118,8 @@ void sim_cluster_free(SimCluster *cl);
 Device *sim_cluster_plan_devices(const SimCluster *cl, double budget_frac);
 /* The link inputs the engine's greedy gets from its RTT measurement: fills req's lat_ms (a
  * new [(n+1)^2] matrix of one-way ms, the caller frees it), bw_Bps (the slowest link) and
- * ref_Bps (the devices' mean speed, the unit of sim_cluster_plan_devices' speeds). */
+ * ref_Bps (the fastest worker's speed, the unit of sim_cluster_plan_devices' speeds, as
+ * in the engine). */
 double *sim_cluster_plan_links(const SimCluster *cl, PlanRequest *req);
 
 /* Per-operation costs in seconds (no jitter): compute on device rank, messages a -> b. */

@@ -141,15 +141,23 @@ int sim_cluster_set_links(SimCluster *cl, const char *preset, uint64_t seed, cha
     return 0;
 }
 
+/* The unit of the planner's relative speeds: the fastest worker's speed, as the engine's
+ * start-up normalises (inputs_derive).  Costs are speed x unit, so the unit cancels. */
+static double fastest_worker(const SimCluster *cl)
+{
+    double ref = 0;
+    for (int r = 1; r <= cl->n_workers; r++)
+        ref = cl->dev[r].speed > ref ? cl->dev[r].speed : ref;
+    return ref > 0 ? ref : 1;
+}
+
 Device *sim_cluster_plan_devices(const SimCluster *cl, double budget_frac)
 {
-    double mean = 0;
-    for (int r = 1; r <= cl->n_workers; r++)
-        mean += cl->dev[r].speed / cl->n_workers;
+    const double ref = fastest_worker(cl);
     Device *d = xcalloc((size_t)cl->n_workers, sizeof(Device));
     for (int r = 1; r <= cl->n_workers; r++)
         d[r - 1] = (Device){(size_t)((double)cl->dev[r].mem_budget * budget_frac),
-                            cl->dev[r].speed / mean};
+                            cl->dev[r].speed / ref};
     return d;
 }
 
@@ -157,7 +165,7 @@ double *sim_cluster_plan_links(const SimCluster *cl, PlanRequest *req)
 {
     const int n = cl->n_workers + 1;
     double *lat = xcalloc((size_t)n * (size_t)n, sizeof(double));
-    double bw = 0, mean = 0;
+    double bw = 0;
     for (int a = 0; a < n; a++)
         for (int b = 0; b < n; b++) {
             const SimLink *lk = &cl->link[(size_t)a * (size_t)n + (size_t)b];
@@ -167,11 +175,9 @@ double *sim_cluster_plan_links(const SimCluster *cl, PlanRequest *req)
             if (lk->bandwidth > 0 && (bw == 0 || lk->bandwidth < bw))
                 bw = lk->bandwidth;
         }
-    for (int r = 1; r <= cl->n_workers; r++)
-        mean += cl->dev[r].speed / cl->n_workers;
     req->lat_ms = lat;
     req->bw_Bps = bw;
-    req->ref_Bps = mean;
+    req->ref_Bps = fastest_worker(cl);
     return lat;
 }
 
