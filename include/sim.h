@@ -7,6 +7,7 @@
 #ifndef HEADSPLIT_SIM_H
 #define HEADSPLIT_SIM_H
 
+#include "inputs.h"
 #include "plan.h"
 
 #include <jansson.h>
@@ -114,6 +115,11 @@ int sim_cluster_write(const SimCluster *cl, const char *path, char *err, size_t 
 json_t *sim_cluster_to_json(const SimCluster *cl);
 void sim_cluster_init(SimCluster *cl, int n_workers);
 void sim_cluster_free(SimCluster *cl);
+/* The simulator's cluster for a measured one, as the planner sees it: each worker at its
+ * stabilised speed (devices[r].speed x ref_Bps), the controller at its probed speed, budgets
+ * times budget_frac, one-way latencies lat_ms, the planner's bandwidth (unlimited: 1 TB/s),
+ * no jitter; a shared medium where link 0 -> 1 is. */
+void sim_cluster_from_inputs(SimCluster *cl, const ClusterInputs *ci, double budget_frac);
 /* Relative speeds and budgets in the form plan_build takes ([n_workers], caller frees). */
 Device *sim_cluster_plan_devices(const SimCluster *cl, double budget_frac);
 /* The link inputs the engine's greedy gets from its RTT measurement: fills req's lat_ms (a

@@ -10,6 +10,8 @@
 #include "config_io.h"
 #include "h5io.h"
 #include "profile.h"
+#include "sim.h"
+#include "solver.h"
 #include "util.h"
 
 #include <errno.h>
@@ -72,6 +74,30 @@ static int run_open(Run *run)
     return startup_agree(&run->cm, err);
 }
 
+/* --placement dp|exact: the simulator's solvers over the measured cluster as the planner
+ * sees it (stabilised, so every rank solves the same problem); the exact search is bounded
+ * by a node count, not a time, so that every rank finds the same plan. */
+static int solve_placement(Run *run, char *err, size_t errlen)
+{
+    SimCluster cl;
+    sim_cluster_from_inputs(&cl, &run->ci, run->req.fill > 0 ? run->req.fill : 1);
+    SolverRequest sreq = {run->kv_cap / 2, run->kv_cap, 2000000, 0};
+    SolverStats st;
+    double t0 = time_now();
+    int rc = run->o.solver == 1
+                 ? solver_layer_dp(&run->plan, &st, &run->cfg, &cl, &sreq, err, errlen)
+                 : solver_exact(&run->plan, &st, &run->cfg, &cl, &sreq, err, errlen);
+    if (rc == 0) {
+        run->plan.build_ms = (time_now() - t0) * 1e3;
+        if (run->cm.rank == 0)
+            LOG_INFO("headsplit: %s placement: simulated %.2f ms/token at position %d%s",
+                     run->o.solver == 1 ? "dp" : "exact", st.cost_s * 1e3, sreq.pos,
+                     run->o.solver == 2 && !st.optimal ? " (node limit: best found)" : "");
+    }
+    sim_cluster_free(&cl);
+    return rc;
+}
+
 /* Plan: a pure function of the configuration and the measured inputs, so every rank builds
  * the same plan; a single process has every role itself. */
 static int run_plan(Run *run)
@@ -89,10 +115,11 @@ static int run_plan(Run *run)
     inputs_fill_request(&run->ci, &run->req);
     char err[512] = "";
     double preds[3] = {0, 0, 0}, pred = 0;
-    int bad = o->partition_auto ? plan_build_auto(&run->plan, &run->cfg, &run->req, &pred,
-                                                  preds, err, sizeof err) < 0
-                                : plan_build(&run->plan, &run->cfg, &run->req, err,
-                                             sizeof err) < 0;
+    int bad = o->solver           ? solve_placement(run, err, sizeof err) < 0
+              : o->partition_auto ? plan_build_auto(&run->plan, &run->cfg, &run->req, &pred,
+                                                    preds, err, sizeof err) < 0
+                                  : plan_build(&run->plan, &run->cfg, &run->req, err,
+                                               sizeof err) < 0;
     if (bad) {
         if (run->cm.rank == 0)
             fprintf(stderr, "headsplit: error: %s (--mem-budget %s)\n", err,

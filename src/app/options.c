@@ -27,7 +27,10 @@ void options_usage(FILE *out)
         "                        layer = whole layers (EdgeShard-style blocks), head = heads\n"
         "                        spread, FFN whole; slice = heads + FFN slices on every worker;\n"
         "                        auto = the fastest predicted from measured speeds and RTTs\n"
-        "  --placement greedy|roundrobin|random|layer   (default greedy)\n"
+        "  --placement greedy|roundrobin|random|layer|dp|exact   (default greedy); dp: whole\n"
+        "                        layers in contiguous blocks by dynamic programming, exact:\n"
+        "                        head-level branch and bound (3-6 workers), both over the\n"
+        "                        simulator's cost model of the measured cluster\n"
         "  --show-placement      print the placement table\n"
         "  --wait sleep|spin     how ranks wait for messages (default sleep)\n"
         "  --mem-budget SIZE     memory budget per worker, e.g. 1.5G (default: the emulated\n"
@@ -55,7 +58,8 @@ void options_usage(FILE *out)
         "  --rtt-pings N         ping-pongs per rank pair at start-up (default 5)\n"
         "  --timeout SECONDS     end the run when a peer sends nothing this long (default 10:\n"
         "                        workers allow 10%% + 0.2 s more, the controller 25%% + 0.5 s)\n"
-        "  --inject-stall R:P:S  test aid: delay rank R's messages at position P by S seconds\n"
+        "  --inject-stall R:P:S  test aid: delay rank R's messages at position P by S seconds\n");
+    fprintf(out,
         "  --speculate auto|all|none      inter-layer speculation (default none): auto follows\n"
         "                        the profile's decision table, all tries every transition\n"
         "  --tolerance T         keep speculative attention when ||FFN(Z)||/||Z|| < T (0.05);\n"
@@ -171,9 +175,12 @@ static int parse_generation(Options *o, int ch, const char *arg, char *err, size
         o->partition_set = 1;
         break;
     case O_PLACE:
-        if (plan_parse_placement(arg, &o->placement) < 0)
+        o->solver = !strcmp(arg, "dp") ? 1 : !strcmp(arg, "exact") ? 2 : 0;
+        if (o->solver)
+            o->partition = o->solver == 1 ? PARTITION_LAYER : PARTITION_HEAD;
+        else if (plan_parse_placement(arg, &o->placement) < 0)
             return util_err(err, errlen, "--placement: '%s' is not greedy, roundrobin, "
-                            "random or layer", arg);
+                            "random, layer, dp or exact", arg);
         o->placement_set = 1;
         break;
     case O_SHOW: o->show_placement = 1; break;
@@ -316,6 +323,14 @@ int options_parse(Options *o, int argc, char **argv, char *err, size_t errlen)
         return util_err(err, errlen, "unexpected argument '%s' (see --help)", argv[optind]);
     if (!o->model)
         return util_err(err, errlen, "--model is required (see --help)");
+    if (o->solver) { /* the solvers choose their own partition */
+        Partition want = o->solver == 1 ? PARTITION_LAYER : PARTITION_HEAD;
+        if (o->partition_auto || (o->partition_set && o->partition != want))
+            return util_err(err, errlen, "--placement %s places %s; leave out --partition or "
+                            "give --partition %s", o->solver == 1 ? "dp" : "exact",
+                            o->solver == 1 ? "whole layers" : "heads", plan_partition_name(want));
+        o->partition = want;
+    }
     if (o->placement == PLACEMENT_LAYER)
         o->partition = PARTITION_LAYER;
     o->su.seed = o->seed; /* the emulated links' jitter draws */
@@ -330,7 +345,9 @@ json_t *options_json(const Options *o, int n_ranks)
                      "temperature", (double)o->temperature, "top_p", (double)o->top_p,
                      "seed", (json_int_t)o->seed,
                      "partition", plan_partition_name(o->partition),
-                     "placement", plan_placement_name(o->placement),
+                     "placement", o->solver == 1   ? "dp"
+                                  : o->solver == 2 ? "exact"
+                                                   : plan_placement_name(o->placement),
                      "wait", o->wait_mode == WAIT_SPIN ? "spin" : "sleep",
                      "mem_budget", (json_int_t)o->su.mem_budget,
                      "matvec", o->matvec == MATVEC_BLAS ? "blas" : "own",

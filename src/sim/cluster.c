@@ -141,6 +141,28 @@ int sim_cluster_set_links(SimCluster *cl, const char *preset, uint64_t seed, cha
     return 0;
 }
 
+void sim_cluster_from_inputs(SimCluster *cl, const ClusterInputs *ci, double budget_frac)
+{
+    const int n = ci->cluster.n;
+    sim_cluster_init(cl, n - 1);
+    const ClusterDevice *cd = ci->cluster.dev;
+    cl->dev[0] = (SimDevice){"controller", cd[0].speed_Bps > 0 ? cd[0].speed_Bps : 20e9, 0, 0,
+                             cd[0].load_Bps > 0 ? cd[0].load_Bps : 1e9};
+    for (int r = 1; r < n; r++) {
+        SimDevice *d = &cl->dev[r];
+        snprintf(d->name, sizeof d->name, "%s", cd[r].name[0] ? cd[r].name : "worker");
+        d->speed = ci->devices[r - 1].speed * ci->ref_Bps;
+        d->op_overhead = cd[r].op_overhead_s;
+        d->mem_budget = (size_t)((double)ci->devices[r - 1].mem_budget * budget_frac);
+        d->load_bw = cd[r].load_Bps > 0 ? cd[r].load_Bps : 1e9;
+    }
+    for (int i = 0; i < n * n; i++)
+        cl->link[i] = (SimLink){ci->lat_ms[i] * 1e-3, 0, ci->bw_Bps > 0 ? ci->bw_Bps : 1e12};
+    cl->medium = n > 1 && ci->cluster.link[1].medium == MEDIUM_SHARED ? SIM_MEDIUM_SHARED
+                                                                       : SIM_MEDIUM_SWITCHED;
+    snprintf(cl->links_name, sizeof cl->links_name, "measured");
+}
+
 /* The unit of the planner's relative speeds: the fastest worker's speed, as the engine's
  * start-up normalises (inputs_derive).  Costs are speed x unit, so the unit cancels. */
 static double fastest_worker(const SimCluster *cl)
