@@ -146,8 +146,10 @@ double plan_predict_ms(const Plan *plan, const ModelConfig *c, const PlanRequest
         double done = t;
         for (int r = 1; r < k.n; r++)
             if (plan_head_rows(plan, c, r, &v0, &v1)) {
+                /* its rows and the final norm's weights, as the simulator counts
+                 * (sim_cost_head_rows) and the memory accounting holds */
                 double rows = (double)(v1 - v0);
-                double v = t + work_ms(&k, r, rows * c->dim * 4.0) +
+                double v = t + work_ms(&k, r, (rows + 1.0) * c->dim * 4.0) +
                            hop_ms(&k, r, 0, 32.0 + 4.0 * rows);
                 done = v > done ? v : done;
                 members++;

@@ -243,13 +243,14 @@ static void test_prediction_terms(void **state)
     assert_true(fabs(plan_predict_ms(&p, &c, &req) - (base + spread)) < 1e-6);
     plan_free(&p);
     /* Split head: the controller's term is gone; each member streams a quarter of the LM head
-     * and sends its logits (32000 / 4 rows) one hop. */
+     * (32000 / 4 rows) and the final norm's weights (one row, as sim_cost_head_rows counts)
+     * and sends its logits one hop. */
     req.head_on_controller = 0;
     req.lat_sd_ms = 0;
     req.fixed_ms = 70;
     assert_int_equal(plan_build(&p, &c, &req, err, sizeof err), 0);
     assert_int_equal(p.head_split, 1);
-    const double rows_ms = 8000.0 * c.dim * 4 / 4e9 * 1e3;
+    const double rows_ms = (8000.0 + 1.0) * c.dim * 4 / 4e9 * 1e3;
     assert_true(fabs(plan_predict_ms(&p, &c, &req) - (base - 5.0 + rows_ms + 5.0)) < 1e-6);
     plan_free(&p);
     /* The expected maximum of normals: 0 for one, the known order statistics, increasing. */
