@@ -7,6 +7,7 @@
 #ifndef HEADSPLIT_SIM_H
 #define HEADSPLIT_SIM_H
 
+#include "cost.h"
 #include "inputs.h"
 #include "plan.h"
 
@@ -148,6 +149,13 @@ json_t *sim_result_to_json(const SimResult *res, const SimOptions *o);
 const char *sim_policy_name(SimPolicy p);
 int sim_parse_policy(const char *s, SimPolicy *out);
 const char *sim_tag_name(SimTag t);
+
+/* The simulator behind the cost interface (cost.h): sim_plan_token_time at pos, in ms. */
+typedef struct {
+    const SimCluster *cl;
+    int pos;
+} SimCostInputs;
+CostModel sim_cost_model(const SimCostInputs *in);
 
 /* Deterministic (jitter-free) time of one token at position pos under plan, by the same
  * event simulation; and of one layer whose input comes from rank producer. */

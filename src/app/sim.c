@@ -29,6 +29,7 @@ typedef struct {
     int engine_placement_set;
     Partition engine_partition;
     int engine_partition_set;
+    int engine_partition_auto; /* the candidate the simulator's cost model prefers */
     int speculate;
     double accept_all;
     double *accept;
@@ -58,7 +59,9 @@ static void usage(FILE *out)
         " policy:\n"
         "  --policy layer-dp|galaxy|greedy|dynamic   (default greedy)\n"
         "  --engine-placement greedy|roundrobin|random|layer   replay plan_build's placement\n"
-        "  --engine-partition layer|head|slice   its partition (default head; layer for layer)\n"
+        "  --engine-partition layer|head|slice|auto   its partition (default head; layer for\n"
+        "                          layer); auto: the candidate (as headsplit --partition auto\n"
+        "                          builds them) this simulator predicts fastest\n"
         "  --speculate P|P1,P2,..  speculate, keeping each layer's with probability P\n"
         "  --replan-at F           dynamic: re-place past this budget fraction (default 0.85)\n"
         "  --kv-horizon N          dynamic: KV positions the first plan reserves (default 128)\n"
@@ -231,9 +234,10 @@ static int parse_choices(SimArgs *a, int ch, const char *arg, char *err, size_t 
         a->engine_placement_set = 1;
         break;
     case O_EPART:
-        if (plan_parse_partition(arg, &a->engine_partition) < 0)
-            return util_err(err, errlen, "--engine-partition: '%s' is not layer, head or "
-                            "slice", arg);
+        a->engine_partition_auto = strcmp(arg, "auto") == 0;
+        if (!a->engine_partition_auto && plan_parse_partition(arg, &a->engine_partition) < 0)
+            return util_err(err, errlen, "--engine-partition: '%s' is not layer, head, slice "
+                            "or auto", arg);
         a->engine_partition_set = a->engine_placement_set = 1;
         break;
     case O_SPEC:
@@ -482,7 +486,11 @@ static int run_sim(const SimArgs *a, const ModelConfig *c, const SimCluster *cl,
                            .seed = a->seed, .n_workers = cl->n_workers, .devices = dv,
                            .kv_positions = a->tokens};
         double *lat = sim_cluster_plan_links(cl, &req);
-        int rc = plan_build(&eplan, c, &req, err, errlen);
+        SimCostInputs in = {cl, a->tokens / 2};
+        CostModel model = sim_cost_model(&in);
+        int rc = a->engine_partition_auto
+                     ? cost_build_best(&eplan, c, &req, &model, NULL, NULL, err, errlen)
+                     : plan_build(&eplan, c, &req, err, errlen);
         free(lat);
         free(dv);
         if (rc < 0)
@@ -512,6 +520,9 @@ static int run_sim(const SimArgs *a, const ModelConfig *c, const SimCluster *cl,
     if (a->engine_placement_set)
         json_object_set_new(j, "engine_placement",
                             json_string(plan_placement_name(a->engine_placement)));
+    if (a->engine_partition_auto)
+        json_object_set_new(j, "engine_partition_chosen",
+                            json_string(plan_partition_name(r.plan.partition)));
     if (rc == 0)
         rc = emit_json(j, a->json, err, errlen);
     json_decref(j);
