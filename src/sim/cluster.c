@@ -352,17 +352,6 @@ int sim_cluster_read(SimCluster *cl, const char *path, char *err, size_t errlen)
     return rc;
 }
 
-static double simulated_token_ms(const void *ctx, const Plan *plan, const ModelConfig *c)
-{
-    const SimCostInputs *in = ctx;
-    return sim_plan_token_time(c, in->cl, plan, in->pos) * 1e3;
-}
-
-CostModel sim_cost_model(const SimCostInputs *in)
-{
-    return (CostModel){"simulated", simulated_token_ms, in};
-}
-
 static const SimDevice *dev_of(const SimCluster *cl, int rank) { return &cl->dev[rank]; }
 
 static double on_device(const SimCluster *cl, int rank, double bytes)
