@@ -27,7 +27,9 @@ void options_usage(FILE *out)
         "                        layer = whole layers (EdgeShard-style blocks), head = heads\n"
         "                        spread, FFN whole; slice = heads + FFN slices on every worker;\n"
         "                        auto = the fastest predicted from measured speeds and RTTs\n"
-        "  --placement greedy|roundrobin|random|layer|dp|exact   (default greedy); dp: whole\n"
+        "  --placement greedy|roundrobin|random|layer|waterfill|dp|exact   (default greedy);\n"
+        "                        waterfill: SLICE layers, parts and FFN columns in proportion\n"
+        "                        to speed within the memory budgets; dp: whole\n"
         "                        layers in contiguous blocks by dynamic programming, exact:\n"
         "                        head-level branch and bound (3-6 workers), both over the\n"
         "                        simulator's cost model of the measured cluster\n"
@@ -180,7 +182,7 @@ static int parse_generation(Options *o, int ch, const char *arg, char *err, size
             o->partition = o->solver == 1 ? PARTITION_LAYER : PARTITION_HEAD;
         else if (plan_parse_placement(arg, &o->placement) < 0)
             return util_err(err, errlen, "--placement: '%s' is not greedy, roundrobin, "
-                            "random, layer, dp or exact", arg);
+                            "random, layer, waterfill, dp or exact", arg);
         o->placement_set = 1;
         break;
     case O_SHOW: o->show_placement = 1; break;
@@ -333,6 +335,8 @@ int options_parse(Options *o, int argc, char **argv, char *err, size_t errlen)
     }
     if (o->placement == PLACEMENT_LAYER)
         o->partition = PARTITION_LAYER;
+    if (o->placement == PLACEMENT_WATERFILL)
+        o->partition = PARTITION_SLICE;
     o->su.seed = o->seed; /* the emulated links' jitter draws */
     return 0;
 }

@@ -58,7 +58,8 @@ static void usage(FILE *out)
         "  --write-devices FILE    write the devices description used\n"
         " policy:\n"
         "  --policy layer-dp|galaxy|greedy|dynamic   (default greedy)\n"
-        "  --engine-placement greedy|roundrobin|random|layer   replay plan_build's placement\n"
+        "  --engine-placement greedy|roundrobin|random|layer|waterfill   replay plan_build's\n"
+        "                          placement\n"
         "  --engine-partition layer|head|slice|auto   its partition (default head; layer for\n"
         "                          layer); auto: the candidate (as headsplit --partition auto\n"
         "                          builds them) this simulator predicts fastest\n"
@@ -230,7 +231,7 @@ static int parse_choices(SimArgs *a, int ch, const char *arg, char *err, size_t 
     case O_EPLACE:
         if (plan_parse_placement(arg, &a->engine_placement) < 0)
             return util_err(err, errlen, "--engine-placement: '%s' is not greedy, roundrobin,"
-                            " random or layer", arg);
+                            " random, layer or waterfill", arg);
         a->engine_placement_set = 1;
         break;
     case O_EPART:
