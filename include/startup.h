@@ -36,8 +36,8 @@ int startup_agree(Comm *cm, const char *err);
  * compared with rank 0's.  Returns 1 on every rank when one differs (rank 0 has said which). */
 int startup_check_model(Comm *cm, const ModelConfig *c, const char *path);
 
-/* Collective over MPI_COMM_WORLD: sets up link emulation, deadlines, dilation and the test
- * aids on cm, measures RTTs and every rank's speed (one rank at a time), gathers budgets,
+/* Collective over MPI_COMM_WORLD: sets up link emulation (a bad link description on any rank
+ * is agreed on), deadlines, dilation and the test aids on cm, measures RTTs and every rank's speed (one rank at a time), gathers budgets,
  * reads the devices file at rank 0 and derives the planner's inputs (inputs_derive) into
  * *ci (inputs_free it).  Returns 0; 2 on a bad link description; 1 on another error; every
  * rank returns the same and rank 0 has printed the one message. */

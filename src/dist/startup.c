@@ -168,11 +168,10 @@ int startup_measure(ClusterInputs *ci, Comm *cm, const ModelConfig *c,
     ci->assume_rtt_ms = o->assume_rtt_ms;
     /* Links: emulated on one host, then measured (through the emulation, if any). */
     char err[600] = "";
-    if (setup_links(cm, &ci->cluster, o, err, sizeof err) < 0) {
-        if (cm->rank == 0)
-            fprintf(stderr, "headsplit: error: %s\n", err);
+    /* Agreed on, not assumed: on several hosts a matrix file may be missing on one only. */
+    int bad = setup_links(cm, &ci->cluster, o, err, sizeof err) < 0;
+    if (comm_agree_errors(cm, MPI_COMM_WORLD, bad ? err : NULL))
         return 2;
-    }
     cm->timeout_s = o->timeout_s;
     cm->dilate = o->slowdown > 0 ? o->slowdown : device_slowdown(cm->rank);
     cm->stall_rank = o->stall_rank;
@@ -190,8 +189,8 @@ int startup_measure(ClusterInputs *ci, Comm *cm, const ModelConfig *c,
     gather_budgets(cm, &ci->cluster, o->mem_budget);
     size_t *mem = xcalloc((size_t)cm->size, sizeof(size_t));
     double *speed = xcalloc((size_t)cm->size, sizeof(double));
-    int bad = o->devices_file ? share_devices_file(cm, o->devices_file, mem, speed)
-                              : comm_agree_errors(cm, MPI_COMM_WORLD, NULL);
+    bad = o->devices_file ? share_devices_file(cm, o->devices_file, mem, speed)
+                          : comm_agree_errors(cm, MPI_COMM_WORLD, NULL);
     if (!bad)
         inputs_derive(ci, c, mem, speed);
     free(mem);

@@ -19,7 +19,7 @@ expect_error() {
   grep '^headsplit: error' "$T/err" | grep -qE -- "$pat" ||
     fail "$name: '$(grep '^headsplit: error' "$T/err")' !~ $pat"
 }
-expect_error "link: bad time"   2 "^headsplit: error: --emulate-link: rtt=fast"   --emulate-link rtt=fast
+expect_error "link: bad time"   2 "^headsplit: error: \[rank 0\] --emulate-link: rtt=fast" --emulate-link rtt=fast
 expect_error "link: bad key"    2 "--emulate-link: unknown key 'loss'"            --emulate-link rtt=1ms,loss=1
 expect_error "link: bad medium" 2 "--emulate-link: medium=air"                    --emulate-link wifi,medium=air
 expect_error "link: relay"      2 "--emulate-link: relay=ap needs medium=shared"  --emulate-link ethernet,relay=ap
