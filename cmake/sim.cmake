@@ -6,6 +6,10 @@ endif()
 file(GLOB SIM_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/sim/*.c)
 add_library(hs_sim STATIC ${SIM_SRC})
 target_link_libraries(hs_sim PUBLIC hs_plan)
+# The device catalogue that --hetero draws from (scripts/emulate-device reads the same file);
+# $HEADSPLIT_DEVICE_CATALOGUE overrides it at run time.
+target_compile_definitions(hs_sim PRIVATE
+  HEADSPLIT_CATALOGUE="${CMAKE_SOURCE_DIR}/share/devices.tsv")
 add_executable(headsplit-sim ${CMAKE_SOURCE_DIR}/src/app/sim.c)
 target_link_libraries(headsplit-sim PRIVATE hs_sim)
 # The unit tests are globbed in tests/CMakeLists.txt (included before this file).

@@ -5,7 +5,7 @@
  *  2. config_read on an in-memory HDF5 file whose /config attributes the input chooses one by
  *     one: absent, int32, int64, uint64, int8, float32, float64, fixed or variable string, or
  *     an array of two; format_version included.  Whatever it accepts must validate. */
-#include "config.h"
+#include "config_io.h"
 #include "fuzz_common.h"
 #include "h5io.h"
 

@@ -5,6 +5,7 @@
  * cuts the data to exactly that size, so that mutated headers also reach the streaming code.  A matching tokenizer.bin (up to 4096 pieces) is generated for
  * the header's vocabulary size; the output goes to a scratch file that is checked and
  * removed. */
+#include "config_io.h"
 #include "convert.h"
 #include "fuzz_common.h"
 #include "h5io.h"

@@ -41,4 +41,67 @@ typedef struct {
     NetLink *link;      /* [n*n], link[a*n+b] from a to b */
 } Cluster;
 
+/* One row of the device catalogue (share/devices.tsv), which headsplit-sim and
+ * scripts/emulate-device both read. */
+typedef struct {
+    ClusterDevice dev;  /* name; speed_Bps, mem_budget (the budget column), load_Bps
+                         * (0: unlimited/unknown) */
+    size_t mem_limit;   /* usable RAM, the emulator's limit (0: none) */
+    double cpu_share;   /* share of the development host's core that computes like the
+                         * board (0: unlimited) */
+    double idle_w, active_w; /* watts idle / one core busy (0: the energy model's defaults) */
+    int draw;           /* 1: headsplit-sim --hetero draws among these rows, in file order */
+    char what[96];      /* description */
+} CatalogueEntry;
+
+/* Reads the catalogue: '#' comments, rows "NAME SPEED_GBPS CPU MEM BUDGET_GB LOAD_MBPS IDLE_W
+ * ACTIVE_W DRAW DESCRIPTION..." ("max" for no limit, "-" for unknown where the column allows
+ * it).
+ * *out is malloc'ed ([*n], the caller frees it).  Returns 0, or -1 with err naming the file,
+ * line and column. */
+int cluster_load_catalogue(const char *path, CatalogueEntry **out, int *n, char *err,
+                           size_t errlen);
+/* The catalogue's path: $HEADSPLIT_DEVICE_CATALOGUE, else the given default. */
+const char *cluster_catalogue_path(const char *fallback);
+
+/* Empty cluster of n ranks: devices zeroed, links zeroed (unlimited, no delay). */
+void cluster_init(Cluster *cl, int n);
+/* Frees what cluster_init allocated; accepts NULL and a zeroed struct. */
+void cluster_free(Cluster *cl);
+
+/* Parses a link description: comma-separated key=value items (rtt=10ms, jitter=2ms,
+ * bw=200mbit, medium=shared|switched, relay=ap|none) and presets (wifi: 10 ms RTT, 2 ms
+ * jitter, 200 Mbit/s, shared through an AP; ethernet: 0.2 ms RTT, 1 Gbit/s, switched),
+ * applied left to right so that "wifi,rtt=20ms" changes the preset's RTT.  Times take s, ms
+ * (the default) or us; rates bit, kbit, mbit (the default), gbit or MB (bytes).  Returns 0,
+ * or -1 with err saying which item is wrong (without a file or option name: callers add
+ * theirs). */
+int cluster_parse_link(const char *spec, NetLink *out, char *err, size_t errlen);
+/* Reads a link matrix file into out[size*size]: lines "SRC DST SPEC" with ranks 0..size-1 or
+ * '*' (any rank), '#' comments; later lines override earlier ones; the diagonal is never set.
+ * Returns 0, or -1 with err naming the file and line. */
+int cluster_load_link_matrix(const char *path, int size, NetLink *out, char *err,
+                             size_t errlen);
+/* Reads a devices file: lines "RANK mem=SIZE speed=X" for worker ranks 1..size-1 (either
+ * key may be left out; '#' comments).  Fills mem[size] (bytes, 0 where not given) and
+ * speed[size] (relative to the fastest measured worker, 0 where not given).  Returns 0, or
+ * -1 with err naming the file and line. */
+int cluster_load_devices(const char *path, int size, size_t *mem, double *speed, char *err,
+                         size_t errlen);
+
+/* Measurements are noisy; placement must not change with the noise.  Relative speeds[n]
+ * within 30% of each other all become 1.0 (identical boards), others are rounded to 5% of
+ * the fastest. */
+void cluster_stabilise_speeds(double *speed, int n);
+/* One-way latencies lat_ms[size*size]: all 0 when their median is under 1 ms (a LAN:
+ * placement ignores them); within a factor 2 (+ 0.05 ms) of each other all become the median
+ * (a uniform network), rounded to 0.1 ms; else each is rounded to 0.1 ms.  The diagonal is 0.
+ * The median of an even count is the upper middle value. */
+void cluster_stabilise_latencies(double *lat_ms, int size);
+/* One-way latency standard deviation (ms) for predictions: the median over links of
+ * (p95 - median RTT) / 1.645 / sqrt 2, rounded to 0.1 ms; 0 where the stabilised latencies
+ * lat_ms are all 0 (a LAN).  Matrices [size*size]. */
+double cluster_latency_sd_ms(const double *rtt_ms, const double *rtt_p95_ms,
+                             const double *lat_ms, int size);
+
 #endif

@@ -1,17 +1,11 @@
-/* config.h: the model configuration (read-only after load) and its HDF5 form.
- * The file layout is documented in docs/model-format.md. */
+/* config.h: the model configuration (read-only after load).  Pure: no HDF5 here, so that the
+ * planner and the simulator can include it; its HDF5 form is in config_io.h. */
 #ifndef HEADSPLIT_CONFIG_H
 #define HEADSPLIT_CONFIG_H
 
 #include "quant.h"
 
-#include <hdf5.h>
 #include <stddef.h>
-
-/* Format version of a file whose matrices are all float32; a file holding any quantized
- * matrix has version 2 (docs/model-format.md).  Readers accept both, refuse others. */
-#define HEADSPLIT_FORMAT_VERSION 1
-#define HEADSPLIT_FORMAT_VERSION_QUANT 2
 
 /* The matrix kinds, for the stored type of each (ModelConfig.wtype). */
 typedef enum {
@@ -60,11 +54,6 @@ static inline int config_q_per_kv(const ModelConfig *c) { return c->n_heads / c-
  * and HDF5).  Returns 0, or -1 with err naming the offending field. */
 int config_validate(const ModelConfig *c, char *err, size_t errlen);
 
-/* Reads /config attributes from an open model file; validates. fname is for messages. */
-int config_read(ModelConfig *c, hid_t file, const char *fname, char *err, size_t errlen);
-/* Writes /config attributes (format version included). */
-int config_write(const ModelConfig *c, hid_t file, char *err, size_t errlen);
-
 /* The shape named tinyllama-1.1b, gpt2-small or stories260k; -1 for another name. */
 int config_preset(const char *name, ModelConfig *out);
 
@@ -73,11 +62,6 @@ const char *config_rope_name(RopeStyle r);
 
 /* The dataset name of a matrix kind ("wq", "embed"); layer kinds live under /layers/<l>/. */
 const char *config_wkind_name(WeightKind k);
-/* Reads the stored type of every matrix kind into c->wtype (the widest over layers); for
- * tools that build a ModelConfig by hand and then open a file.  -1 with err. */
-int config_read_wtypes(ModelConfig *c, hid_t file, const char *fname, char *err,
-                       size_t errlen);
-
 /* Parameter counts (floats) of one layer's pieces, for memory accounting and placement. */
 size_t config_attn_unit_floats(const ModelConfig *c, int n_q_heads); /* wq part + wk + wv (+ biases) */
 size_t config_proj_floats(const ModelConfig *c);                      /* wo (+ bo) */

@@ -24,6 +24,7 @@ typedef enum {
     PLACEMENT_ROUNDROBIN = 1,
     PLACEMENT_RANDOM = 2,
     PLACEMENT_LAYER = 3,
+    PLACEMENT_WATERFILL = 4, /* SLICE layers, parts and FFN columns by speed within budgets */
 } PlacementKind;
 
 typedef struct {

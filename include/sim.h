@@ -7,6 +7,8 @@
 #ifndef HEADSPLIT_SIM_H
 #define HEADSPLIT_SIM_H
 
+#include "cost.h"
+#include "inputs.h"
 #include "plan.h"
 
 #include <jansson.h>
@@ -114,11 +116,17 @@ int sim_cluster_write(const SimCluster *cl, const char *path, char *err, size_t 
 json_t *sim_cluster_to_json(const SimCluster *cl);
 void sim_cluster_init(SimCluster *cl, int n_workers);
 void sim_cluster_free(SimCluster *cl);
+/* The simulator's cluster for a measured one, as the planner sees it: each worker at its
+ * stabilised speed (devices[r].speed x ref_Bps), the controller at its probed speed, budgets
+ * times budget_frac, one-way latencies lat_ms, the planner's bandwidth (unlimited: 1 TB/s),
+ * no jitter; a shared medium where link 0 -> 1 is. */
+void sim_cluster_from_inputs(SimCluster *cl, const ClusterInputs *ci, double budget_frac);
 /* Relative speeds and budgets in the form plan_build takes ([n_workers], caller frees). */
 Device *sim_cluster_plan_devices(const SimCluster *cl, double budget_frac);
 /* The link inputs the engine's greedy gets from its RTT measurement: fills req's lat_ms (a
  * new [(n+1)^2] matrix of one-way ms, the caller frees it), bw_Bps (the slowest link) and
- * ref_Bps (the devices' mean speed, the unit of sim_cluster_plan_devices' speeds). */
+ * ref_Bps (the fastest worker's speed, the unit of sim_cluster_plan_devices' speeds, as
+ * in the engine). */
 double *sim_cluster_plan_links(const SimCluster *cl, PlanRequest *req);
 
 /* Per-operation costs in seconds (no jitter): compute on device rank, messages a -> b. */
@@ -141,6 +149,13 @@ json_t *sim_result_to_json(const SimResult *res, const SimOptions *o);
 const char *sim_policy_name(SimPolicy p);
 int sim_parse_policy(const char *s, SimPolicy *out);
 const char *sim_tag_name(SimTag t);
+
+/* The simulator behind the cost interface (cost.h): sim_plan_token_time at pos, in ms. */
+typedef struct {
+    const SimCluster *cl;
+    int pos;
+} SimCostInputs;
+CostModel sim_cost_model(const SimCostInputs *in);
 
 /* Deterministic (jitter-free) time of one token at position pos under plan, by the same
  * event simulation; and of one layer whose input comes from rank producer. */

@@ -165,11 +165,8 @@ void transport_push_dilation(Transport *t, double factor);
 void transport_push_faults(Transport *t, int stall_rank, int stall_pos, double stall_s,
                            int kill_rank, int kill_pos);
 
-/* Link specs "rtt=10ms,jitter=2ms,bw=200mbit" (a switched link) and per-pair matrix files
- * ("SRC DST spec" lines, '*' for any rank, later lines win); -1 with err. */
-int transport_parse_link(const char *spec, NetLink *out, char *err, size_t errlen);
-int transport_load_link_matrix(const char *path, int size, NetLink *out, char *err,
-                               size_t errlen);
+/* Link specs and matrix files are parsed by cluster_parse_link / cluster_load_link_matrix
+ * (include/cluster.h). */
 
 /* The in-process base (inproc.c): n ranks as n threads of one process, each with
  * its own Transport over a shared world.  Messages are copied into the receiver's mailbox (a

@@ -4,7 +4,7 @@
  * transition, times attention, projection and FFN per layer, measures the quality cost of
  * speculating at 0.02 / 0.05 / 0.10 (greedy token agreement, held-out perplexity), writes the
  * profile beside the model and prints the acceptance, quality and decision tables. */
-#include "config.h"
+#include "config_io.h"
 #include "generate.h"
 #include "h5io.h"
 #include "profile.h"

@@ -29,6 +29,7 @@ typedef struct {
     int engine_placement_set;
     Partition engine_partition;
     int engine_partition_set;
+    int engine_partition_auto; /* the candidate the simulator's cost model prefers */
     int speculate;
     double accept_all;
     double *accept;
@@ -57,8 +58,11 @@ static void usage(FILE *out)
         "  --write-devices FILE    write the devices description used\n"
         " policy:\n"
         "  --policy layer-dp|galaxy|greedy|dynamic   (default greedy)\n"
-        "  --engine-placement greedy|roundrobin|random|layer   replay plan_build's placement\n"
-        "  --engine-partition layer|head|slice   its partition (default head; layer for layer)\n"
+        "  --engine-placement greedy|roundrobin|random|layer|waterfill   replay plan_build's\n"
+        "                          placement\n"
+        "  --engine-partition layer|head|slice|auto   its partition (default head; layer for\n"
+        "                          layer); auto: the candidate (as headsplit --partition auto\n"
+        "                          builds them) this simulator predicts fastest\n"
         "  --speculate P|P1,P2,..  speculate, keeping each layer's with probability P\n"
         "  --replan-at F           dynamic: re-place past this budget fraction (default 0.85)\n"
         "  --kv-horizon N          dynamic: KV positions the first plan reserves (default 128)\n"
@@ -111,26 +115,28 @@ static int parse_accept(SimArgs *a, const char *s, char *err, size_t errlen)
     return rc;
 }
 
-static int parse_args(SimArgs *a, int argc, char **argv, char *err, size_t errlen)
+enum { O_MODEL = 256, O_SHAPE, O_LAYERS, O_DEVICES, O_HETERO, O_SLACK, O_LINKS, O_LSEED,
+       O_BCAST, O_MEDIUM, O_WDEV, O_POLICY, O_EPLACE, O_SPEC, O_REPLAN, O_HORIZON, O_SHOW,
+       O_TOKENS, O_SEED, O_CSV, O_JSON, O_TRACE, O_SOLVE, O_SPOS, O_SLIMIT, O_CAL, O_PRED,
+       O_CALOUT, O_EPART, O_HELP };
+
+static const struct option lo[] = {
+    {"model", 1, 0, O_MODEL}, {"shape", 1, 0, O_SHAPE}, {"layers", 1, 0, O_LAYERS},
+    {"devices", 1, 0, O_DEVICES}, {"hetero", 1, 0, O_HETERO}, {"mem-slack", 1, 0, O_SLACK},
+    {"links", 1, 0, O_LINKS}, {"link-seed", 1, 0, O_LSEED}, {"bcast", 1, 0, O_BCAST},
+    {"medium", 1, 0, O_MEDIUM}, {"write-devices", 1, 0, O_WDEV},
+    {"policy", 1, 0, O_POLICY}, {"engine-placement", 1, 0, O_EPLACE},
+    {"speculate", 1, 0, O_SPEC}, {"replan-at", 1, 0, O_REPLAN},
+    {"kv-horizon", 1, 0, O_HORIZON}, {"show-placement", 0, 0, O_SHOW},
+    {"tokens", 1, 0, O_TOKENS}, {"seed", 1, 0, O_SEED}, {"csv", 1, 0, O_CSV},
+    {"json", 1, 0, O_JSON}, {"trace", 1, 0, O_TRACE}, {"solve", 0, 0, O_SOLVE},
+    {"solve-pos", 1, 0, O_SPOS}, {"solve-limit", 1, 0, O_SLIMIT},
+    {"calibrate", 1, 0, O_CAL}, {"predict", 1, 0, O_PRED},
+    {"calibrate-out", 1, 0, O_CALOUT}, {"engine-partition", 1, 0, O_EPART},
+    {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+
+static void sim_args_defaults(SimArgs *a)
 {
-    enum { O_MODEL = 256, O_SHAPE, O_LAYERS, O_DEVICES, O_HETERO, O_SLACK, O_LINKS, O_LSEED,
-           O_BCAST, O_MEDIUM, O_WDEV, O_POLICY, O_EPLACE, O_SPEC, O_REPLAN, O_HORIZON, O_SHOW,
-           O_TOKENS, O_SEED, O_CSV, O_JSON, O_TRACE, O_SOLVE, O_SPOS, O_SLIMIT, O_CAL, O_PRED,
-           O_CALOUT, O_EPART, O_HELP };
-    static const struct option lo[] = {
-        {"model", 1, 0, O_MODEL}, {"shape", 1, 0, O_SHAPE}, {"layers", 1, 0, O_LAYERS},
-        {"devices", 1, 0, O_DEVICES}, {"hetero", 1, 0, O_HETERO}, {"mem-slack", 1, 0, O_SLACK},
-        {"links", 1, 0, O_LINKS}, {"link-seed", 1, 0, O_LSEED}, {"bcast", 1, 0, O_BCAST},
-        {"medium", 1, 0, O_MEDIUM}, {"write-devices", 1, 0, O_WDEV},
-        {"policy", 1, 0, O_POLICY}, {"engine-placement", 1, 0, O_EPLACE},
-        {"speculate", 1, 0, O_SPEC}, {"replan-at", 1, 0, O_REPLAN},
-        {"kv-horizon", 1, 0, O_HORIZON}, {"show-placement", 0, 0, O_SHOW},
-        {"tokens", 1, 0, O_TOKENS}, {"seed", 1, 0, O_SEED}, {"csv", 1, 0, O_CSV},
-        {"json", 1, 0, O_JSON}, {"trace", 1, 0, O_TRACE}, {"solve", 0, 0, O_SOLVE},
-        {"solve-pos", 1, 0, O_SPOS}, {"solve-limit", 1, 0, O_SLIMIT},
-        {"calibrate", 1, 0, O_CAL}, {"predict", 1, 0, O_PRED},
-        {"calibrate-out", 1, 0, O_CALOUT}, {"engine-partition", 1, 0, O_EPART},
-        {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
     a->shape = "tinyllama-1.1b";
     a->devices = "4";
@@ -144,109 +150,138 @@ static int parse_args(SimArgs *a, int argc, char **argv, char *err, size_t errle
     a->solve_limit_s = 120;
     a->policy = SIM_POLICY_GREEDY;
     a->bcast = a->medium = -1;
+}
+
+/* Model, device, count and seed options: 0 taken, -1 with err, 1 not one of these. */
+static int parse_numbers(SimArgs *a, int ch, const char *arg, char *err, size_t errlen)
+{
+    double v;
+    switch (ch) {
+    case O_MODEL: a->model = arg; break;
+    case O_SHAPE: a->shape = arg; break;
+    case O_LAYERS:
+    case O_TOKENS:
+    case O_HORIZON:
+    case O_SPOS:
+        if (parse_num(arg, 0, 1 << 22, &v) < 0 || v != (int)v)
+            return util_err(err, errlen, "'%s' is not a count", arg);
+        *(ch == O_LAYERS ? &a->layers : ch == O_TOKENS ? &a->tokens
+          : ch == O_HORIZON ? &a->kv_horizon : &a->solve_pos) = (int)v;
+        break;
+    case O_DEVICES: a->devices = arg; break;
+    case O_HETERO:
+    case O_SEED:
+    case O_LSEED:
+        if (parse_num(arg, 0, 1e18, &v) < 0 || v != (double)(uint64_t)v)
+            return util_err(err, errlen, "'%s' is not a non-negative integer seed", arg);
+        if (ch == O_HETERO) {
+            a->hetero = (uint64_t)v;
+            a->hetero_set = 1;
+        } else if (ch == O_SEED) {
+            a->seed = (uint64_t)v;
+        } else {
+            a->link_seed = (uint64_t)v;
+        }
+        break;
+    case O_SLACK:
+        if (parse_num(arg, 0, 1000, &a->mem_slack) < 0)
+            return util_err(err, errlen, "--mem-slack: '%s' is not in 0..1000", arg);
+        break;
+    case O_REPLAN:
+        if (parse_num(arg, 0.05, 1, &a->replan_at) < 0)
+            return util_err(err, errlen, "--replan-at: '%s' is not in 0.05..1", arg);
+        break;
+    case O_SLIMIT:
+        if (parse_num(arg, 0, 1e6, &a->solve_limit_s) < 0)
+            return util_err(err, errlen, "--solve-limit: '%s' is not seconds", arg);
+        break;
+    default: return 1;
+    }
+    return 0;
+}
+
+/* Links, policies, outputs, solver and calibration: 0 taken, -1 with err, 1 not one of
+ * these. */
+static int parse_choices(SimArgs *a, int ch, const char *arg, char *err, size_t errlen)
+{
+    switch (ch) {
+    case O_LINKS: a->links = arg; break;
+    case O_BCAST:
+        a->bcast = strcmp(arg, "linear") == 0 ? SIM_BCAST_LINEAR
+                   : strcmp(arg, "binomial") == 0 ? SIM_BCAST_BINOMIAL
+                   : strcmp(arg, "auto") == 0 ? SIM_BCAST_AUTO : -2;
+        if (a->bcast == -2)
+            return util_err(err, errlen, "--bcast: '%s' is not linear, binomial or auto",
+                            arg);
+        break;
+    case O_MEDIUM:
+        a->medium = strcmp(arg, "switched") == 0 ? SIM_MEDIUM_SWITCHED
+                    : strcmp(arg, "shared") == 0 ? SIM_MEDIUM_SHARED
+                    : strcmp(arg, "ideal") == 0 ? SIM_MEDIUM_IDEAL : -2;
+        if (a->medium == -2)
+            return util_err(err, errlen, "--medium: '%s' is not switched, shared or ideal",
+                            arg);
+        break;
+    case O_WDEV: a->write_devices = arg; break;
+    case O_POLICY:
+        if (sim_parse_policy(arg, &a->policy) < 0 || a->policy == SIM_POLICY_PLAN)
+            return util_err(err, errlen, "--policy: '%s' is not layer-dp, galaxy, greedy or "
+                            "dynamic", arg);
+        break;
+    case O_EPLACE:
+        if (plan_parse_placement(arg, &a->engine_placement) < 0)
+            return util_err(err, errlen, "--engine-placement: '%s' is not greedy, roundrobin,"
+                            " random, layer or waterfill", arg);
+        a->engine_placement_set = 1;
+        break;
+    case O_EPART:
+        a->engine_partition_auto = strcmp(arg, "auto") == 0;
+        if (!a->engine_partition_auto && plan_parse_partition(arg, &a->engine_partition) < 0)
+            return util_err(err, errlen, "--engine-partition: '%s' is not layer, head, slice "
+                            "or auto", arg);
+        a->engine_partition_set = a->engine_placement_set = 1;
+        break;
+    case O_SPEC:
+        if (parse_accept(a, arg, err, errlen) < 0)
+            return -1;
+        break;
+    case O_SHOW: a->show_placement = 1; break;
+    case O_CSV: a->csv = arg; break;
+    case O_JSON: a->json = arg; break;
+    case O_TRACE: a->trace = arg; break;
+    case O_SOLVE: a->solve = 1; break;
+    case O_CAL:
+        if (a->n_calibrate == 32)
+            return util_err(err, errlen, "--calibrate: at most 32 files");
+        a->calibrate[a->n_calibrate++] = arg;
+        break;
+    case O_PRED:
+        if (a->n_predict == 64)
+            return util_err(err, errlen, "--predict: at most 64 files");
+        a->predict[a->n_predict++] = arg;
+        break;
+    case O_CALOUT: a->calibrate_out = arg; break;
+    default: return 1;
+    }
+    return 0;
+}
+
+static int parse_args(SimArgs *a, int argc, char **argv, char *err, size_t errlen)
+{
+    sim_args_defaults(a);
     opterr = 0;
     int ch;
-    double v;
     while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-        switch (ch) {
-        case O_MODEL: a->model = optarg; break;
-        case O_SHAPE: a->shape = optarg; break;
-        case O_LAYERS:
-        case O_TOKENS:
-        case O_HORIZON:
-        case O_SPOS:
-            if (parse_num(optarg, 0, 1 << 22, &v) < 0 || v != (int)v)
-                return util_err(err, errlen, "'%s' is not a count", optarg);
-            *(ch == O_LAYERS ? &a->layers : ch == O_TOKENS ? &a->tokens
-              : ch == O_HORIZON ? &a->kv_horizon : &a->solve_pos) = (int)v;
-            break;
-        case O_DEVICES: a->devices = optarg; break;
-        case O_HETERO:
-        case O_SEED:
-        case O_LSEED:
-            if (parse_num(optarg, 0, 1e18, &v) < 0 || v != (double)(uint64_t)v)
-                return util_err(err, errlen, "'%s' is not a non-negative integer seed", optarg);
-            if (ch == O_HETERO) {
-                a->hetero = (uint64_t)v;
-                a->hetero_set = 1;
-            } else if (ch == O_SEED) {
-                a->seed = (uint64_t)v;
-            } else {
-                a->link_seed = (uint64_t)v;
-            }
-            break;
-        case O_SLACK:
-            if (parse_num(optarg, 0, 1000, &a->mem_slack) < 0)
-                return util_err(err, errlen, "--mem-slack: '%s' is not in 0..1000", optarg);
-            break;
-        case O_REPLAN:
-            if (parse_num(optarg, 0.05, 1, &a->replan_at) < 0)
-                return util_err(err, errlen, "--replan-at: '%s' is not in 0.05..1", optarg);
-            break;
-        case O_SLIMIT:
-            if (parse_num(optarg, 0, 1e6, &a->solve_limit_s) < 0)
-                return util_err(err, errlen, "--solve-limit: '%s' is not seconds", optarg);
-            break;
-        case O_LINKS: a->links = optarg; break;
-        case O_BCAST:
-            a->bcast = strcmp(optarg, "linear") == 0 ? SIM_BCAST_LINEAR
-                       : strcmp(optarg, "binomial") == 0 ? SIM_BCAST_BINOMIAL
-                       : strcmp(optarg, "auto") == 0 ? SIM_BCAST_AUTO : -2;
-            if (a->bcast == -2)
-                return util_err(err, errlen, "--bcast: '%s' is not linear, binomial or auto",
-                                optarg);
-            break;
-        case O_MEDIUM:
-            a->medium = strcmp(optarg, "switched") == 0 ? SIM_MEDIUM_SWITCHED
-                        : strcmp(optarg, "shared") == 0 ? SIM_MEDIUM_SHARED
-                        : strcmp(optarg, "ideal") == 0 ? SIM_MEDIUM_IDEAL : -2;
-            if (a->medium == -2)
-                return util_err(err, errlen, "--medium: '%s' is not switched, shared or ideal",
-                                optarg);
-            break;
-        case O_WDEV: a->write_devices = optarg; break;
-        case O_POLICY:
-            if (sim_parse_policy(optarg, &a->policy) < 0 || a->policy == SIM_POLICY_PLAN)
-                return util_err(err, errlen, "--policy: '%s' is not layer-dp, galaxy, greedy or "
-                                "dynamic", optarg);
-            break;
-        case O_EPLACE:
-            if (plan_parse_placement(optarg, &a->engine_placement) < 0)
-                return util_err(err, errlen, "--engine-placement: '%s' is not greedy, roundrobin,"
-                                " random or layer", optarg);
-            a->engine_placement_set = 1;
-            break;
-        case O_EPART:
-            if (plan_parse_partition(optarg, &a->engine_partition) < 0)
-                return util_err(err, errlen, "--engine-partition: '%s' is not layer, head or "
-                                "slice", optarg);
-            a->engine_partition_set = a->engine_placement_set = 1;
-            break;
-        case O_SPEC:
-            if (parse_accept(a, optarg, err, errlen) < 0)
-                return -1;
-            break;
-        case O_SHOW: a->show_placement = 1; break;
-        case O_CSV: a->csv = optarg; break;
-        case O_JSON: a->json = optarg; break;
-        case O_TRACE: a->trace = optarg; break;
-        case O_SOLVE: a->solve = 1; break;
-        case O_CAL:
-            if (a->n_calibrate == 32)
-                return util_err(err, errlen, "--calibrate: at most 32 files");
-            a->calibrate[a->n_calibrate++] = optarg;
-            break;
-        case O_PRED:
-            if (a->n_predict == 64)
-                return util_err(err, errlen, "--predict: at most 64 files");
-            a->predict[a->n_predict++] = optarg;
-            break;
-        case O_CALOUT: a->calibrate_out = optarg; break;
-        case O_HELP: return 1;
-        default:
+        if (ch == O_HELP)
+            return 1;
+        int rc = parse_numbers(a, ch, optarg, err, errlen);
+        if (rc == 1)
+            rc = parse_choices(a, ch, optarg, err, errlen);
+        if (rc < 0)
+            return -1;
+        if (rc == 1)
             return util_err(err, errlen, "unknown or incomplete option '%s' (see --help)",
                             argv[optind - 1]);
-        }
     }
     if (optind < argc)
         return util_err(err, errlen, "unexpected argument '%s' (see --help)", argv[optind]);
@@ -452,7 +487,11 @@ static int run_sim(const SimArgs *a, const ModelConfig *c, const SimCluster *cl,
                            .seed = a->seed, .n_workers = cl->n_workers, .devices = dv,
                            .kv_positions = a->tokens};
         double *lat = sim_cluster_plan_links(cl, &req);
-        int rc = plan_build(&eplan, c, &req, err, errlen);
+        SimCostInputs in = {cl, a->tokens / 2};
+        CostModel model = sim_cost_model(&in);
+        int rc = a->engine_partition_auto
+                     ? cost_build_best(&eplan, c, &req, &model, NULL, NULL, err, errlen)
+                     : plan_build(&eplan, c, &req, err, errlen);
         free(lat);
         free(dv);
         if (rc < 0)
@@ -482,6 +521,9 @@ static int run_sim(const SimArgs *a, const ModelConfig *c, const SimCluster *cl,
     if (a->engine_placement_set)
         json_object_set_new(j, "engine_placement",
                             json_string(plan_placement_name(a->engine_placement)));
+    if (a->engine_partition_auto)
+        json_object_set_new(j, "engine_partition_chosen",
+                            json_string(plan_partition_name(r.plan.partition)));
     if (rc == 0)
         rc = emit_json(j, a->json, err, errlen);
     json_decref(j);

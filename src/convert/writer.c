@@ -3,6 +3,7 @@
  * written as OUT.partial and renamed only when complete; failures remove it. */
 #include "convert_internal.h"
 
+#include "config_io.h"
 #include "h5io.h"
 #include "util.h"
 

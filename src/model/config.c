@@ -1,5 +1,5 @@
 /* config.c: model configuration: validation, HDF5 read/write, parameter accounting. */
-#include "config.h"
+#include "config_io.h"
 
 #include "h5io.h"
 #include "util.h"

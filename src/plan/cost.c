@@ -1,5 +1,6 @@
 /* cost.c: the cost model shared by --partition auto and the link-aware placement: predicted
  * time of one token along the critical path of a plan. */
+#include "cost.h"
 #include "plan.h"
 #include "util.h"
 
@@ -146,8 +147,10 @@ double plan_predict_ms(const Plan *plan, const ModelConfig *c, const PlanRequest
         double done = t;
         for (int r = 1; r < k.n; r++)
             if (plan_head_rows(plan, c, r, &v0, &v1)) {
+                /* its rows and the final norm's weights, as the simulator counts
+                 * (sim_cost_head_rows) and the memory accounting holds */
                 double rows = (double)(v1 - v0);
-                double v = t + work_ms(&k, r, rows * c->dim * 4.0) +
+                double v = t + work_ms(&k, r, (rows + 1.0) * c->dim * 4.0) +
                            hop_ms(&k, r, 0, 32.0 + 4.0 * rows);
                 done = v > done ? v : done;
                 members++;
@@ -163,8 +166,24 @@ double plan_predict_ms(const Plan *plan, const ModelConfig *c, const PlanRequest
     return t;
 }
 
-int plan_build_auto(Plan *plan, const ModelConfig *c, const PlanRequest *req, double *pred_ms,
-                    double *preds, char *err, size_t errlen)
+static double analytic_token_ms(const void *ctx, const Plan *plan, const ModelConfig *c)
+{
+    return plan_predict_ms(plan, c, (const PlanRequest *)ctx);
+}
+
+CostModel cost_model_analytic(const PlanRequest *req)
+{
+    return (CostModel){"analytic", analytic_token_ms, req};
+}
+
+double cost_token_ms(const CostModel *m, const Plan *plan, const ModelConfig *c)
+{
+    return m->token_ms(m->ctx, plan, c);
+}
+
+int cost_build_best(Plan *plan, const ModelConfig *c, const PlanRequest *req,
+                    const CostModel *m, double *pred_ms, double *preds, char *err,
+                    size_t errlen)
 {
     static const Partition parts[3] = {PARTITION_LAYER, PARTITION_HEAD, PARTITION_SLICE};
     static const PlacementKind places[3] = {PLACEMENT_LAYER, PLACEMENT_GREEDY, PLACEMENT_GREEDY};
@@ -179,7 +198,7 @@ int plan_build_auto(Plan *plan, const ModelConfig *c, const PlanRequest *req, do
         Plan p;
         double v = -1;
         if (plan_build(&p, c, &r, last_err, sizeof last_err) == 0) {
-            v = plan_predict_ms(&p, c, &r);
+            v = cost_token_ms(m, &p, c);
             /* Candidates come simplest first: another must be predicted 1% faster, so that
              * near-identical plans (heads kept with their FFN on a slow network) stay
              * layer-wise. */
@@ -202,4 +221,12 @@ int plan_build_auto(Plan *plan, const ModelConfig *c, const PlanRequest *req, do
     if (pred_ms)
         *pred_ms = best;
     return 0;
+}
+
+int plan_build_auto(Plan *plan, const ModelConfig *c, const PlanRequest *req, double *pred_ms,
+                    double *preds, char *err, size_t errlen)
+{
+    /* The analytic model reads only req's devices and links, which every candidate shares. */
+    CostModel m = cost_model_analytic(req);
+    return cost_build_best(plan, c, req, &m, pred_ms, preds, err, errlen);
 }

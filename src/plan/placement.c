@@ -2,6 +2,7 @@
  * blocks), round-robin, seeded random, and greedy (FFN and projection first, then heads,
  * balancing memory and compute per device). */
 #include "plan.h"
+#include "plan_internal.h"
 #include "util.h"
 
 #include <stdlib.h>
@@ -14,8 +15,8 @@ const char *plan_partition_name(Partition p)
 
 const char *plan_placement_name(PlacementKind k)
 {
-    static const char *names[] = {"greedy", "roundrobin", "random", "layer"};
-    return (unsigned)k < 4 ? names[k] : "?";
+    static const char *names[] = {"greedy", "roundrobin", "random", "layer", "waterfill"};
+    return (unsigned)k < 5 ? names[k] : "?";
 }
 
 int plan_parse_partition(const char *s, Partition *out)
@@ -33,7 +34,7 @@ int plan_parse_partition(const char *s, Partition *out)
 
 int plan_parse_placement(const char *s, PlacementKind *out)
 {
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < 5; k++)
         if (strcmp(s, plan_placement_name((PlacementKind)k)) == 0) {
             *out = (PlacementKind)k;
             return 0;
@@ -408,6 +409,8 @@ int plan_build(Plan *plan, const ModelConfig *c, const PlanRequest *req, char *e
     plan->placement = req->placement;
     if (req->placement == PLACEMENT_LAYER)
         plan->partition = PARTITION_LAYER;
+    if (req->placement == PLACEMENT_WATERFILL)
+        plan->partition = PARTITION_SLICE;
     /* With more workers than units, split units into parts of query heads. */
     int split = 1;
     if (plan->partition != PARTITION_LAYER) {
@@ -424,12 +427,18 @@ int plan_build(Plan *plan, const ModelConfig *c, const PlanRequest *req, char *e
     int rc = 0;
     if (plan->partition == PARTITION_SLICE) {
         build_slice(plan, c, req);
-        plan->placement = PLACEMENT_GREEDY;
+        /* Re-dealt within the budgets, which then hold the split LM head's rows too. */
+        plan->head_split = !req->head_on_controller && c->n_layers > 0 && n > 1;
+        if (req->placement == PLACEMENT_WATERFILL)
+            rc = slice_deal_waterfill(plan, c, req, err, errlen);
+        else
+            plan->placement = PLACEMENT_GREEDY;
     } else switch (req->placement) {
     case PLACEMENT_LAYER: rc = build_layerwise(plan, &t, err, errlen); break;
     case PLACEMENT_GREEDY: rc = build_greedy(plan, &t, err, errlen); break;
     case PLACEMENT_ROUNDROBIN: build_roundrobin(plan, c, n); break;
     case PLACEMENT_RANDOM: build_random(plan, c, n, req->seed); break;
+    case PLACEMENT_WATERFILL: break; /* always SLICE: above */
     }
     free(t.bytes);
     free(t.load);

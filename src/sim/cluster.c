@@ -7,6 +7,8 @@
  * costs latency + bytes / bandwidth (jitter and contention are the event core's). */
 #include "sim.h"
 
+#include "cluster.h"
+#include "config_io.h"
 #include "h5io.h"
 #include "util.h"
 #include "wire.h"
@@ -15,18 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Device classes: decode streams weights, so speed is the memory bandwidth a CPU decode loop
- * reaches; memory is what is left for the model; load_bw the storage read speed. */
-typedef struct {
-    const char *name;
-    double speed_gbs, mem_gb, load_mbs;
-} DeviceClass;
-
-static const DeviceClass classes[] = {
-    {"rpi4", 4.0, 2.0, 80},      {"rpi5", 9.0, 4.0, 200},  {"jetson-nano", 10.0, 3.0, 150},
-    {"orin-nano", 34.0, 6.0, 1000}, {"phone", 18.0, 4.0, 800}, {"laptop", 25.0, 8.0, 2000},
-};
-enum { N_CLASSES = sizeof classes / sizeof classes[0] };
+#ifndef HEADSPLIT_CATALOGUE
+#define HEADSPLIT_CATALOGUE "share/devices.tsv"
+#endif
 
 static double uniform(uint64_t *st, double lo, double hi)
 {
@@ -60,22 +53,42 @@ int sim_cluster_generate(SimCluster *cl, int n, uint64_t seed, const ModelConfig
 {
     if (n < 1 || n > 4096)
         return util_err(err, errlen, "--devices: %d is not a device count of 1..4096", n);
+    /* Device classes: the catalogue's rows marked draw, in file order (share/devices.tsv,
+     * which scripts/emulate-device reads too). */
+    CatalogueEntry *cat = NULL;
+    int n_cat = 0, n_draw = 0;
+    char cerr[400];
+    if (cluster_load_catalogue(cluster_catalogue_path(HEADSPLIT_CATALOGUE), &cat, &n_cat, cerr,
+                               sizeof cerr) < 0)
+        return util_err(err, errlen, "%s", cerr);
+    const CatalogueEntry **classes = xcalloc((size_t)n_cat, sizeof *classes);
+    for (int i = 0; i < n_cat; i++)
+        if (cat[i].draw)
+            classes[n_draw++] = &cat[i];
+    if (n_draw < 2) {
+        free(classes);
+        free(cat);
+        return util_err(err, errlen, "%s: fewer than two devices with draw 1",
+                        cluster_catalogue_path(HEADSPLIT_CATALOGUE));
+    }
     sim_cluster_init(cl, n);
     uint64_t st = seed * 0x9e3779b97f4a7c15ull + 0x1234567ull;
     /* The controller: a hub of laptop class holding embeddings and the LM head. */
     cl->dev[0] = (SimDevice){"controller", 20e9, 0, 0, 1e9};
     double mem_total = 0;
     for (int r = 1; r <= n; r++) {
-        int k = seed ? (int)(rng_next(&st) % N_CLASSES) : 1;
+        int k = seed ? (int)(rng_next(&st) % (uint64_t)n_draw) : 1;
         double fs = seed ? uniform(&st, 0.85, 1.15) : 1.0;
         double fm = seed ? uniform(&st, 0.85, 1.15) : 1.0;
         SimDevice *d = &cl->dev[r];
-        snprintf(d->name, sizeof d->name, "%s", classes[k].name);
-        d->speed = classes[k].speed_gbs * 1e9 * fs;
-        d->mem_budget = (size_t)(classes[k].mem_gb * 1e9 * fm);
-        d->load_bw = classes[k].load_mbs * 1e6;
+        snprintf(d->name, sizeof d->name, "%s", classes[k]->dev.name);
+        d->speed = classes[k]->dev.speed_Bps * fs;
+        d->mem_budget = (size_t)((double)classes[k]->dev.mem_budget * fm);
+        d->load_bw = classes[k]->dev.load_Bps;
         mem_total += (double)d->mem_budget;
     }
+    free(classes);
+    free(cat);
     if (mem_slack > 0) {
         /* Budgets that together hold mem_slack times the layers and their KV cache. */
         double need = (double)c->n_layers *
@@ -128,15 +141,45 @@ int sim_cluster_set_links(SimCluster *cl, const char *preset, uint64_t seed, cha
     return 0;
 }
 
+void sim_cluster_from_inputs(SimCluster *cl, const ClusterInputs *ci, double budget_frac)
+{
+    const int n = ci->cluster.n;
+    sim_cluster_init(cl, n - 1);
+    const ClusterDevice *cd = ci->cluster.dev;
+    cl->dev[0] = (SimDevice){"controller", cd[0].speed_Bps > 0 ? cd[0].speed_Bps : 20e9, 0, 0,
+                             cd[0].load_Bps > 0 ? cd[0].load_Bps : 1e9};
+    for (int r = 1; r < n; r++) {
+        SimDevice *d = &cl->dev[r];
+        snprintf(d->name, sizeof d->name, "%s", cd[r].name[0] ? cd[r].name : "worker");
+        d->speed = ci->devices[r - 1].speed * ci->ref_Bps;
+        d->op_overhead = cd[r].op_overhead_s;
+        d->mem_budget = (size_t)((double)ci->devices[r - 1].mem_budget * budget_frac);
+        d->load_bw = cd[r].load_Bps > 0 ? cd[r].load_Bps : 1e9;
+    }
+    for (int i = 0; i < n * n; i++)
+        cl->link[i] = (SimLink){ci->lat_ms[i] * 1e-3, 0, ci->bw_Bps > 0 ? ci->bw_Bps : 1e12};
+    cl->medium = n > 1 && ci->cluster.link[1].medium == MEDIUM_SHARED ? SIM_MEDIUM_SHARED
+                                                                       : SIM_MEDIUM_SWITCHED;
+    snprintf(cl->links_name, sizeof cl->links_name, "measured");
+}
+
+/* The unit of the planner's relative speeds: the fastest worker's speed, as the engine's
+ * start-up normalises (inputs_derive).  Costs are speed x unit, so the unit cancels. */
+static double fastest_worker(const SimCluster *cl)
+{
+    double ref = 0;
+    for (int r = 1; r <= cl->n_workers; r++)
+        ref = cl->dev[r].speed > ref ? cl->dev[r].speed : ref;
+    return ref > 0 ? ref : 1;
+}
+
 Device *sim_cluster_plan_devices(const SimCluster *cl, double budget_frac)
 {
-    double mean = 0;
-    for (int r = 1; r <= cl->n_workers; r++)
-        mean += cl->dev[r].speed / cl->n_workers;
+    const double ref = fastest_worker(cl);
     Device *d = xcalloc((size_t)cl->n_workers, sizeof(Device));
     for (int r = 1; r <= cl->n_workers; r++)
         d[r - 1] = (Device){(size_t)((double)cl->dev[r].mem_budget * budget_frac),
-                            cl->dev[r].speed / mean};
+                            cl->dev[r].speed / ref};
     return d;
 }
 
@@ -144,7 +187,7 @@ double *sim_cluster_plan_links(const SimCluster *cl, PlanRequest *req)
 {
     const int n = cl->n_workers + 1;
     double *lat = xcalloc((size_t)n * (size_t)n, sizeof(double));
-    double bw = 0, mean = 0;
+    double bw = 0;
     for (int a = 0; a < n; a++)
         for (int b = 0; b < n; b++) {
             const SimLink *lk = &cl->link[(size_t)a * (size_t)n + (size_t)b];
@@ -154,11 +197,9 @@ double *sim_cluster_plan_links(const SimCluster *cl, PlanRequest *req)
             if (lk->bandwidth > 0 && (bw == 0 || lk->bandwidth < bw))
                 bw = lk->bandwidth;
         }
-    for (int r = 1; r <= cl->n_workers; r++)
-        mean += cl->dev[r].speed / cl->n_workers;
     req->lat_ms = lat;
     req->bw_Bps = bw;
-    req->ref_Bps = mean;
+    req->ref_Bps = fastest_worker(cl);
     return lat;
 }
 

@@ -310,3 +310,12 @@ double des_run(SimDes *d, double t0, SimResult *acc)
           d->n_ops - done, d->n_ops);
     return end;
 }
+
+/* The event kinds' names, for traces and the results' JSON. */
+const char *sim_tag_name(SimTag t)
+{
+    static const char *names[SIM_TAG_COUNT] = {
+        "embed", "head", "attn", "spec_attn", "reexec", "proj", "ffn", "bcast", "spec_bcast",
+        "gather", "z", "out", "exchange", "kv_move", "reload", "join"};
+    return (unsigned)t < SIM_TAG_COUNT ? names[t] : "?";
+}

@@ -31,15 +31,6 @@ static void run_plan_copy(Plan *dst, const Plan *src)
     }
 }
 
-static int max_parts(const Plan *p)
-{
-    int m = 1;
-    for (int l = 0; p->layers && l < p->n_layers; l++)
-        if (p->layers[l].n_parts > m)
-            m = p->layers[l].n_parts;
-    return m;
-}
-
 /* Highest (weights + KV for positions) / budget over the workers with a budget. */
 static double mem_frac(const Plan *p, const ModelConfig *c, const SimCluster *cl, int positions,
                        int *worst)
@@ -192,7 +183,7 @@ int sim_run(SimResult *res, const ModelConfig *c, const SimCluster *cl, const Si
     SimDes d;
     des_init(&d, cl, &jit, o->trace);
     SimFlow f;
-    flow_init(&f, &d, c, cl, max_parts(&plan));
+    flow_init(&f, &d, c, cl, sim_plan_max_parts(&plan));
     unsigned char *spec = xcalloc((size_t)c->n_layers, 1);
     res->token_ms = xcalloc((size_t)o->n_tokens, sizeof(double));
     res->migrate_ms = xcalloc((size_t)o->n_tokens, sizeof(double));
@@ -253,35 +244,6 @@ void sim_result_free(SimResult *res)
     free(res->migrate_ms);
     plan_free(&res->plan);
     memset(res, 0, sizeof *res);
-}
-
-double sim_plan_token_time(const ModelConfig *c, const SimCluster *cl, const Plan *plan, int pos)
-{
-    SimDes d;
-    des_init(&d, cl, NULL, NULL);
-    SimFlow f;
-    flow_init(&f, &d, c, cl, max_parts(plan));
-    f.pos = pos;
-    flow_token(&f, plan, NULL);
-    double t = des_run(&d, 0, NULL);
-    flow_free(&f);
-    des_free(&d);
-    return t;
-}
-
-double sim_layer_time(const ModelConfig *c, const SimCluster *cl, const LayerPlan *lp,
-                      int producer, int pos)
-{
-    SimDes d;
-    des_init(&d, cl, NULL, NULL);
-    SimFlow f;
-    flow_init(&f, &d, c, cl, lp->n_parts);
-    f.pos = pos;
-    flow_layer(&f, lp, 0, producer, -1);
-    double t = des_run(&d, 0, NULL);
-    flow_free(&f);
-    des_free(&d);
-    return t;
 }
 
 int sim_result_write_csv(const SimResult *res, const char *path, char *err, size_t errlen)
@@ -370,10 +332,3 @@ int sim_parse_policy(const char *s, SimPolicy *out)
     return -1;
 }
 
-const char *sim_tag_name(SimTag t)
-{
-    static const char *names[SIM_TAG_COUNT] = {
-        "embed", "head", "attn", "spec_attn", "reexec", "proj", "ffn", "bcast", "spec_bcast",
-        "gather", "z", "out", "exchange", "kv_move", "reload", "join"};
-    return (unsigned)t < SIM_TAG_COUNT ? names[t] : "?";
-}

@@ -96,6 +96,9 @@ int flow_layer(SimFlow *f, const LayerPlan *lp, int l, int producer, int in_op);
  * final op. */
 int flow_token(SimFlow *f, const Plan *p, const unsigned char *spec);
 
+/* The most attention parts of any layer of p (at least 1): the flow's scratch size. */
+int sim_plan_max_parts(const Plan *p);
+
 /* The Galaxy-style plan: SLICE layers over every device, attention parts and FFN columns in
  * proportion to speed within the memory budgets (with KV for kv_positions). */
 int galaxy_build_plan(Plan *p, const ModelConfig *c, const SimCluster *cl, int kv_positions,

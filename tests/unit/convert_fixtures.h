@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "config.h"
+#include "config_io.h"
 #include "convert.h"
 #include "h5io.h"
 #include "safetensors.h"

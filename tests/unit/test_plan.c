@@ -162,6 +162,53 @@ static void test_budget_refused(void **state)
     plan_free(&p);
 }
 
+/* SLICE water-fill: every layer SLICE over the workers, shares in proportion to speed, capped
+ * by budgets where the speed-proportional SLICE cut would overflow one. */
+static void test_waterfill(void **state)
+{
+    (void)state;
+    ModelConfig c = tinyllama();
+    Device d[4] = {{0, 1.0}, {0, 2.0}, {0, 1.0}, {0, 0.5}};
+    PlanRequest req = {.partition = PARTITION_HEAD, .placement = PLACEMENT_WATERFILL, .seed = 1,
+                       .n_workers = 4, .devices = d, .kv_positions = 64};
+    Plan p;
+    char err[256] = "";
+    assert_int_equal(plan_build(&p, &c, &req, err, sizeof err), 0);
+    assert_int_equal(p.partition, PARTITION_SLICE);
+    assert_int_equal(p.placement, PLACEMENT_WATERFILL);
+    assert_string_equal(plan_placement_name(p.placement), "waterfill");
+    for (int l = 0; l < p.n_layers; l++)
+        assert_int_equal(p.layers[l].mode, LAYER_SLICE);
+    size_t w[5];
+    for (int r = 1; r <= 4; r++)
+        w[r] = plan_rank_weight_bytes(&p, &c, r);
+    assert_true(w[2] > w[1] && w[2] > w[3] && w[4] < w[1] && w[4] < w[3]);
+    plan_free(&p);
+    /* Rank 2 (the fastest) gets 0.8 GB: the speed-proportional cut (about 2 GB there) does
+     * not fit, the water-fill does, within every budget. */
+    for (int i = 0; i < 4; i++)
+        d[i].mem_budget = i == 1 ? 800u * 1000 * 1000 : 3000u * 1000 * 1000;
+    PlanRequest plain = req;
+    plain.partition = PARTITION_SLICE;
+    plain.placement = PLACEMENT_GREEDY;
+    assert_int_equal(plan_build(&p, &c, &plain, err, sizeof err), -1);
+    assert_non_null(strstr(err, "does not fit"));
+    assert_int_equal(plan_build(&p, &c, &req, err, sizeof err), 0);
+    for (int r = 1; r <= 4; r++)
+        assert_true(plan_rank_weight_bytes(&p, &c, r) + plan_rank_kv_bytes(&p, &c, r, 64) <=
+                    d[r - 1].mem_budget);
+    assert_int_equal(plan_validate(&p, &c, err, sizeof err), 0);
+    plan_free(&p);
+    /* Budgets that together cannot hold the model. */
+    for (int i = 0; i < 4; i++)
+        d[i].mem_budget = 500u * 1000 * 1000;
+    assert_int_equal(plan_build(&p, &c, &req, err, sizeof err), -1);
+    assert_non_null(strstr(err, "budgets cannot hold"));
+    PlacementKind k;
+    assert_int_equal(plan_parse_placement("waterfill", &k), 0);
+    assert_int_equal(k, PLACEMENT_WATERFILL);
+}
+
 static void test_json_and_print(void **state)
 {
     (void)state;
@@ -243,13 +290,14 @@ static void test_prediction_terms(void **state)
     assert_true(fabs(plan_predict_ms(&p, &c, &req) - (base + spread)) < 1e-6);
     plan_free(&p);
     /* Split head: the controller's term is gone; each member streams a quarter of the LM head
-     * and sends its logits (32000 / 4 rows) one hop. */
+     * (32000 / 4 rows) and the final norm's weights (one row, as sim_cost_head_rows counts)
+     * and sends its logits one hop. */
     req.head_on_controller = 0;
     req.lat_sd_ms = 0;
     req.fixed_ms = 70;
     assert_int_equal(plan_build(&p, &c, &req, err, sizeof err), 0);
     assert_int_equal(p.head_split, 1);
-    const double rows_ms = 8000.0 * c.dim * 4 / 4e9 * 1e3;
+    const double rows_ms = (8000.0 + 1.0) * c.dim * 4 / 4e9 * 1e3;
     assert_true(fabs(plan_predict_ms(&p, &c, &req) - (base - 5.0 + rows_ms + 5.0)) < 1e-6);
     plan_free(&p);
     /* The expected maximum of normals: 0 for one, the known order statistics, increasing. */
@@ -303,6 +351,7 @@ int main(void)
         cmocka_unit_test(test_greedy_spreads_heads),
         cmocka_unit_test(test_random_is_seeded),
         cmocka_unit_test(test_budget_refused),
+        cmocka_unit_test(test_waterfill),
         cmocka_unit_test(test_json_and_print),
         cmocka_unit_test(test_links_and_auto),
         cmocka_unit_test(test_prediction_terms),

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "config_io.h"
 #include "convert.h"
 #include "generate.h"
 #include "h5io.h"

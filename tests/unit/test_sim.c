@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "cost.h"
 #include "sim.h"
 #include "util.h"
 
@@ -304,6 +305,74 @@ static void test_cluster_roundtrip(void **state)
     sim_cluster_free(&b);
 }
 
+/* Both cost models behind one interface: the candidate builder prices each candidate with the
+ * model it is given (the simulator's: its deterministic token time; the analytic one: the
+ * same choice and predictions as plan_build_auto), and keeps the fastest or, within 1% of
+ * it, the simpler. */
+static void test_cost_models(void **state)
+{
+    (void)state;
+    ModelConfig c = small_llama();
+    SimCluster cl;
+    char err[256];
+    assert_int_equal(sim_cluster_generate(&cl, 4, 2, &c, 3.0, 64, err, sizeof err), 0);
+    assert_int_equal(sim_cluster_set_links(&cl, "wifi", 2, err, sizeof err), 0);
+    Device *dv = sim_cluster_plan_devices(&cl, 1.0);
+    PlanRequest req = {.partition = PARTITION_HEAD, .placement = PLACEMENT_GREEDY, .seed = 1,
+                       .n_workers = 4, .devices = dv, .kv_positions = 64};
+    double *lat = sim_cluster_plan_links(&cl, &req);
+    SimCostInputs in = {&cl, 32};
+    CostModel sim = sim_cost_model(&in), ana = cost_model_analytic(&req);
+    assert_string_equal(sim.name, "simulated");
+    assert_string_equal(ana.name, "analytic");
+    const Partition parts[3] = {PARTITION_LAYER, PARTITION_HEAD, PARTITION_SLICE};
+    const PlacementKind places[3] = {PLACEMENT_LAYER, PLACEMENT_GREEDY, PLACEMENT_GREEDY};
+    for (int which = 0; which < 2; which++) {
+        const CostModel *m = which ? &ana : &sim;
+        Plan best;
+        double preds[3], pred;
+        assert_int_equal(cost_build_best(&best, &c, &req, m, &pred, preds, err, sizeof err), 0);
+        int pick = -1, priced = 0;
+        double v = 0;
+        for (int i = 0; i < 3; i++) {
+            PlanRequest r = req;
+            r.partition = parts[i];
+            r.placement = places[i];
+            Plan p;
+            if (plan_build(&p, &c, &r, err, sizeof err) < 0) { /* does not fit: no price */
+                assert_true(preds[i] == -1);
+                continue;
+            }
+            double want = which ? plan_predict_ms(&p, &c, &req)
+                                : sim_plan_token_time(&c, &cl, &p, 32) * 1e3;
+            assert_true(preds[i] == want);
+            assert_true(cost_token_ms(m, &p, &c) == want);
+            priced++;
+            if (pick < 0 || want < v * 0.99) {
+                pick = i;
+                v = want;
+            }
+            plan_free(&p);
+        }
+        assert_true(priced >= 2);
+        assert_int_equal(best.partition, parts[pick]);
+        assert_true(pred == v);
+        plan_free(&best);
+        if (which) { /* the analytic model: what --partition auto has always chosen */
+            Plan a;
+            double apreds[3], apred;
+            assert_int_equal(plan_build_auto(&a, &c, &req, &apred, apreds, err, sizeof err), 0);
+            assert_int_equal(a.partition, parts[pick]);
+            assert_true(apred == pred);
+            assert_memory_equal(apreds, preds, sizeof preds);
+            plan_free(&a);
+        }
+    }
+    free(lat);
+    free(dv);
+    sim_cluster_free(&cl);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -314,6 +383,7 @@ int main(void)
         cmocka_unit_test(test_speculation),
         cmocka_unit_test(test_policies_and_replacement),
         cmocka_unit_test(test_cluster_roundtrip),
+        cmocka_unit_test(test_cost_models),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

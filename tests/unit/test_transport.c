@@ -1,4 +1,4 @@
-/* The transport without MPI: link specs and matrix files into NetLinks, the in-process base
+/* The transport without MPI (link specs and matrices: test_cluster.c): the in-process base
  * (point-to-point order per tag, broadcast, gatherv layout, allgather, accounting), and the
  * emulation and fault layers' delivery times. */
 #include <setjmp.h>
@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "cluster.h"
 #include "transport.h"
 #include "util.h"
 #include "wire.h"
@@ -16,49 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static void test_parse_link(void **state)
-{
-    (void)state;
-    NetLink l;
-    char err[256];
-    assert_int_equal(transport_parse_link("rtt=10ms,jitter=2ms,bw=200mbit", &l, err, sizeof err),
-                     0);
-    assert_true(l.rtt_s > 0.0099 && l.rtt_s < 0.0101);
-    assert_true(l.jitter_s > 0.00199 && l.jitter_s < 0.00201);
-    assert_true(l.bw_Bps > 24.99e6 && l.bw_Bps < 25.01e6);
-    assert_int_equal(l.medium, MEDIUM_SWITCHED);
-    assert_int_equal(transport_parse_link("rtt=10parsecs", &l, err, sizeof err), -1);
-    assert_non_null(strstr(err, "--emulate-link"));
-    assert_int_equal(transport_parse_link("latency=1ms", &l, err, sizeof err), -1);
-    assert_non_null(strstr(err, "latency"));
-}
-
-static void test_link_matrix(void **state)
-{
-    (void)state;
-    char path[] = "/tmp/hs_test_links_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    FILE *f = fdopen(fd, "w");
-    fprintf(f, "# every pair, then one faster link\n* * rtt=10ms\n1 2 rtt=2ms,bw=1gbit\n");
-    fclose(f);
-    NetLink m[9];
-    memset(m, 0, sizeof m);
-    char err[256];
-    assert_int_equal(transport_load_link_matrix(path, 3, m, err, sizeof err), 0);
-    assert_true(m[0 * 3 + 1].rtt_s > 0.0099 && m[0 * 3 + 1].rtt_s < 0.0101);
-    assert_true(m[1 * 3 + 2].rtt_s > 0.0019 && m[1 * 3 + 2].rtt_s < 0.0021);
-    assert_true(m[2 * 3 + 1].rtt_s > 0.0099); /* directed: 2 -> 1 kept the default */
-    assert_true(m[1 * 3 + 1].rtt_s == 0);     /* no link to itself */
-    f = fopen(path, "w");
-    fprintf(f, "* * rtt=1ms\n0 7 rtt=1ms\n");
-    fclose(f);
-    assert_int_equal(transport_load_link_matrix(path, 3, m, err, sizeof err), -1);
-    assert_non_null(strstr(err, path));
-    assert_non_null(strstr(err, ":2:"));
-    remove(path);
-}
 
 /* ---- Three ranks as threads. */
 enum { N = 3 };
@@ -192,7 +150,7 @@ static void test_emulation_and_stall(void **state)
     (void)state;
     NetLink links[N * N];
     char err[256];
-    assert_int_equal(transport_parse_link("rtt=60ms", &links[0], err, sizeof err), 0);
+    assert_int_equal(cluster_parse_link("rtt=60ms", &links[0], err, sizeof err), 0);
     for (int i = 1; i < N * N; i++)
         links[i] = links[0];
     Arg a[N];
@@ -205,8 +163,6 @@ static void test_emulation_and_stall(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_link),
-        cmocka_unit_test(test_link_matrix),
         cmocka_unit_test(test_inproc_collectives),
         cmocka_unit_test(test_emulation_and_stall),
     };

@@ -1,0 +1,379 @@
+/* options.c: headsplit's command line: the usage text, parsing with a clear error naming the
+ * option, and the options' JSON form for the metrics. */
+#include "headsplit.h"
+
+#include "util.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef HEADSPLIT_GIT_REV
+#define HEADSPLIT_GIT_REV "unknown"
+#endif
+
+void options_usage(FILE *out)
+{
+    fprintf(out,
+        "usage: mpirun -np N headsplit --model M.h5 [options]\n"
+        "  --model FILE          model in HeadSplit HDF5 format (headsplit-convert)\n"
+        "  --prompt TEXT         prompt (default empty)\n"
+        "  --steps N             positions to run, prompt included (default 256)\n"
+        "  --temperature T       0 = greedy, lowest id on ties (default 0)\n"
+        "  --top-p P             nucleus sampling mass (default 1 = off)\n"
+        "  --seed N              sampling and random-placement seed (default 42)\n"
+        "  --partition layer|head|slice|auto  how the model is split over workers (default head):\n"
+        "                        layer = whole layers (EdgeShard-style blocks), head = heads\n"
+        "                        spread, FFN whole; slice = heads + FFN slices on every worker;\n"
+        "                        auto = the fastest predicted from measured speeds and RTTs\n"
+        "  --placement greedy|roundrobin|random|layer|waterfill|dp|exact   (default greedy);\n"
+        "                        waterfill: SLICE layers, parts and FFN columns in proportion\n"
+        "                        to speed within the memory budgets; dp: whole\n"
+        "                        layers in contiguous blocks by dynamic programming, exact:\n"
+        "                        head-level branch and bound (3-6 workers), both over the\n"
+        "                        simulator's cost model of the measured cluster\n"
+        "  --show-placement      print the placement table\n"
+        "  --wait sleep|spin     how ranks wait for messages (default sleep)\n"
+        "  --mem-budget SIZE     memory budget per worker, e.g. 1.5G (default: the emulated\n"
+        "                        device's, HEADSPLIT_DEVICE_MEM_BYTES, else none)\n"
+        "  --devices FILE        per-worker budgets and speeds: lines 'RANK mem=SIZE speed=X'\n"
+        "  --replace-threshold F re-place when a worker passes F of its budget (default 0.85)\n"
+        "  --assume-rtt MS       plan for this RTT between all ranks instead of the measured\n"
+        "                        one (deadlines still use the measurement)\n"
+        "  --static              keep the start-up placement (exceeding a budget ends the run)\n"
+        "  --matvec own|blas     matrix-vector kernel (default own)\n"
+        "  --emulate-link SPEC   delay every message as a link would: rtt=10ms,jitter=2ms,bw=200mbit\n"
+        "                        (also medium=shared|switched, relay=ap|none, and the presets\n"
+        "                        wifi and ethernet, e.g. wifi,rtt=20ms)\n"
+        "  --wire f32|f16        SLICE partial sums on the wire: f32 (default, exact) or IEEE\n"
+        "                        half (half the bytes; tokens may differ)\n"
+        "  --lm-head split|controller  where the last layer is sliced, its members compute the\n"
+        "                        final norm and LM head by vocabulary rows and send the\n"
+        "                        controller logits (split, the default; exact) or the\n"
+        "                        controller does (controller)\n"
+        "  --emulate-slowdown K  (distributed runs) compute as a device K times slower than this\n"
+        "                        host's core: each stretch of work lasts K x its CPU time\n"
+        "                        (default each rank's HEADSPLIT_DEVICE_SLOWDOWN, set by\n"
+        "                        scripts/emulate-device)\n"
+        "  --link-matrix FILE    per-pair links: lines 'SRC DST rtt=..,jitter=..,bw=..' (* = any)\n"
+        "  --rtt-pings N         ping-pongs per rank pair at start-up (default 5)\n"
+        "  --timeout SECONDS     end the run when a peer sends nothing this long (default 10:\n"
+        "                        workers allow 10%% + 0.2 s more, the controller 25%% + 0.5 s)\n"
+        "  --inject-stall R:P:S  test aid: delay rank R's messages at position P by S seconds\n");
+    fprintf(out,
+        "  --speculate auto|all|none      inter-layer speculation (default none): auto follows\n"
+        "                        the profile's decision table, all tries every transition\n"
+        "  --tolerance T         keep speculative attention when ||FFN(Z)||/||Z|| < T (0.05);\n"
+        "                        0 is bit-identical to exact execution\n"
+        "  --min-acceptance A    auto: speculate where profiled acceptance >= A (0.7)\n"
+        "  --adaptive            switch transitions on/off from the acceptance observed\n"
+        "  --profile FILE        speculation profile (default MODEL.profile.json)\n"
+        "  --verbose             debug log (each speculation decision)\n"
+        "  --metrics FILE        write one JSON object of results and measurements\n"
+        "  --logits-out FILE     write raw float32 logits of every position\n"
+        "  --transcript FILE     write prompt and token ids as they are produced (flushed)\n"
+        "  --resume FILE         continue from a transcript (same text as an uninterrupted run)\n"
+        "  --inject-kill R:P     test aid: rank R kills itself at position P\n"
+        "  --quiet               do not stream the text\n"
+        "  --help\n");
+}
+
+enum { O_MODEL = 256, O_PROMPT, O_STEPS, O_TEMP, O_TOPP, O_SEED, O_METRICS, O_PART, O_PLACE,
+   O_SHOW, O_WAIT, O_BUDGET, O_MATVEC, O_LOGITS, O_QUIET, O_HELP, O_TRANSCRIPT,
+   O_EMU, O_MATRIX, O_PINGS, O_TIMEOUT, O_STALL, O_SPEC, O_TOL, O_MINACC, O_ADAPT,
+   O_PROFILE, O_VERBOSE, O_RESUME, O_KILL, O_DEVICES, O_STATIC, O_THRESH,
+   O_ASSUME_RTT, O_SLOWDOWN, O_WIRE, O_LMHEAD };
+
+static const struct option longopts[] = {
+    {"model", required_argument, 0, O_MODEL}, {"prompt", required_argument, 0, O_PROMPT},
+    {"steps", required_argument, 0, O_STEPS}, {"temperature", required_argument, 0, O_TEMP},
+    {"top-p", required_argument, 0, O_TOPP}, {"seed", required_argument, 0, O_SEED},
+    {"metrics", required_argument, 0, O_METRICS},
+    {"partition", required_argument, 0, O_PART},
+    {"placement", required_argument, 0, O_PLACE},
+    {"show-placement", no_argument, 0, O_SHOW}, {"wait", required_argument, 0, O_WAIT},
+    {"mem-budget", required_argument, 0, O_BUDGET},
+    {"matvec", required_argument, 0, O_MATVEC},
+    {"logits-out", required_argument, 0, O_LOGITS},
+    {"transcript", required_argument, 0, O_TRANSCRIPT},
+    {"emulate-link", required_argument, 0, O_EMU},
+    {"link-matrix", required_argument, 0, O_MATRIX},
+    {"rtt-pings", required_argument, 0, O_PINGS},
+    {"timeout", required_argument, 0, O_TIMEOUT},
+    {"inject-stall", required_argument, 0, O_STALL},
+    {"speculate", required_argument, 0, O_SPEC}, {"tolerance", required_argument, 0, O_TOL},
+    {"min-acceptance", required_argument, 0, O_MINACC},
+    {"adaptive", no_argument, 0, O_ADAPT}, {"profile", required_argument, 0, O_PROFILE},
+    {"verbose", no_argument, 0, O_VERBOSE},
+    {"resume", required_argument, 0, O_RESUME},
+    {"inject-kill", required_argument, 0, O_KILL},
+    {"devices", required_argument, 0, O_DEVICES}, {"static", no_argument, 0, O_STATIC},
+    {"replace-threshold", required_argument, 0, O_THRESH},
+    {"assume-rtt", required_argument, 0, O_ASSUME_RTT},
+    {"emulate-slowdown", required_argument, 0, O_SLOWDOWN},
+    {"wire", required_argument, 0, O_WIRE}, {"lm-head", required_argument, 0, O_LMHEAD},
+    {"quiet", no_argument, 0, O_QUIET}, {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
+
+static void options_defaults(Options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->prompt = "";
+    o->steps = 256;
+    o->top_p = 1.0f;
+    o->seed = 42;
+    o->partition = PARTITION_HEAD;
+    o->placement = PLACEMENT_GREEDY;
+    o->su.rtt_pings = 5;
+    o->su.timeout_s = 10.0;
+    o->su.stall_rank = -1;
+    o->su.kill_rank = -1;
+    o->replace_threshold = 0.85;
+    o->su.assume_rtt_ms = -1;
+    o->speculate = "none";
+    o->tolerance = 0.05f;
+    o->min_acceptance = 0.7f;
+}
+
+/* The options of the generation, the placement and the kernels: 0 taken, -1 with err, 1 not
+ * one of these. */
+static int parse_generation(Options *o, int ch, const char *arg, char *err, size_t errlen)
+{
+    char *end = NULL;
+    errno = 0;
+    switch (ch) {
+    case O_MODEL: o->model = arg; break;
+    case O_PROMPT: o->prompt = arg; break;
+    case O_STEPS: {
+        long v = strtol(arg, &end, 10);
+        if (*end || errno || v < 1 || v > 1 << 22)
+            return util_err(err, errlen, "--steps: '%s' is not a count of 1..4194304", arg);
+        o->steps = (int)v;
+        break;
+    }
+    case O_TEMP:
+        o->temperature = strtof(arg, &end);
+        if (*end || errno || !(o->temperature >= 0 && o->temperature <= 100))
+            return util_err(err, errlen, "--temperature: '%s' is not in 0..100", arg);
+        break;
+    case O_TOPP:
+        o->top_p = strtof(arg, &end);
+        if (*end || errno || !(o->top_p > 0 && o->top_p <= 1))
+            return util_err(err, errlen, "--top-p: '%s' is not in (0, 1]", arg);
+        break;
+    case O_SEED:
+        o->seed = strtoull(arg, &end, 10);
+        if (*end || errno || arg[0] == '-')
+            return util_err(err, errlen, "--seed: '%s' is not a non-negative integer", arg);
+        break;
+    case O_METRICS: o->metrics = arg; break;
+    case O_LOGITS: o->logits_out = arg; break;
+    case O_TRANSCRIPT: o->transcript = arg; break;
+    case O_PART:
+        o->partition_auto = strcmp(arg, "auto") == 0;
+        if (!o->partition_auto && plan_parse_partition(arg, &o->partition) < 0)
+            return util_err(err, errlen, "--partition: '%s' is not layer, head, slice or "
+                            "auto", arg);
+        o->partition_set = 1;
+        break;
+    case O_PLACE:
+        o->solver = !strcmp(arg, "dp") ? 1 : !strcmp(arg, "exact") ? 2 : 0;
+        if (o->solver)
+            o->partition = o->solver == 1 ? PARTITION_LAYER : PARTITION_HEAD;
+        else if (plan_parse_placement(arg, &o->placement) < 0)
+            return util_err(err, errlen, "--placement: '%s' is not greedy, roundrobin, "
+                            "random, layer, waterfill, dp or exact", arg);
+        o->placement_set = 1;
+        break;
+    case O_SHOW: o->show_placement = 1; break;
+    case O_WAIT:
+        if (strcmp(arg, "sleep") == 0)
+            o->wait_mode = WAIT_SLEEP;
+        else if (strcmp(arg, "spin") == 0)
+            o->wait_mode = WAIT_SPIN;
+        else
+            return util_err(err, errlen, "--wait: '%s' is not sleep or spin", arg);
+        break;
+    case O_BUDGET:
+        if (util_parse_bytes(arg, &o->su.mem_budget) < 0 || o->su.mem_budget == 0)
+            return util_err(err, errlen, "--mem-budget: '%s' is not a size such as 1.5G",
+                            arg);
+        break;
+    case O_MATVEC:
+        if (strcmp(arg, "own") == 0)
+            o->matvec = MATVEC_OWN;
+        else if (strcmp(arg, "blas") == 0)
+            o->matvec = MATVEC_BLAS;
+        else
+            return util_err(err, errlen, "--matvec: '%s' is not own or blas", arg);
+        break;
+    case O_QUIET: o->quiet = 1; break;
+    default: return 1;
+    }
+    return 0;
+}
+
+/* The options of speculation, memory, links and the test aids: 0 taken, -1 with err, 1 not
+ * one of these. */
+static int parse_runtime(Options *o, int ch, const char *arg, char *err, size_t errlen)
+{
+    char *end = NULL;
+    errno = 0;
+    switch (ch) {
+    case O_SPEC:
+        if (strcmp(arg, "auto") && strcmp(arg, "all") && strcmp(arg, "none"))
+            return util_err(err, errlen, "--speculate: '%s' is not auto, all or none",
+                            arg);
+        o->speculate = arg;
+        break;
+    case O_TOL:
+        o->tolerance = strtof(arg, &end);
+        if (*end || errno || !(o->tolerance >= 0 && o->tolerance < 1e6))
+            return util_err(err, errlen, "--tolerance: '%s' is not a number >= 0", arg);
+        break;
+    case O_MINACC:
+        o->min_acceptance = strtof(arg, &end);
+        if (*end || errno || !(o->min_acceptance >= 0 && o->min_acceptance <= 1))
+            return util_err(err, errlen, "--min-acceptance: '%s' is not in 0..1", arg);
+        break;
+    case O_ADAPT: o->adaptive = 1; break;
+    case O_PROFILE: o->profile = arg; break;
+    case O_VERBOSE: o->verbose = 1; break;
+    case O_RESUME: o->resume = arg; break;
+    case O_DEVICES: o->su.devices_file = arg; break;
+    case O_STATIC: o->static_plan = 1; break;
+    case O_ASSUME_RTT:
+        o->su.assume_rtt_ms = strtod(arg, &end);
+        if (*end || errno || !(o->su.assume_rtt_ms >= 0 && o->su.assume_rtt_ms < 1e6))
+            return util_err(err, errlen, "--assume-rtt: '%s' is not milliseconds >= 0",
+                            arg);
+        break;
+    case O_WIRE:
+        if (strcmp(arg, "f32") && strcmp(arg, "f16"))
+            return util_err(err, errlen, "--wire: '%s' is not f32 or f16", arg);
+        o->wire16 = strcmp(arg, "f16") == 0;
+        break;
+    case O_LMHEAD:
+        if (strcmp(arg, "split") && strcmp(arg, "controller"))
+            return util_err(err, errlen, "--lm-head: '%s' is not split or controller",
+                            arg);
+        o->head_on_controller = strcmp(arg, "controller") == 0;
+        break;
+    case O_SLOWDOWN:
+        o->su.slowdown = strtod(arg, &end);
+        if (*end || errno || !(o->su.slowdown >= 1 && o->su.slowdown <= 1000))
+            return util_err(err, errlen, "--emulate-slowdown: '%s' is not a factor from 1 "
+                            "to 1000", arg);
+        break;
+    case O_THRESH:
+        o->replace_threshold = strtod(arg, &end);
+        if (*end || errno || !(o->replace_threshold > 0 && o->replace_threshold <= 1))
+            return util_err(err, errlen, "--replace-threshold: '%s' is not in (0, 1]",
+                            arg);
+        break;
+    case O_KILL:
+        if (sscanf(arg, "%d:%d", &o->su.kill_rank, &o->su.kill_pos) != 2 || o->su.kill_rank < 1 ||
+            o->su.kill_pos < 0)
+            return util_err(err, errlen, "--inject-kill: '%s' is not WORKER_RANK:POS",
+                            arg);
+        break;
+    case O_EMU: o->su.emulate_link = arg; break;
+    case O_MATRIX: o->su.link_matrix = arg; break;
+    case O_PINGS: {
+        long v = strtol(arg, &end, 10);
+        if (*end || errno || v < 1 || v > 1000)
+            return util_err(err, errlen, "--rtt-pings: '%s' is not a count of 1..1000",
+                            arg);
+        o->su.rtt_pings = (int)v;
+        break;
+    }
+    case O_TIMEOUT:
+        o->su.timeout_s = strtod(arg, &end);
+        if (*end || errno || !(o->su.timeout_s > 0 && o->su.timeout_s <= 86400))
+            return util_err(err, errlen, "--timeout: '%s' is not a number of seconds",
+                            arg);
+        break;
+    case O_STALL:
+        if (sscanf(arg, "%d:%d:%lf", &o->su.stall_rank, &o->su.stall_pos, &o->su.stall_s) != 3 ||
+            o->su.stall_rank < 0 || o->su.stall_pos < 0 || !(o->su.stall_s >= 0))
+            return util_err(err, errlen, "--inject-stall: '%s' is not RANK:POS:SECONDS",
+                            arg);
+        break;
+    default: return 1;
+    }
+    return 0;
+}
+
+int options_parse(Options *o, int argc, char **argv, char *err, size_t errlen)
+{
+    options_defaults(o);
+    opterr = 0;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        if (ch == O_HELP)
+            return 1;
+        int rc = parse_generation(o, ch, optarg, err, errlen);
+        if (rc == 1)
+            rc = parse_runtime(o, ch, optarg, err, errlen);
+        if (rc < 0)
+            return -1;
+        if (rc == 1)
+            return util_err(err, errlen, "unknown or incomplete option '%s' (see --help)",
+                            argv[optind - 1]);
+    }
+    if (optind < argc)
+        return util_err(err, errlen, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (!o->model)
+        return util_err(err, errlen, "--model is required (see --help)");
+    if (o->solver) { /* the solvers choose their own partition */
+        Partition want = o->solver == 1 ? PARTITION_LAYER : PARTITION_HEAD;
+        if (o->partition_auto || (o->partition_set && o->partition != want))
+            return util_err(err, errlen, "--placement %s places %s; leave out --partition or "
+                            "give --partition %s", o->solver == 1 ? "dp" : "exact",
+                            o->solver == 1 ? "whole layers" : "heads", plan_partition_name(want));
+        o->partition = want;
+    }
+    if (o->placement == PLACEMENT_LAYER)
+        o->partition = PARTITION_LAYER;
+    if (o->placement == PLACEMENT_WATERFILL)
+        o->partition = PARTITION_SLICE;
+    o->su.seed = o->seed; /* the emulated links' jitter draws */
+    return 0;
+}
+
+
+json_t *options_json(const Options *o, int n_ranks)
+{
+    json_t *j = json_pack("{s:s,s:s,s:i,s:f,s:f,s:I,s:s,s:s,s:s,s:I,s:s,s:i,s:s}",
+                     "model", o->model, "prompt", o->prompt, "steps", o->steps,
+                     "temperature", (double)o->temperature, "top_p", (double)o->top_p,
+                     "seed", (json_int_t)o->seed,
+                     "partition", plan_partition_name(o->partition),
+                     "placement", o->solver == 1   ? "dp"
+                                  : o->solver == 2 ? "exact"
+                                                   : plan_placement_name(o->placement),
+                     "wait", o->wait_mode == WAIT_SPIN ? "spin" : "sleep",
+                     "mem_budget", (json_int_t)o->su.mem_budget,
+                     "matvec", o->matvec == MATVEC_BLAS ? "blas" : "own",
+                     "ranks", n_ranks, "git_revision", HEADSPLIT_GIT_REV);
+    if (o->partition_auto) {
+        json_object_set_new(j, "partition_chosen", json_string(plan_partition_name(o->partition)));
+        json_object_set_new(j, "partition", json_string("auto"));
+    }
+    json_object_set_new(j, "speculate", json_string(o->speculate));
+    json_object_set_new(j, "tolerance", json_real(o->tolerance));
+    json_object_set_new(j, "min_acceptance", json_real(o->min_acceptance));
+    json_object_set_new(j, "adaptive", json_boolean(o->adaptive));
+    json_object_set_new(j, "emulate_link", o->su.emulate_link ? json_string(o->su.emulate_link)
+                                                           : json_null());
+    json_object_set_new(j, "link_matrix", o->su.link_matrix ? json_string(o->su.link_matrix)
+                                                         : json_null());
+    json_object_set_new(j, "timeout_s", json_real(o->su.timeout_s));
+    json_object_set_new(j, "wire", json_string(o->wire16 ? "f16" : "f32"));
+    json_object_set_new(j, "lm_head", json_string(o->head_on_controller ? "controller"
+                                                                          : "split"));
+    json_object_set_new(j, "emulate_slowdown", o->su.slowdown > 0 ? json_real(o->su.slowdown)
+                                                               : json_null());
+    return j;
+}
+

@@ -1,0 +1,147 @@
+/* report.c: the report phase of headsplit: the summary line, the per-layer times and the
+ * --metrics JSON (one record with the configuration, the plan, timings, energy and, in
+ * distributed runs, every rank's statistics and the measured RTTs). */
+#include "headsplit.h"
+
+#include "util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static json_t *model_json(const ModelConfig *c)
+{
+    return json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:f,s:f,s:s,s:b}",
+                     "architecture", config_arch_name(c->arch), "dim", c->dim,
+                     "n_layers", c->n_layers, "n_heads", c->n_heads, "n_kv_heads", c->n_kv_heads,
+                     "head_dim", c->head_dim, "ffn_dim", c->ffn_dim, "vocab_size", c->vocab_size,
+                     "context_length", c->context_length, "norm_eps", (double)c->norm_eps,
+                     "rope_theta", (double)c->rope_theta, "rope_style",
+                     config_rope_name(c->rope_style), "tied_embeddings", c->tied_embeddings);
+}
+
+/* FNV-1a over the token ids: 1, 2 and 4 workers must print the same checksum. */
+static uint64_t tokens_checksum(const int *t, int n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < n; i++) {
+        uint32_t v = (uint32_t)t[i];
+        for (int b = 0; b < 4; b++) {
+            h ^= (v >> (8 * b)) & 0xff;
+            h *= 1099511628211ull;
+        }
+    }
+    return h;
+}
+
+/* Energy keys, where every rank measured its joules. */
+static void energy_json(json_t *m, const Run *run)
+{
+    double ej = 0;
+    int complete = 1;
+    for (int r = 0; r < run->cm.size; r++) {
+        complete &= run->all_j[r] >= 0;
+        ej += run->all_j[r] > 0 ? run->all_j[r] : 0;
+    }
+    if (!complete || run->res.n_forward <= 0)
+        return;
+    double per_tok = energy_per_token(ej, run->res.n_forward);
+    json_object_set_new(m, "energy_j", json_real(ej));
+    json_object_set_new(m, "energy_per_token_j", json_real(per_tok));
+    json_object_set_new(m, "edp_js", json_real(energy_delay_product(
+                            per_tok, run->gen_s / run->res.n_forward)));
+    json_object_set_new(m, "energy_source", json_string(energy_source_name(&run->meter)));
+    char desc[256];
+    energy_describe(&run->meter, desc, sizeof desc);
+    json_object_set_new(m, "energy_source_detail", json_string(desc));
+    json_t *pr = json_array();
+    for (int r = 0; r < run->cm.size; r++)
+        json_array_append_new(pr, json_real(run->all_j[r]));
+    json_object_set_new(m, "energy_j_per_rank", pr);
+}
+
+/* Per-rank keys: the engine's statistics and RTTs, or the single process's own. */
+static void ranks_json(json_t *m, const Run *run, json_t *dm)
+{
+    if (dm) {
+        json_object_update(m, dm);
+        json_t *rj = transport_rtt_json(&run->cm);
+        json_object_update(m, rj);
+        json_decref(rj);
+        return;
+    }
+    json_object_set_new(m, "ranks", json_pack("[{s:i,s:s,s:I,s:I,s:f,s:f}]", "rank", 0, "role",
+                        "single", "weight_bytes",
+                        (json_int_t)local_model_weight_bytes(run->local), "peak_rss_bytes",
+                        (json_int_t)util_peak_rss(), "cpu_s", time_cpu(), "wall_s",
+                        time_now() - run->t_start));
+    json_object_set_new(m, "hops_per_token", json_integer(0));
+    json_object_set_new(m, "bytes_per_token", json_real(0));
+}
+
+static json_t *metrics_json(const Run *run, json_t *dm, double ms, uint64_t sum)
+{
+    const GenResult *res = &run->res;
+    json_t *m = json_object(), *toks = json_array(), *tms = json_array();
+    for (int i = 0; i < res->n_tokens; i++)
+        json_array_append_new(toks, json_integer(res->tokens[i]));
+    for (int i = 0; i < res->n_forward; i++)
+        json_array_append_new(tms, json_real(res->token_ms[i]));
+    json_object_set_new(m, "tokens", toks);
+    json_object_set_new(m, "text", json_string(res->text));
+    json_object_set_new(m, "n_prompt_tokens", json_integer(res->n_prompt));
+    json_object_set_new(m, "n_forward", json_integer(res->n_forward));
+    json_object_set_new(m, "stopped_by", json_string(res->stopped_by));
+    json_object_set_new(m, "ms_per_token", json_real(ms));
+    json_object_set_new(m, "token_ms", tms);
+    json_object_set_new(m, "generate_s", json_real(run->gen_s));
+    json_object_set_new(m, "load_s", json_real(run->load_s));
+    char hex[32];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)sum);
+    json_object_set_new(m, "tokens_checksum", json_string(hex));
+    json_object_set_new(m, "config", options_json(&run->o, run->cm.size));
+    json_object_set_new(m, "model", model_json(&run->cfg));
+    json_object_set_new(m, "openblas_corename", json_string(kernels_blas_corename()));
+    json_object_set_new(m, "plan", plan_to_json(run->dist ? dist_plan(run->dist) : &run->plan,
+                                                &run->cfg));
+    if (run->dist) {
+        json_t *mj = dist_memory_json(run->dist);
+        json_object_update(m, mj);
+        json_decref(mj);
+    }
+    json_object_set_new(m, "placement_ms", json_real(run->plan.build_ms));
+    json_object_set_new(m, "predicted_ms_per_token", json_real(run->predicted_ms));
+    if (run->distributed) {
+        json_t *sp = json_array();
+        for (int r = 0; r < run->cm.size; r++)
+            json_array_append_new(sp, json_real(run->ci.cluster.dev[r].speed_Bps / 1e9));
+        json_object_set_new(m, "rank_speed_GBps", sp);
+    }
+    energy_json(m, run);
+    ranks_json(m, run, dm);
+    return m;
+}
+
+int report_write(Run *run, int rc)
+{
+    json_t *dm = run->distributed ? dist_collect_metrics(run->dist, run->res.n_forward) : NULL;
+    if (dm && run->cm.rank == 0 && !run->o.quiet)
+        dist_print_layer_times(dm, stderr);
+    if (run->cm.rank == 0 && rc == 0) {
+        double ms = generate_ms_per_token(&run->res);
+        uint64_t sum = tokens_checksum(run->res.tokens, run->res.n_tokens);
+        LOG_INFO("headsplit: %d positions, %.2f ms/token (median), checksum %016llx, %s",
+                 run->res.n_forward, ms, (unsigned long long)sum,
+                 run->distributed ? "distributed" : "single process");
+        if (run->o.metrics) {
+            json_t *m = metrics_json(run, dm, ms, sum);
+            if (json_dump_file(m, run->o.metrics, JSON_INDENT(1) | JSON_ENSURE_ASCII) != 0) {
+                fprintf(stderr, "headsplit: error: --metrics: cannot write %s\n",
+                        run->o.metrics);
+                rc = 1;
+            }
+            json_decref(m);
+        }
+    }
+    json_decref(dm);
+    return rc;
+}

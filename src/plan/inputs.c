@@ -1,0 +1,98 @@
+/* inputs.c: the planner's view of a measured cluster.  Every rank derives it from the same
+ * gathered measurements, so every rank builds the same plan. */
+#include "inputs.h"
+
+#include "util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void inputs_init(ClusterInputs *ci, int n)
+{
+    memset(ci, 0, sizeof *ci);
+    cluster_init(&ci->cluster, n);
+    ci->rtt_ms = xcalloc((size_t)n * (size_t)n, sizeof(double));
+    ci->rtt_p95_ms = xcalloc((size_t)n * (size_t)n, sizeof(double));
+    ci->assume_rtt_ms = -1;
+}
+
+void inputs_free(ClusterInputs *ci)
+{
+    if (!ci)
+        return;
+    cluster_free(&ci->cluster);
+    free(ci->rtt_ms);
+    free(ci->rtt_p95_ms);
+    free(ci->devices);
+    free(ci->lat_ms);
+    memset(ci, 0, sizeof *ci);
+}
+
+/* The controller's work per token in ms at its speed: final norm and LM head. */
+static double controller_ms(const ModelConfig *c, double speed_Bps)
+{
+    double bytes = ((double)c->vocab_size + 2.0) * (double)c->dim * sizeof(float);
+    return speed_Bps > 0 ? bytes / speed_Bps * 1e3 : 0;
+}
+
+void inputs_derive(ClusterInputs *ci, const ModelConfig *c, const size_t *file_mem,
+                   const double *file_speed)
+{
+    const int n = ci->cluster.n;
+    ClusterDevice *dev = ci->cluster.dev;
+    /* Relative to the fastest probed worker (before the devices file, whose speeds are
+     * fractions of that one). */
+    double ref = 0;
+    for (int r = 1; r < n; r++)
+        ref = dev[r].speed_Bps > ref ? dev[r].speed_Bps : ref;
+    const double fastest = ref;
+    for (int r = 1; r < n; r++) {
+        if (file_mem && file_mem[r])
+            dev[r].mem_budget = file_mem[r];
+        if (file_speed && file_speed[r] > 0)
+            dev[r].speed_Bps = file_speed[r] * fastest;
+    }
+    free(ci->devices);
+    ci->devices = xcalloc(n > 1 ? (size_t)n - 1 : 1, sizeof(Device));
+    double *rel = xcalloc(n > 1 ? (size_t)n - 1 : 1, sizeof(double));
+    for (int r = 1; r < n; r++)
+        rel[r - 1] = ref > 0 ? dev[r].speed_Bps / ref : 1.0;
+    cluster_stabilise_speeds(rel, n - 1);
+    int identical = 1;
+    for (int r = 1; r < n; r++) {
+        ci->devices[r - 1] = (Device){dev[r].mem_budget, rel[r - 1]};
+        identical &= rel[r - 1] == 1.0;
+    }
+    if (identical && n > 1) { /* boards alike: they run at their median speed */
+        for (int r = 1; r < n; r++)
+            rel[r - 1] = dev[r].speed_Bps;
+        ref = util_median(rel, (size_t)n - 1);
+    }
+    free(rel);
+    ci->ref_Bps = ref;
+    /* Expected latencies: RTT/2 (the deadlines' margin is not for predictions); their spread
+     * from the samples' p95 - median. */
+    const size_t nn = (size_t)n * (size_t)n;
+    free(ci->lat_ms);
+    ci->lat_ms = xcalloc(nn, sizeof(double));
+    for (size_t i = 0; i < nn; i++)
+        ci->lat_ms[i] = ci->assume_rtt_ms < 0 ? 0.5 * ci->rtt_ms[i]
+                        : i / (size_t)n == i % (size_t)n ? 0 : 0.5 * ci->assume_rtt_ms;
+    cluster_stabilise_latencies(ci->lat_ms, n);
+    ci->lat_sd_ms = ci->assume_rtt_ms < 0
+                        ? cluster_latency_sd_ms(ci->rtt_ms, ci->rtt_p95_ms, ci->lat_ms, n)
+                        : 0;
+    ci->bw_Bps = n > 1 ? ci->cluster.link[1].bw_Bps : 0;
+    ci->controller_ms = controller_ms(c, dev[0].speed_Bps);
+}
+
+void inputs_fill_request(const ClusterInputs *ci, PlanRequest *req)
+{
+    req->n_workers = ci->cluster.n - 1;
+    req->devices = ci->devices;
+    req->lat_ms = ci->lat_ms;
+    req->bw_Bps = ci->bw_Bps;
+    req->ref_Bps = ci->ref_Bps;
+    req->lat_sd_ms = ci->lat_sd_ms;
+    req->fixed_ms = ci->controller_ms;
+}
