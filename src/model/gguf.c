@@ -137,6 +137,16 @@ static int take_string(Cursor *c, const uint8_t **s, uint64_t *len, uint64_t max
     return 0;
 }
 
+/* Keys and tensor names are printed in messages: control bytes (and NUL) are refused. */
+static int check_name(Cursor *c, const uint8_t *s, uint64_t n, const char *what)
+{
+    for (uint64_t i = 0; i < n; i++)
+        if (s[i] < 0x20 || s[i] == 0x7f)
+            return util_err(c->err, c->errlen, "%s: %s: the name holds control byte 0x%02x "
+                            "(damaged file?)", c->g->path, what, s[i]);
+    return 0;
+}
+
 static char *dup_bytes(const uint8_t *s, uint64_t n)
 {
     char *r = xmalloc((size_t)n + 1);
@@ -180,7 +190,8 @@ static int parse_kv(Cursor *c, GgufKV *kv, int64_t index)
     uint64_t len;
     char what[48];
     snprintf(what, sizeof what, "key %lld", (long long)index);
-    if (take_string(c, &s, &len, GGUF_MAX_KEY_LEN, what, NULL) < 0)
+    if (take_string(c, &s, &len, GGUF_MAX_KEY_LEN, what, NULL) < 0 ||
+        check_name(c, s, len, what) < 0)
         return -1;
     kv->key = dup_bytes(s, len);
     uint32_t t;
@@ -244,7 +255,8 @@ static int parse_tensor(Cursor *c, GgufTensor *t, int64_t index)
     uint64_t len;
     char what[48];
     snprintf(what, sizeof what, "tensor %lld", (long long)index);
-    if (take_string(c, &s, &len, GGUF_MAX_NAME_LEN, what, NULL) < 0)
+    if (take_string(c, &s, &len, GGUF_MAX_NAME_LEN, what, NULL) < 0 ||
+        check_name(c, s, len, what) < 0)
         return -1;
     t->name = dup_bytes(s, len);
     uint32_t nd, type;
