@@ -1,8 +1,8 @@
 /* convert.h: headsplit-convert, the model converter.  Reads llama2.c legacy checkpoints and
  * Hugging Face directories (LlamaForCausalLM, GPT2LMHeadModel; safetensors F32/F16/BF16,
- * sharded or not) and llama.cpp GGUF files, or generates deterministic synthetic models, and writes the HeadSplit model
- * file of docs/model-format.md.  Conversion streams: at most one source tensor and one 16 MiB
- * block are in memory.  Every function returns 0, or -1 with a one-line message
+ * sharded or not) and llama.cpp GGUF files, or generates deterministic synthetic models, and
+ * writes the HeadSplit model file of docs/model-format.md.  Conversion streams: at most one
+ * source tensor and one 16 MiB block are in memory.  Every function returns 0, or -1 with a one-line message
  * "<file>: <field>: <what>" in err; a failed conversion leaves no output file behind. */
 #ifndef HEADSPLIT_CONVERT_H
 #define HEADSPLIT_CONVERT_H

@@ -9,6 +9,7 @@
 #include "tokenizer_internal.h"
 #include "util.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,8 +155,9 @@ int gguf_load_tokenizer(Tokenizer **out, const GgufFile *g, char *err, size_t er
         t->offsets[i + 1] = off;
         if (scores) {
             double sc = gguf_array_float(scores, (uint64_t)i);
-            if (isnan(sc)) {
-                util_err(err, errlen, "%s: key tokenizer.ggml.scores[%d]: NaN", g->path, i);
+            if (isnan(sc) || (isfinite(sc) && fabs(sc) > FLT_MAX)) {
+                util_err(err, errlen, "%s: key tokenizer.ggml.scores[%d]: %g is not a float32 "
+                         "score", g->path, i, sc);
                 goto fail;
             }
             t->scores[i] = (float)sc;
