@@ -4,9 +4,10 @@
  * through our HDF5 file into memory unchanged.  No allocation, I/O or MPI inside.
  *
  * Dot products follow llama.cpp's CPU backend: the activation is first quantized to the
- * weight type's "vec-dot type" (Q8_0 for Q8_0/Q4_0/Q4_1/Q5_0/Q5_1, Q8_K for the K-quants,
- * F16 for F16, BF16 for BF16, F32 for F32), then integer (or half) dot products are taken
- * block by block.  Every row's result depends only on that row and the quantized activation,
+ * weight type's "vec-dot type" (Q8_0 for Q8_0/Q4_0/Q5_0, Q8_1 for Q4_1/Q5_1/Q8_1 as ggml
+ * does (their min term needs the block sums Q8_1 carries), Q8_K for the K-quants, F16 for F16,
+ * BF16 for BF16, F32 for F32), then integer (or half) dot products are taken block by block.
+ * The exact summation order is documented in src/kernels/quant_ref.c.  Every row's result depends only on that row and the quantized activation,
  * never on how many rows a rank holds, so row slices give bit-identical results; a column
  * slice that starts on a block boundary sees the same activation blocks.
  *

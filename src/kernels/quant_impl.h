@@ -1,0 +1,87 @@
+/* quant_impl.h: block structs of the quantized types (ggml-common.h's layouts, byte for byte)
+ * and the helpers shared by the plain-C twins (quant_ref.c), the dispatcher (quant.c) and the
+ * SIMD paths.  Private to src/kernels. */
+#ifndef HEADSPLIT_QUANT_IMPL_H
+#define HEADSPLIT_QUANT_IMPL_H
+
+#include <stdint.h>
+
+#include "quant.h"
+
+#define QK 32   /* values per block of the 32-value types */
+#define QK_K 256 /* values per super-block of the K-quants */
+#define K_SCALE_SIZE 12
+
+/* Halves (d, m, s) are IEEE binary16 bit patterns. */
+typedef struct { uint16_t d; uint8_t qs[QK / 2]; } BlockQ4_0;
+typedef struct { uint16_t d, m; uint8_t qs[QK / 2]; } BlockQ4_1;
+typedef struct { uint16_t d; uint8_t qh[4]; uint8_t qs[QK / 2]; } BlockQ5_0;
+typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[QK / 2]; } BlockQ5_1;
+typedef struct { uint16_t d; int8_t qs[QK]; } BlockQ8_0;
+typedef struct { uint16_t d, s; int8_t qs[QK]; } BlockQ8_1; /* s = d * sum(qs) */
+typedef struct {
+    uint16_t d, dmin;               /* super-block scales of the 6-bit scales and mins */
+    uint8_t scales[K_SCALE_SIZE];   /* 8 scales and 8 mins, 6 bits each */
+    uint8_t qs[QK_K / 2];           /* 4-bit quants */
+} BlockQ4_K;
+typedef struct {
+    uint16_t d, dmin;
+    uint8_t scales[K_SCALE_SIZE];
+    uint8_t qh[QK_K / 8];           /* the fifth bits */
+    uint8_t qs[QK_K / 2];           /* the low 4 bits */
+} BlockQ5_K;
+typedef struct {
+    uint8_t ql[QK_K / 2];           /* low 4 bits */
+    uint8_t qh[QK_K / 4];           /* high 2 bits */
+    int8_t scales[QK_K / 16];       /* 8-bit scales of 16-value groups */
+    uint16_t d;
+} BlockQ6_K;
+typedef struct {
+    float d;
+    int8_t qs[QK_K];
+    int16_t bsums[QK_K / 16];       /* sums of qs in groups of 16 */
+} BlockQ8_K;
+
+_Static_assert(sizeof(BlockQ4_0) == 18, "q4_0 block");
+_Static_assert(sizeof(BlockQ4_1) == 20, "q4_1 block");
+_Static_assert(sizeof(BlockQ5_0) == 22, "q5_0 block");
+_Static_assert(sizeof(BlockQ5_1) == 24, "q5_1 block");
+_Static_assert(sizeof(BlockQ8_0) == 34, "q8_0 block");
+_Static_assert(sizeof(BlockQ8_1) == 36, "q8_1 block");
+_Static_assert(sizeof(BlockQ4_K) == 144, "q4_K block");
+_Static_assert(sizeof(BlockQ5_K) == 176, "q5_K block");
+_Static_assert(sizeof(BlockQ6_K) == 210, "q6_K block");
+_Static_assert(sizeof(BlockQ8_K) == 292, "q8_K block");
+
+/* ggml's GGML_FP32_TO_FP16 (round to nearest even; NaN -> sign | 0x7e00) and its inverse. */
+uint16_t quant_fp32_to_fp16(float f);
+float quant_fp16_to_fp32(uint16_t h);
+/* ggml's GGML_FP32_TO_BF16 (round to nearest even, subnormals kept, NaN quieted). */
+uint16_t quant_fp32_to_bf16(float f);
+float quant_bf16_to_fp32(uint16_t h);
+
+/* The 6-bit scale and min j (0..7) of a Q4_K/Q5_K super-block (ggml's get_scale_min_k4). */
+static inline void quant_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m)
+{
+    if (j < 4) {
+        *d = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *d = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4));
+    }
+}
+
+/* The canonical reduction of the 8 block accumulators of the 32-value types (block b adds into
+ * lane b % 8): the halving tree a[l] += a[l + h], h = 4, 2, 1. */
+static inline float quant_reduce8(const float *a)
+{
+    const float b0 = a[0] + a[4], b1 = a[1] + a[5], b2 = a[2] + a[6], b3 = a[3] + a[7];
+    const float c0 = b0 + b2, c1 = b1 + b3;
+    return c0 + c1;
+}
+
+/* Plain-C row dots (quant_ref.c), also the dispatcher's fallback for types without SIMD. */
+float quant_dot_ref_row(QType t, const void *w_row, const void *x_act, int64_t n);
+
+#endif

@@ -1,0 +1,966 @@
+/* quant_ref.c: the plain-C twins of quant.h, and the type table.
+ *
+ * Layouts and quantizer arithmetic follow llama.cpp's ggml (ggml-common.h, ggml-quants.c),
+ * operation for operation, so a row quantized here has the bytes llama-quantize writes for
+ * it without an importance matrix (quantize_q4_K(..., NULL) ends in quantize_row_q4_K_ref,
+ * and so on for every type here).  Built with -ffp-contract=off: a llama.cpp build that lets
+ * the compiler contract a*b+c into an FMA can differ from it in rare last bits of the K-quant
+ * scale search.
+ *
+ * Dot products (the order the SIMD paths in quant.c reproduce):
+ *   - F32, F16, BF16: the fp32 matvec's canonical order (32 lanes, lane l takes j = 32t + l,
+ *     the tail zero-padded, then the halving tree 16, 8, 4, 2, 1), on the values as floats;
+ *   - Q4_0, Q5_0, Q8_0 with Q8_0 and Q4_1, Q5_1, Q8_1 with Q8_1: per 32-value block b an exact
+ *     integer sum s_b, then p_b = (float)s_b * (dw*da) (Q4_1/Q5_1: (dw*da)*(float)s_b + mw*sa),
+ *     added into lane b % 8 of 8 accumulators, reduced by the halving tree 4, 2, 1;
+ *   - K-quants with Q8_K: per super-block the exact integer sums S (scaled quants) and M (mins
+ *     times the activation's group sums), p = (dw*da)*(float)S - (dminw*da)*(float)M, summed in
+ *     block order.
+ */
+#include "quant_impl.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+#include <strings.h>
+
+#include "kernels.h"
+#include "util.h"
+
+#define QMIN(a, b) ((a) < (b) ? (a) : (b))
+#define QMAX(a, b) ((a) > (b) ? (a) : (b))
+#define GROUP_MAX_EPS 1e-15f
+
+/* ---------------------------------------------------------------- type table */
+
+typedef struct {
+    QType type;
+    const char *name;
+    int block;
+    size_t bytes;
+    QType vec_dot;
+} QTypeInfo;
+
+static const QTypeInfo qtypes[] = {
+    {QTYPE_F32, "f32", 1, 4, QTYPE_F32},
+    {QTYPE_F16, "f16", 1, 2, QTYPE_F16},
+    {QTYPE_Q4_0, "q4_0", QK, sizeof(BlockQ4_0), QTYPE_Q8_0},
+    {QTYPE_Q4_1, "q4_1", QK, sizeof(BlockQ4_1), QTYPE_Q8_1},
+    {QTYPE_Q5_0, "q5_0", QK, sizeof(BlockQ5_0), QTYPE_Q8_0},
+    {QTYPE_Q5_1, "q5_1", QK, sizeof(BlockQ5_1), QTYPE_Q8_1},
+    {QTYPE_Q8_0, "q8_0", QK, sizeof(BlockQ8_0), QTYPE_Q8_0},
+    {QTYPE_Q8_1, "q8_1", QK, sizeof(BlockQ8_1), QTYPE_Q8_1},
+    {QTYPE_Q4_K, "q4_K", QK_K, sizeof(BlockQ4_K), QTYPE_Q8_K},
+    {QTYPE_Q5_K, "q5_K", QK_K, sizeof(BlockQ5_K), QTYPE_Q8_K},
+    {QTYPE_Q6_K, "q6_K", QK_K, sizeof(BlockQ6_K), QTYPE_Q8_K},
+    {QTYPE_Q8_K, "q8_K", QK_K, sizeof(BlockQ8_K), QTYPE_Q8_K},
+    {QTYPE_BF16, "bf16", 1, 2, QTYPE_BF16},
+};
+#define N_QTYPES ((int)(sizeof qtypes / sizeof qtypes[0]))
+
+static const QTypeInfo *qtype_info(int t)
+{
+    for (int i = 0; i < N_QTYPES; i++)
+        if ((int)qtypes[i].type == t)
+            return &qtypes[i];
+    return NULL;
+}
+
+/* The entry of a type the caller promised is known; a fatal error names it otherwise. */
+static const QTypeInfo *qtype_need(QType t)
+{
+    const QTypeInfo *q = qtype_info((int)t);
+    CHECK(q, "quant: unknown tensor type %d", (int)t);
+    return q;
+}
+
+int quant_type_known(int t) { return qtype_info(t) != NULL; }
+
+const char *quant_type_name(QType t)
+{
+    const QTypeInfo *q = qtype_info((int)t);
+    return q ? q->name : "unknown";
+}
+
+int quant_type_from_name(const char *name)
+{
+    for (int i = 0; name && i < N_QTYPES; i++)
+        if (strcasecmp(name, qtypes[i].name) == 0)
+            return (int)qtypes[i].type;
+    return -1;
+}
+
+int quant_block_size(QType t) { return qtype_need(t)->block; }
+size_t quant_block_bytes(QType t) { return qtype_need(t)->bytes; }
+
+size_t quant_row_bytes(QType t, int64_t n)
+{
+    const QTypeInfo *q = qtype_need(t);
+    CHECK(n >= 0 && n % q->block == 0, "quant: a %s row of %lld values is not whole blocks of %d",
+          q->name, (long long)n, q->block);
+    return (size_t)(n / q->block) * q->bytes;
+}
+
+QType quant_vec_dot_type(QType t) { return qtype_need(t)->vec_dot; }
+
+/* n a whole number of t's blocks (fatal otherwise); the number of blocks. */
+static int64_t qblocks(QType t, int64_t n)
+{
+    const QTypeInfo *q = qtype_need(t);
+    CHECK(n >= 0 && n % q->block == 0, "quant: a %s row of %lld values is not whole blocks of %d",
+          q->name, (long long)n, q->block);
+    return n / q->block;
+}
+
+/* ---------------------------------------------------------------- halves */
+
+uint16_t quant_fp32_to_fp16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: ggml's canonical quiet NaN */
+        return (uint16_t)(((u >> 16) & 0x8000u) | 0x7e00u);
+    return kernels_f32_to_f16_one(f); /* round to nearest even, as ggml's conversion */
+}
+
+float quant_fp16_to_fp32(uint16_t h) { return kernels_f16_to_f32_one(h); }
+
+uint16_t quant_fp32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 64u);
+    return (uint16_t)((u + (0x7fffu + ((u >> 16) & 1u))) >> 16);
+}
+
+float quant_bf16_to_fp32(uint16_t h)
+{
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+#define H2F quant_fp16_to_fp32
+#define F2H quant_fp32_to_fp16
+
+/* ---------------------------------------------------------------- 32-value blocks */
+
+static void quantize_q4_0(BlockQ4_0 *y, const float *x, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += QK) {
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < QK; j++)
+            if (amax < fabsf(x[j])) {
+                amax = fabsf(x[j]);
+                max = x[j];
+            }
+        const float d = max / -8;
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = F2H(d);
+        for (int j = 0; j < QK / 2; j++) {
+            const int xi0 = QMIN(15, (int)(int8_t)(x[j] * id + 8.5f));
+            const int xi1 = QMIN(15, (int)(int8_t)(x[QK / 2 + j] * id + 8.5f));
+            y[i].qs[j] = (uint8_t)(xi0 | (xi1 << 4));
+        }
+    }
+}
+
+static void quantize_q4_1(BlockQ4_1 *y, const float *x, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += QK) {
+        float min = FLT_MAX, max = -FLT_MAX;
+        for (int j = 0; j < QK; j++) {
+            if (x[j] < min)
+                min = x[j];
+            if (x[j] > max)
+                max = x[j];
+        }
+        const float d = (max - min) / ((1 << 4) - 1);
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = F2H(d);
+        y[i].m = F2H(min);
+        for (int j = 0; j < QK / 2; j++) {
+            const int xi0 = QMIN(15, (int)(int8_t)((x[j] - min) * id + 0.5f));
+            const int xi1 = QMIN(15, (int)(int8_t)((x[QK / 2 + j] - min) * id + 0.5f));
+            y[i].qs[j] = (uint8_t)(xi0 | (xi1 << 4));
+        }
+    }
+}
+
+static void quantize_q5_0(BlockQ5_0 *y, const float *x, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += QK) {
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < QK; j++)
+            if (amax < fabsf(x[j])) {
+                amax = fabsf(x[j]);
+                max = x[j];
+            }
+        const float d = max / -16;
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = F2H(d);
+        uint32_t qh = 0;
+        for (int j = 0; j < QK / 2; j++) {
+            const int xi0 = QMIN(31, (int)(int8_t)(x[j] * id + 16.5f));
+            const int xi1 = QMIN(31, (int)(int8_t)(x[QK / 2 + j] * id + 16.5f));
+            y[i].qs[j] = (uint8_t)((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
+            qh |= (((uint32_t)xi0 & 0x10u) >> 4) << j;
+            qh |= (((uint32_t)xi1 & 0x10u) >> 4) << (j + QK / 2);
+        }
+        memcpy(y[i].qh, &qh, sizeof qh); /* little-endian, as the file stores it */
+    }
+}
+
+static void quantize_q5_1(BlockQ5_1 *y, const float *x, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += QK) {
+        float min = FLT_MAX, max = -FLT_MAX;
+        for (int j = 0; j < QK; j++) {
+            if (x[j] < min)
+                min = x[j];
+            if (x[j] > max)
+                max = x[j];
+        }
+        const float d = (max - min) / ((1 << 5) - 1);
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = F2H(d);
+        y[i].m = F2H(min);
+        uint32_t qh = 0;
+        for (int j = 0; j < QK / 2; j++) {
+            const int xi0 = (uint8_t)((x[j] - min) * id + 0.5f);
+            const int xi1 = (uint8_t)((x[QK / 2 + j] - min) * id + 0.5f);
+            y[i].qs[j] = (uint8_t)((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
+            qh |= (((uint32_t)xi0 & 0x10u) >> 4) << j;
+            qh |= (((uint32_t)xi1 & 0x10u) >> 4) << (j + QK / 2);
+        }
+        memcpy(y[i].qh, &qh, sizeof qh);
+    }
+}
+
+static void quantize_q8_0(BlockQ8_0 *y, const float *x, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += QK) {
+        float amax = 0.0f;
+        for (int j = 0; j < QK; j++)
+            amax = QMAX(amax, fabsf(x[j]));
+        const float d = amax / ((1 << 7) - 1);
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = F2H(d);
+        for (int j = 0; j < QK; j++)
+            y[i].qs[j] = (int8_t)roundf(x[j] * id);
+    }
+}
+
+static void quantize_q8_1(BlockQ8_1 *y, const float *x, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += QK) {
+        float amax = 0.0f;
+        for (int j = 0; j < QK; j++)
+            amax = QMAX(amax, fabsf(x[j]));
+        const float d = amax / ((1 << 7) - 1);
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = F2H(d);
+        int sum = 0;
+        for (int j = 0; j < QK / 2; j++) {
+            y[i].qs[j] = (int8_t)roundf(x[j] * id);
+            y[i].qs[QK / 2 + j] = (int8_t)roundf(x[QK / 2 + j] * id);
+            sum += y[i].qs[j] + y[i].qs[QK / 2 + j];
+        }
+        y[i].s = F2H(sum * d);
+    }
+}
+
+/* ---------------------------------------------------------------- K-quant helpers */
+
+/* Round to nearest, ties to even, by the float-addition trick ggml uses (|x| <= 4194303). */
+static inline int nearest_int(float fval)
+{
+    const float val = fval + 12582912.f;
+    int i;
+    memcpy(&i, &val, sizeof i);
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+/* ggml's make_qx_quants with rmse_type 1 and no weights (Q6_K's scale search). */
+static float make_qx_quants(int n, int nmax, const float *x, int8_t *L)
+{
+    float max = 0, amax = 0;
+    for (int i = 0; i < n; ++i) {
+        const float ax = fabsf(x[i]);
+        if (ax > amax) {
+            amax = ax;
+            max = x[i];
+        }
+    }
+    if (amax < GROUP_MAX_EPS) {
+        for (int i = 0; i < n; ++i)
+            L[i] = 0;
+        return 0.f;
+    }
+    float iscale = -nmax / max;
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+        int l = nearest_int(iscale * x[i]);
+        l = QMAX(-nmax, QMIN(nmax - 1, l));
+        L[i] = (int8_t)(l + nmax);
+        const float w = x[i] * x[i];
+        sumlx += w * x[i] * l;
+        suml2 += w * l * l;
+    }
+    float scale = suml2 ? sumlx / suml2 : 0.0f;
+    float best = scale * sumlx;
+    for (int is = -9; is <= 9; ++is) {
+        if (is == 0)
+            continue;
+        iscale = -(nmax + 0.1f * is) / max;
+        sumlx = suml2 = 0;
+        for (int i = 0; i < n; ++i) {
+            int l = nearest_int(iscale * x[i]);
+            l = QMAX(-nmax, QMIN(nmax - 1, l));
+            const float w = x[i] * x[i];
+            sumlx += w * x[i] * l;
+            suml2 += w * l * l;
+        }
+        if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+            for (int i = 0; i < n; ++i) {
+                const int l = nearest_int(iscale * x[i]);
+                L[i] = (int8_t)(nmax + QMAX(-nmax, QMIN(nmax - 1, l)));
+            }
+            scale = sumlx / suml2;
+            best = scale * sumlx;
+        }
+    }
+    return scale;
+}
+
+/* ggml's make_qkx2_quants without mean-absolute-deviation (Q4_K/Q5_K's scale and min search). */
+static float make_qkx2_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L,
+                              float *the_min, uint8_t *Laux, float rmin, float rdelta, int nstep)
+{
+    float min = x[0], max = x[0];
+    float sum_w = weights[0];
+    float sum_x = sum_w * x[0];
+    for (int i = 1; i < n; ++i) {
+        if (x[i] < min)
+            min = x[i];
+        if (x[i] > max)
+            max = x[i];
+        const float w = weights[i];
+        sum_w += w;
+        sum_x += w * x[i];
+    }
+    if (min > 0)
+        min = 0;
+    if (max == min) {
+        for (int i = 0; i < n; ++i)
+            L[i] = 0;
+        *the_min = -min;
+        return 0.f;
+    }
+    float iscale = nmax / (max - min);
+    float scale = 1 / iscale;
+    float best_error = 0;
+    for (int i = 0; i < n; ++i) {
+        const int l = nearest_int(iscale * (x[i] - min));
+        L[i] = (uint8_t)QMAX(0, QMIN(nmax, l));
+        float diff = scale * L[i] + min - x[i];
+        diff = diff * diff;
+        best_error += weights[i] * diff;
+    }
+    for (int is = 0; is <= nstep; ++is) {
+        iscale = (rmin + rdelta * is + nmax) / (max - min);
+        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+        for (int i = 0; i < n; ++i) {
+            int l = nearest_int(iscale * (x[i] - min));
+            l = QMAX(0, QMIN(nmax, l));
+            Laux[i] = (uint8_t)l;
+            const float w = weights[i];
+            sum_l += w * l;
+            sum_l2 += w * l * l;
+            sum_xl += w * l * x[i];
+        }
+        const float D = sum_w * sum_l2 - sum_l * sum_l;
+        if (D > 0) {
+            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+            if (this_min > 0) {
+                this_min = 0;
+                this_scale = sum_xl / sum_l2;
+            }
+            float cur_error = 0;
+            for (int i = 0; i < n; ++i) {
+                float diff = this_scale * Laux[i] + this_min - x[i];
+                diff = diff * diff;
+                cur_error += weights[i] * diff;
+            }
+            if (cur_error < best_error) {
+                for (int i = 0; i < n; ++i)
+                    L[i] = Laux[i];
+                best_error = cur_error;
+                scale = this_scale;
+                min = this_min;
+            }
+        }
+    }
+    *the_min = -min;
+    return scale;
+}
+
+/* Q4_K and Q5_K share everything but the quant width (nmax 15 or 31) and its search range:
+ * 8 sub-blocks of 32 get a scale and a min (make_qkx2_quants), the 16 numbers are quantized to
+ * 6 bits against the super-block's d and dmin, then the values are requantized against those. */
+static void quantize_k_scales(const float *x, int nmax, float rmin, int nstep, uint8_t *scales,
+                              uint16_t *dh, uint16_t *dminh, uint8_t *L)
+{
+    uint8_t Laux[32];
+    float weights[32], mins[QK_K / 32], sc[QK_K / 32];
+    float max_scale = 0, max_min = 0;
+    for (int j = 0; j < QK_K / 32; ++j) {
+        float sum_x2 = 0;
+        for (int l = 0; l < 32; ++l)
+            sum_x2 += x[32 * j + l] * x[32 * j + l];
+        const float av_x = sqrtf(sum_x2 / 32);
+        for (int l = 0; l < 32; ++l)
+            weights[l] = av_x + fabsf(x[32 * j + l]);
+        sc[j] = make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, rmin,
+                                 0.1f, nstep);
+        if (sc[j] > max_scale)
+            max_scale = sc[j];
+        if (mins[j] > max_min)
+            max_min = mins[j];
+    }
+    const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+    const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+    for (int j = 0; j < QK_K / 32; ++j) {
+        uint8_t ls = (uint8_t)nearest_int(inv_scale * sc[j]);
+        uint8_t lm = (uint8_t)nearest_int(inv_min * mins[j]);
+        ls = QMIN(63, ls);
+        lm = QMIN(63, lm);
+        if (j < 4) {
+            scales[j] = ls;
+            scales[j + 4] = lm;
+        } else {
+            scales[j + 4] = (uint8_t)((ls & 0xF) | ((lm & 0xF) << 4));
+            scales[j - 4] |= (uint8_t)((ls >> 4) << 6);
+            scales[j - 0] |= (uint8_t)((lm >> 4) << 6);
+        }
+    }
+    *dh = F2H(max_scale / 63.f);
+    *dminh = F2H(max_min / 63.f);
+    for (int j = 0; j < QK_K / 32; ++j) {
+        uint8_t s, m;
+        quant_scale_min_k4(j, scales, &s, &m);
+        const float d = H2F(*dh) * s;
+        if (!d)
+            continue;
+        const float dm = H2F(*dminh) * m;
+        for (int ii = 0; ii < 32; ++ii) {
+            const int l = nearest_int((x[32 * j + ii] + dm) / d);
+            L[32 * j + ii] = (uint8_t)QMAX(0, QMIN(nmax, l));
+        }
+    }
+}
+
+static void quantize_q4_K(BlockQ4_K *y, const float *x, int64_t nb)
+{
+    uint8_t L[QK_K];
+    for (int64_t i = 0; i < nb; i++, x += QK_K) {
+        memset(y[i].scales, 0, sizeof y[i].scales);
+        quantize_k_scales(x, 15, -1.f, 20, y[i].scales, &y[i].d, &y[i].dmin, L);
+        uint8_t *q = y[i].qs;
+        for (int j = 0; j < QK_K; j += 64, q += 32)
+            for (int l = 0; l < 32; ++l)
+                q[l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 4));
+    }
+}
+
+static void quantize_q5_K(BlockQ5_K *y, const float *x, int64_t nb)
+{
+    uint8_t L[QK_K];
+    for (int64_t i = 0; i < nb; i++, x += QK_K) {
+        memset(y[i].scales, 0, sizeof y[i].scales);
+        quantize_k_scales(x, 31, -0.5f, 15, y[i].scales, &y[i].d, &y[i].dmin, L);
+        uint8_t *qh = y[i].qh, *ql = y[i].qs;
+        memset(qh, 0, QK_K / 8);
+        uint8_t m1 = 1, m2 = 2;
+        for (int n = 0; n < QK_K; n += 64, ql += 32) {
+            for (int j = 0; j < 32; ++j) {
+                int l1 = L[n + j], l2 = L[n + j + 32];
+                if (l1 > 15) {
+                    l1 -= 16;
+                    qh[j] |= m1;
+                }
+                if (l2 > 15) {
+                    l2 -= 16;
+                    qh[j] |= m2;
+                }
+                ql[j] = (uint8_t)(l1 | (l2 << 4));
+            }
+            m1 = (uint8_t)(m1 << 2);
+            m2 = (uint8_t)(m2 << 2);
+        }
+    }
+}
+
+static void quantize_q6_K(BlockQ6_K *y, const float *x, int64_t nb)
+{
+    int8_t L[QK_K];
+    float scales[QK_K / 16];
+    for (int64_t i = 0; i < nb; i++, x += QK_K) {
+        float max_scale = 0, max_abs_scale = 0;
+        for (int ib = 0; ib < QK_K / 16; ++ib) {
+            const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib);
+            scales[ib] = scale;
+            if (fabsf(scale) > max_abs_scale) {
+                max_abs_scale = fabsf(scale);
+                max_scale = scale;
+            }
+        }
+        if (max_abs_scale < GROUP_MAX_EPS) {
+            memset(&y[i], 0, sizeof y[i]);
+            y[i].d = F2H(0.f);
+            continue;
+        }
+        const float iscale = -128.f / max_scale;
+        y[i].d = F2H(1 / iscale);
+        for (int ib = 0; ib < QK_K / 16; ++ib)
+            y[i].scales[ib] = (int8_t)QMIN(127, nearest_int(iscale * scales[ib]));
+        for (int j = 0; j < QK_K / 16; ++j) {
+            const float d = H2F(y[i].d) * y[i].scales[j];
+            if (!d)
+                continue;
+            for (int ii = 0; ii < 16; ++ii) {
+                const int l = nearest_int(x[16 * j + ii] / d);
+                L[16 * j + ii] = (int8_t)(QMAX(-32, QMIN(31, l)) + 32);
+            }
+        }
+        uint8_t *ql = y[i].ql, *qh = y[i].qh;
+        for (int j = 0; j < QK_K; j += 128, ql += 64, qh += 32) {
+            for (int l = 0; l < 32; ++l) {
+                const int q1 = L[j + l + 0] & 0xF, q2 = L[j + l + 32] & 0xF;
+                const int q3 = L[j + l + 64] & 0xF, q4 = L[j + l + 96] & 0xF;
+                ql[l + 0] = (uint8_t)(q1 | (q3 << 4));
+                ql[l + 32] = (uint8_t)(q2 | (q4 << 4));
+                qh[l] = (uint8_t)((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) |
+                                  ((L[j + l + 64] >> 4) << 4) | ((L[j + l + 96] >> 4) << 6));
+            }
+        }
+    }
+}
+
+static void quantize_q8_K(BlockQ8_K *y, const float *x, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += QK_K) {
+        float max = 0, amax = 0;
+        for (int j = 0; j < QK_K; ++j)
+            if (fabsf(x[j]) > amax) {
+                amax = fabsf(x[j]);
+                max = x[j];
+            }
+        if (!amax) { /* ggml leaves bsums unset here; they are the zero sums */
+            memset(&y[i], 0, sizeof y[i]);
+            continue;
+        }
+        const float iscale = -127.f / max;
+        for (int j = 0; j < QK_K; ++j)
+            y[i].qs[j] = (int8_t)QMIN(127, nearest_int(iscale * x[j]));
+        for (int j = 0; j < QK_K / 16; ++j) {
+            int sum = 0;
+            for (int ii = 0; ii < 16; ++ii)
+                sum += y[i].qs[j * 16 + ii];
+            y[i].bsums[j] = (int16_t)sum;
+        }
+        y[i].d = 1 / iscale;
+    }
+}
+
+void quant_quantize_row_ref(void *y, const float *x, QType t, int64_t n)
+{
+    const int64_t nb = qblocks(t, n);
+    switch (t) {
+    case QTYPE_F32:
+        memcpy(y, x, (size_t)n * sizeof(float));
+        break;
+    case QTYPE_F16:
+        for (int64_t i = 0; i < n; i++)
+            ((uint16_t *)y)[i] = F2H(x[i]);
+        break;
+    case QTYPE_BF16:
+        for (int64_t i = 0; i < n; i++)
+            ((uint16_t *)y)[i] = quant_fp32_to_bf16(x[i]);
+        break;
+    case QTYPE_Q4_0: quantize_q4_0(y, x, nb); break;
+    case QTYPE_Q4_1: quantize_q4_1(y, x, nb); break;
+    case QTYPE_Q5_0: quantize_q5_0(y, x, nb); break;
+    case QTYPE_Q5_1: quantize_q5_1(y, x, nb); break;
+    case QTYPE_Q8_0: quantize_q8_0(y, x, nb); break;
+    case QTYPE_Q8_1: quantize_q8_1(y, x, nb); break;
+    case QTYPE_Q4_K: quantize_q4_K(y, x, nb); break;
+    case QTYPE_Q5_K: quantize_q5_K(y, x, nb); break;
+    case QTYPE_Q6_K: quantize_q6_K(y, x, nb); break;
+    case QTYPE_Q8_K: quantize_q8_K(y, x, nb); break;
+    }
+}
+
+/* ---------------------------------------------------------------- dequantization */
+
+void quant_dequantize_row_ref(float *y, const void *vx, QType t, int64_t n)
+{
+    const int64_t nb = qblocks(t, n);
+    switch (t) {
+    case QTYPE_F32:
+        memcpy(y, vx, (size_t)n * sizeof(float));
+        break;
+    case QTYPE_F16:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = H2F(((const uint16_t *)vx)[i]);
+        break;
+    case QTYPE_BF16:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = quant_bf16_to_fp32(((const uint16_t *)vx)[i]);
+        break;
+    case QTYPE_Q4_0:
+        for (int64_t i = 0; i < nb; i++, y += QK) {
+            const BlockQ4_0 *x = (const BlockQ4_0 *)vx + i;
+            const float d = H2F(x->d);
+            for (int j = 0; j < QK / 2; j++) {
+                y[j] = ((x->qs[j] & 0x0F) - 8) * d;
+                y[j + QK / 2] = ((x->qs[j] >> 4) - 8) * d;
+            }
+        }
+        break;
+    case QTYPE_Q4_1:
+        for (int64_t i = 0; i < nb; i++, y += QK) {
+            const BlockQ4_1 *x = (const BlockQ4_1 *)vx + i;
+            const float d = H2F(x->d), m = H2F(x->m);
+            for (int j = 0; j < QK / 2; j++) {
+                y[j] = (x->qs[j] & 0x0F) * d + m;
+                y[j + QK / 2] = (x->qs[j] >> 4) * d + m;
+            }
+        }
+        break;
+    case QTYPE_Q5_0:
+        for (int64_t i = 0; i < nb; i++, y += QK) {
+            const BlockQ5_0 *x = (const BlockQ5_0 *)vx + i;
+            const float d = H2F(x->d);
+            uint32_t qh;
+            memcpy(&qh, x->qh, sizeof qh);
+            for (int j = 0; j < QK / 2; j++) {
+                const int xh0 = ((qh >> j) << 4) & 0x10, xh1 = (qh >> (j + 12)) & 0x10;
+                y[j] = (((x->qs[j] & 0x0F) | xh0) - 16) * d;
+                y[j + QK / 2] = (((x->qs[j] >> 4) | xh1) - 16) * d;
+            }
+        }
+        break;
+    case QTYPE_Q5_1:
+        for (int64_t i = 0; i < nb; i++, y += QK) {
+            const BlockQ5_1 *x = (const BlockQ5_1 *)vx + i;
+            const float d = H2F(x->d), m = H2F(x->m);
+            uint32_t qh;
+            memcpy(&qh, x->qh, sizeof qh);
+            for (int j = 0; j < QK / 2; j++) {
+                const int xh0 = ((qh >> j) << 4) & 0x10, xh1 = (qh >> (j + 12)) & 0x10;
+                y[j] = ((x->qs[j] & 0x0F) | xh0) * d + m;
+                y[j + QK / 2] = ((x->qs[j] >> 4) | xh1) * d + m;
+            }
+        }
+        break;
+    case QTYPE_Q8_0:
+        for (int64_t i = 0; i < nb; i++, y += QK) {
+            const BlockQ8_0 *x = (const BlockQ8_0 *)vx + i;
+            const float d = H2F(x->d);
+            for (int j = 0; j < QK; j++)
+                y[j] = x->qs[j] * d;
+        }
+        break;
+    case QTYPE_Q8_1:
+        for (int64_t i = 0; i < nb; i++, y += QK) {
+            const BlockQ8_1 *x = (const BlockQ8_1 *)vx + i;
+            const float d = H2F(x->d);
+            for (int j = 0; j < QK; j++)
+                y[j] = x->qs[j] * d;
+        }
+        break;
+    case QTYPE_Q4_K:
+        for (int64_t i = 0; i < nb; i++) {
+            const BlockQ4_K *x = (const BlockQ4_K *)vx + i;
+            const float d = H2F(x->d), min = H2F(x->dmin);
+            const uint8_t *q = x->qs;
+            for (int j = 0, is = 0; j < QK_K; j += 64, q += 32, is += 2) {
+                uint8_t sc, m;
+                quant_scale_min_k4(is + 0, x->scales, &sc, &m);
+                const float d1 = d * sc, m1 = min * m;
+                quant_scale_min_k4(is + 1, x->scales, &sc, &m);
+                const float d2 = d * sc, m2 = min * m;
+                for (int l = 0; l < 32; ++l)
+                    *y++ = d1 * (q[l] & 0xF) - m1;
+                for (int l = 0; l < 32; ++l)
+                    *y++ = d2 * (q[l] >> 4) - m2;
+            }
+        }
+        break;
+    case QTYPE_Q5_K:
+        for (int64_t i = 0; i < nb; i++) {
+            const BlockQ5_K *x = (const BlockQ5_K *)vx + i;
+            const float d = H2F(x->d), min = H2F(x->dmin);
+            const uint8_t *ql = x->qs, *qh = x->qh;
+            uint8_t u1 = 1, u2 = 2;
+            for (int j = 0, is = 0; j < QK_K; j += 64, ql += 32, is += 2) {
+                uint8_t sc, m;
+                quant_scale_min_k4(is + 0, x->scales, &sc, &m);
+                const float d1 = d * sc, m1 = min * m;
+                quant_scale_min_k4(is + 1, x->scales, &sc, &m);
+                const float d2 = d * sc, m2 = min * m;
+                for (int l = 0; l < 32; ++l)
+                    *y++ = d1 * ((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
+                for (int l = 0; l < 32; ++l)
+                    *y++ = d2 * ((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+                u1 = (uint8_t)(u1 << 2);
+                u2 = (uint8_t)(u2 << 2);
+            }
+        }
+        break;
+    case QTYPE_Q6_K:
+        for (int64_t i = 0; i < nb; i++) {
+            const BlockQ6_K *x = (const BlockQ6_K *)vx + i;
+            const float d = H2F(x->d);
+            const uint8_t *ql = x->ql, *qh = x->qh;
+            const int8_t *sc = x->scales;
+            for (int n0 = 0; n0 < QK_K; n0 += 128, y += 128, ql += 64, qh += 32, sc += 8) {
+                for (int l = 0; l < 32; ++l) {
+                    const int is = l / 16;
+                    const int q1 = ((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+                    const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+                    const int q3 = ((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+                    const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+                    y[l + 0] = d * sc[is + 0] * q1;
+                    y[l + 32] = d * sc[is + 2] * q2;
+                    y[l + 64] = d * sc[is + 4] * q3;
+                    y[l + 96] = d * sc[is + 6] * q4;
+                }
+            }
+        }
+        break;
+    case QTYPE_Q8_K:
+        for (int64_t i = 0; i < nb; i++, y += QK_K) {
+            const BlockQ8_K *x = (const BlockQ8_K *)vx + i;
+            for (int j = 0; j < QK_K; j++)
+                y[j] = x->d * x->qs[j];
+        }
+        break;
+    }
+}
+
+/* ---------------------------------------------------------------- dot products */
+
+/* The canonical 32-lane order of the fp32 matvec on values fetched by get(). */
+#define LANE_DOT(n, WGET, XGET)                                                                  \
+    do {                                                                                         \
+        float acc[32] = {0};                                                                     \
+        for (int64_t j0 = 0; j0 < (n); j0 += 32)                                                 \
+            for (int l = 0; l < 32; l++) {                                                       \
+                const int64_t j = j0 + l;                                                        \
+                const float wv = j < (n) ? WGET(j) : 0.0f, xv = j < (n) ? XGET(j) : 0.0f;        \
+                acc[l] = acc[l] + wv * xv;                                                       \
+            }                                                                                    \
+        for (int h = 16; h >= 1; h /= 2)                                                         \
+            for (int l = 0; l < h; l++)                                                          \
+                acc[l] = acc[l] + acc[l + h];                                                    \
+        return acc[0];                                                                           \
+    } while (0)
+
+static float dot_f32(const float *w, const float *x, int64_t n)
+{
+#define GW(j) w[j]
+#define GX(j) x[j]
+    LANE_DOT(n, GW, GX);
+#undef GW
+#undef GX
+}
+
+static float dot_f16(const uint16_t *w, const uint16_t *x, int64_t n)
+{
+#define GW(j) H2F(w[j])
+#define GX(j) H2F(x[j])
+    LANE_DOT(n, GW, GX);
+#undef GW
+#undef GX
+}
+
+static float dot_bf16(const uint16_t *w, const uint16_t *x, int64_t n)
+{
+#define GW(j) quant_bf16_to_fp32(w[j])
+#define GX(j) quant_bf16_to_fp32(x[j])
+    LANE_DOT(n, GW, GX);
+#undef GW
+#undef GX
+}
+
+/* sum_j q_j a_j over a 32-value block whose 4-bit quants sit in qs (low nibbles: values 0..15,
+ * high nibbles: 16..31), the fifth bits in qh (NULL: none), minus offset from every quant. */
+static int block_isum(const uint8_t *qs, const uint8_t *qh4, int offset, const int8_t *a)
+{
+    uint32_t qh = 0;
+    if (qh4)
+        memcpy(&qh, qh4, sizeof qh);
+    int sumi = 0;
+    for (int j = 0; j < QK / 2; j++) {
+        const int lo = (qs[j] & 0x0F) | (int)(((qh >> j) & 1u) << 4);
+        const int hi = (qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1u) << 4);
+        sumi += (lo - offset) * a[j];
+        sumi += (hi - offset) * a[j + QK / 2];
+    }
+    return sumi;
+}
+
+static float dot_q8_0_family(QType t, const void *vw, const BlockQ8_0 *a, int64_t nb)
+{
+    float acc[8] = {0};
+    for (int64_t b = 0; b < nb; b++) {
+        int sumi = 0;
+        float dw = 0;
+        if (t == QTYPE_Q4_0) {
+            const BlockQ4_0 *w = (const BlockQ4_0 *)vw + b;
+            sumi = block_isum(w->qs, NULL, 8, a[b].qs);
+            dw = H2F(w->d);
+        } else if (t == QTYPE_Q5_0) {
+            const BlockQ5_0 *w = (const BlockQ5_0 *)vw + b;
+            sumi = block_isum(w->qs, w->qh, 16, a[b].qs);
+            dw = H2F(w->d);
+        } else {
+            const BlockQ8_0 *w = (const BlockQ8_0 *)vw + b;
+            for (int j = 0; j < QK; j++)
+                sumi += w->qs[j] * a[b].qs[j];
+            dw = H2F(w->d);
+        }
+        acc[b % 8] = acc[b % 8] + (float)sumi * (dw * H2F(a[b].d));
+    }
+    return quant_reduce8(acc);
+}
+
+static float dot_q8_1_family(QType t, const void *vw, const BlockQ8_1 *a, int64_t nb)
+{
+    float acc[8] = {0};
+    for (int64_t b = 0; b < nb; b++) {
+        int sumi = 0;
+        float p;
+        const float da = H2F(a[b].d);
+        if (t == QTYPE_Q4_1) {
+            const BlockQ4_1 *w = (const BlockQ4_1 *)vw + b;
+            sumi = block_isum(w->qs, NULL, 0, a[b].qs);
+            p = (H2F(w->d) * da) * (float)sumi + H2F(w->m) * H2F(a[b].s);
+        } else if (t == QTYPE_Q5_1) {
+            const BlockQ5_1 *w = (const BlockQ5_1 *)vw + b;
+            sumi = block_isum(w->qs, w->qh, 0, a[b].qs);
+            p = (H2F(w->d) * da) * (float)sumi + H2F(w->m) * H2F(a[b].s);
+        } else {
+            const BlockQ8_1 *w = (const BlockQ8_1 *)vw + b;
+            for (int j = 0; j < QK; j++)
+                sumi += w->qs[j] * a[b].qs[j];
+            p = (H2F(w->d) * da) * (float)sumi;
+        }
+        acc[b % 8] = acc[b % 8] + p;
+    }
+    return quant_reduce8(acc);
+}
+
+/* Value j (0..255) of a Q4_K/Q5_K super-block without its min: 0..15 or 0..31. */
+static inline int q4k_val(const BlockQ4_K *w, int j)
+{
+    const uint8_t q = w->qs[(j / 64) * 32 + j % 32];
+    return (j % 64) < 32 ? (q & 0xF) : (q >> 4);
+}
+static inline int q5k_val(const BlockQ5_K *w, int j)
+{
+    const uint8_t q = w->qs[(j / 64) * 32 + j % 32];
+    const int lo = (j % 64) < 32 ? (q & 0xF) : (q >> 4);
+    return lo | (((w->qh[j % 32] >> (j / 32)) & 1) << 4);
+}
+/* Value j of a Q6_K super-block, -32..31. */
+static inline int q6k_val(const BlockQ6_K *w, int j)
+{
+    const int h = j / 128, r = j % 128, l = r % 32, quarter = r / 32;
+    const uint8_t *ql = w->ql + 64 * h, *qh = w->qh + 32 * h;
+    const int lo = quarter == 0 ? (ql[l] & 0xF) : quarter == 1 ? (ql[l + 32] & 0xF)
+                 : quarter == 2 ? (ql[l] >> 4) : (ql[l + 32] >> 4);
+    return (lo | (((qh[l] >> (2 * quarter)) & 3) << 4)) - 32;
+}
+
+static float dot_k(QType t, const void *vw, const BlockQ8_K *a, int64_t nb)
+{
+    float sum = 0;
+    for (int64_t b = 0; b < nb; b++) {
+        int S = 0, M = 0;
+        float p;
+        if (t == QTYPE_Q4_K || t == QTYPE_Q5_K) {
+            const BlockQ4_K *w4 = (const BlockQ4_K *)vw + b;
+            const BlockQ5_K *w5 = (const BlockQ5_K *)vw + b;
+            const uint8_t *scales = t == QTYPE_Q4_K ? w4->scales : w5->scales;
+            for (int s = 0; s < QK_K / 32; s++) {
+                uint8_t sc, m;
+                quant_scale_min_k4(s, scales, &sc, &m);
+                int dot = 0;
+                for (int j = 32 * s; j < 32 * s + 32; j++)
+                    dot += (t == QTYPE_Q4_K ? q4k_val(w4, j) : q5k_val(w5, j)) * a[b].qs[j];
+                S += sc * dot;
+                M += m * (a[b].bsums[2 * s] + a[b].bsums[2 * s + 1]);
+            }
+            const float d = H2F(t == QTYPE_Q4_K ? w4->d : w5->d) * a[b].d;
+            const float dmin = H2F(t == QTYPE_Q4_K ? w4->dmin : w5->dmin) * a[b].d;
+            p = d * (float)S - dmin * (float)M;
+        } else if (t == QTYPE_Q6_K) {
+            const BlockQ6_K *w = (const BlockQ6_K *)vw + b;
+            for (int g = 0; g < QK_K / 16; g++) {
+                int dot = 0;
+                for (int j = 16 * g; j < 16 * g + 16; j++)
+                    dot += q6k_val(w, j) * a[b].qs[j];
+                S += w->scales[g] * dot;
+            }
+            p = (H2F(w->d) * a[b].d) * (float)S;
+        } else {
+            const BlockQ8_K *w = (const BlockQ8_K *)vw + b;
+            for (int j = 0; j < QK_K; j++)
+                S += w->qs[j] * a[b].qs[j];
+            p = (w->d * a[b].d) * (float)S;
+        }
+        sum = sum + p;
+    }
+    return sum;
+}
+
+float quant_dot_ref_row(QType t, const void *w, const void *x, int64_t n)
+{
+    const int64_t nb = qblocks(t, n);
+    switch (t) {
+    case QTYPE_F32: return dot_f32(w, x, n);
+    case QTYPE_F16: return dot_f16(w, x, n);
+    case QTYPE_BF16: return dot_bf16(w, x, n);
+    case QTYPE_Q4_0:
+    case QTYPE_Q5_0:
+    case QTYPE_Q8_0: return dot_q8_0_family(t, w, x, nb);
+    case QTYPE_Q4_1:
+    case QTYPE_Q5_1:
+    case QTYPE_Q8_1: return dot_q8_1_family(t, w, x, nb);
+    case QTYPE_Q4_K:
+    case QTYPE_Q5_K:
+    case QTYPE_Q6_K:
+    case QTYPE_Q8_K: return dot_k(t, w, x, nb);
+    }
+    return 0.0f;
+}
+
+float quant_vec_dot_ref(QType t, const void *w_row, const void *x_act, int64_t n)
+{
+    return quant_dot_ref_row(t, w_row, x_act, n);
+}
+
+void quant_matvec_ref(float *y, const void *w, QType t, size_t row_stride, const void *x_act,
+                      int64_t n, int d)
+{
+    CHECK(row_stride >= quant_row_bytes(t, n), "quant: row stride %zu below a %s row of %lld",
+          row_stride, quant_type_name(t), (long long)n);
+    for (int i = 0; i < d; i++)
+        y[i] = quant_dot_ref_row(t, (const char *)w + (size_t)i * row_stride, x_act, n);
+}
