@@ -7,10 +7,15 @@
  *     rotating through enough distinct matrices (a 262 MB pool) that nothing stays in cache,
  *     and reports GB/s of weights read and the fraction of the measured read bandwidth
  *     (median of the repeats);
- * (c) prints OpenBLAS's core name.
+ * (c) prints OpenBLAS's core name;
+ * (d) times quant_matvec on q8_0, q4_0 and q4_K weights (the activation already quantized,
+ *     as the engine shares it between matrices; its quantization is timed apart) on the same
+ *     shapes, through a 256 MiB pool of random blocks, as GB/s of weight bytes read and the
+ *     fraction of the roofline, beside fp32.
  * A readable table goes to stdout, then one JSON line.
  *
- * usage: matvec_bench [-r repeats] [-m read_buffer_MiB] [-n] (-n: no transparent huge pages)
+ * usage: matvec_bench [-r repeats] [-m read_buffer_MiB] [-n] [-q] (-n: no transparent huge
+ *        pages; -q: quantized kernels only, no fp32/OpenBLAS section)
  */
 #include <math.h>
 #include <stdint.h>
@@ -21,6 +26,7 @@
 #include <unistd.h>
 
 #include "kernels.h"
+#include "quant.h"
 #include "util.h"
 
 #if defined(__AVX512F__)
@@ -193,18 +199,106 @@ static void bench_shapes(Result *r, const float *pool, const Shape *shapes, int 
     }
 }
 
+/* ---- (d) quantized weights ---- */
+
+typedef struct {
+    char label[48];
+    QType type;
+    int d, n, mats;
+    double mb;
+    double med, best, paired;
+} QResult;
+
+/* Fills a pool of quantized blocks with random quants and finite scales (speed does not depend
+ * on the values; quantizing 256 MiB of floats with the reference quantizers would take long). */
+static void fill_quant_pool(uint8_t *pool, size_t bytes, QType t, uint64_t *rng)
+{
+    for (size_t i = 0; i + 8 <= bytes; i += 8) {
+        const uint64_t r = rng_next(rng);
+        memcpy(pool + i, &r, 8);
+    }
+    const size_t bb = quant_block_bytes(t);
+    const uint16_t h = kernels_f32_to_f16_one(0.001f);
+    for (size_t b = 0; b + bb <= bytes; b += bb) {
+        if (t == QTYPE_Q6_K) {
+            memcpy(pool + b + 208, &h, 2);
+        } else {
+            memcpy(pool + b, &h, 2);
+            if (t == QTYPE_Q4_K || t == QTYPE_Q5_K)
+                memcpy(pool + b + 2, &h, 2);
+        }
+    }
+}
+
+/* Seconds of one quant_matvec pass over mats x nshapes matrices of type t from pool. */
+static double qrun_pass(const uint8_t *pool, QType t, const Shape *shapes, int nshapes, int mats,
+                        const void *xa, float *y)
+{
+    const uint8_t *w = pool;
+    double t0 = time_now();
+    for (int m = 0; m < mats; m++) {
+        for (int s = 0; s < nshapes; s++) {
+            const size_t rb = quant_row_bytes(t, shapes[s].n);
+            quant_matvec(y, w, t, rb, xa, shapes[s].n, shapes[s].d);
+            w += rb * (size_t)shapes[s].d;
+        }
+    }
+    double tt = time_now() - t0;
+    sink += y[0];
+    return tt;
+}
+
+static void qbench_shapes(QResult *r, const uint8_t *pool, const Shape *shapes, int nshapes,
+                          const void *xa, float *y, int reps, double *sm)
+{
+    size_t bytes = 0;
+    for (int s = 0; s < nshapes; s++)
+        bytes += quant_row_bytes(r->type, shapes[s].n) * (size_t)shapes[s].d;
+    bytes *= (size_t)r->mats;
+    const size_t nread = (bytes / sizeof(float)) & ~(size_t)127;
+    double *gbs = sm, *rel = sm + reps;
+    for (int k = -1; k < reps; k++) {
+        double t0 = time_now();
+        sink += bench_read4((const float *)(const void *)pool, nread);
+        const double gr = (double)nread * sizeof(float) / (time_now() - t0) / 1e9;
+        const double t = qrun_pass(pool, r->type, shapes, nshapes, r->mats, xa, y);
+        if (k < 0)
+            continue;
+        read_best_seen = fmax(read_best_seen, gr);
+        gbs[k] = (double)bytes / t / 1e9;
+        rel[k] = gbs[k] / gr;
+    }
+    r->mb = (double)bytes / 1e6;
+    r->med = median(gbs, reps);
+    r->best = gbs[reps - 1];
+    r->paired = median(rel, reps);
+}
+
+/* Median microseconds of quant_quantize_act for a row of n values. */
+static double qact_us(QType t, int n, const float *x, void *out, int reps, double *sm)
+{
+    for (int k = 0; k < reps; k++) {
+        double t0 = time_now();
+        for (int i = 0; i < 100; i++)
+            quant_quantize_act(out, x, t, n);
+        sm[k] = (time_now() - t0) / 100 * 1e6;
+    }
+    return median(sm, reps);
+}
+
 int main(int argc, char **argv)
 {
     int reps = 21;
     size_t read_mib = 1024;
-    int opt;
-    while ((opt = getopt(argc, argv, "r:m:n")) != -1) {
+    int opt, quant_only = 0;
+    while ((opt = getopt(argc, argv, "r:m:nq")) != -1) {
         switch (opt) {
         case 'r': reps = atoi(optarg); break;
         case 'm': read_mib = (size_t)atol(optarg); break;
         case 'n': use_hugepages = 0; break;
+        case 'q': quant_only = 1; break;
         default:
-            fprintf(stderr, "usage: %s [-r repeats] [-m read_buffer_MiB] [-n]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-r repeats] [-m read_buffer_MiB] [-n] [-q]\n", argv[0]);
             return 2;
         }
     }
@@ -262,7 +356,7 @@ int main(int argc, char **argv)
 
     Result res[8];
     int nres = 0;
-    for (int s = 0; s < nshapes; s++) {
+    for (int s = 0; s < nshapes && !quant_only; s++) {
         Result *r = &res[nres++];
         size_t per = (size_t)shapes[s].d * (size_t)shapes[s].n;
         r->d = shapes[s].d;
@@ -271,13 +365,52 @@ int main(int argc, char **argv)
         snprintf(r->label, sizeof r->label, "%dx%d %s", r->d, r->n, shapes[s].name);
         bench_shapes(r, pool, &shapes[s], 1, x, y, reps, sm);
     }
-    {
+    if (!quant_only) {
         Result *r = &res[nres++];
         r->d = 0;
         r->n = 0;
         r->mats = 1;
         snprintf(r->label, sizeof r->label, "TinyLlama layer (x7)");
         bench_shapes(r, pool, layer, nlayer, x, y, reps, sm);
+    }
+
+    /* (d) quantized weights, the pool's memory reused as blocks */
+    static const QType qtypes[] = {QTYPE_Q8_0, QTYPE_Q4_0, QTYPE_Q4_K};
+    static const Shape qshapes[] = {{"wq/wo", 2048, 2048}, {"w1/w3", 5632, 2048},
+                                    {"w2", 2048, 5632}};
+    const int nqt = (int)(sizeof qtypes / sizeof qtypes[0]);
+    const int nqs = (int)(sizeof qshapes / sizeof qshapes[0]);
+    const size_t qpool_bytes = pool_n * sizeof(float);
+    uint8_t *qpool = (uint8_t *)(void *)pool;
+    void *xa = xmalloc(quant_row_bytes(QTYPE_Q8_0, 5632) + quant_row_bytes(QTYPE_Q8_K, 5632));
+    QResult qres[16];
+    double act_us[3][2];
+    int nq = 0;
+    for (int k = 0; k < nqt; k++) {
+        const QType t = qtypes[k];
+        fill_quant_pool(qpool, qpool_bytes, t, &rng);
+        quant_quantize_act(xa, x, t, 5632); /* its prefix is the activation of 2048 columns */
+        for (int s = 0; s <= nqs; s++) {
+            QResult *r = &qres[nq++];
+            r->type = t;
+            if (s < nqs) {
+                r->d = qshapes[s].d;
+                r->n = qshapes[s].n;
+                r->mats = (int)(qpool_bytes / (quant_row_bytes(t, r->n) * (size_t)r->d));
+                snprintf(r->label, sizeof r->label, "%dx%d %s", r->d, r->n, qshapes[s].name);
+                qbench_shapes(r, qpool, &qshapes[s], 1, xa, y, reps, sm);
+            } else {
+                size_t lb = 0;
+                for (int l = 0; l < nlayer; l++)
+                    lb += quant_row_bytes(t, layer[l].n) * (size_t)layer[l].d;
+                r->d = r->n = 0;
+                r->mats = (int)(qpool_bytes / lb);
+                snprintf(r->label, sizeof r->label, "TinyLlama layers (x%d)", r->mats);
+                qbench_shapes(r, qpool, layer, nlayer, xa, y, reps, sm);
+            }
+        }
+        act_us[k][0] = qact_us(t, 2048, x, xa, reps, sm);
+        act_us[k][1] = qact_us(t, 5632, x, xa, reps, sm);
     }
 
     /* (c) report */
@@ -304,6 +437,23 @@ int main(int argc, char **argv)
                r->label, r->mb, r->med[0], r->best[0], r->best[0] / roof, r->paired[0],
                r->med[1], r->best[1], r->best[1] / roof, r->paired[1], r->med[0] / r->med[1]);
     }
+    printf("\nquantized weights (quant_matvec, SIMD path %s): GB/s of weight bytes read\n",
+           quant_simd_name());
+    printf("%-6s %-24s %6s | %6s %6s %6s %6s %6s | %s\n", "type", "matrix (rows x cols)", "MB",
+           "med", "best", "m/roof", "b/roof", "paired", "fp32 own med");
+    for (int i = 0; i < nq; i++) {
+        const QResult *r = &qres[i];
+        double f32 = 0;
+        for (int j = 0; j < nres; j++)
+            if (res[j].d == r->d && res[j].n == r->n)
+                f32 = res[j].med[0];
+        printf("%-6s %-24s %6.1f | %6.2f %6.2f %6.3f %6.3f %6.3f | %6.2f\n",
+               quant_type_name(r->type), r->label, r->mb, r->med, r->best, r->med / roof,
+               r->best / roof, r->paired, f32);
+    }
+    for (int k = 0; k < nqt; k++)
+        printf("activation to %s: %.2f us (2048 values), %.2f us (5632)\n",
+               quant_type_name(quant_vec_dot_type(qtypes[k])), act_us[k][0], act_us[k][1]);
     printf("\n{\"bench\":\"matvec\",\"reps\":%d,\"openblas_core\":\"%s\",\"hugepages\":%s,"
            "\"read1_gbs\":%.3f,\"read4_gbs\":%.3f,\"read_paired_best_gbs\":%.3f,"
            "\"copy_gbs\":%.3f,\"roofline_gbs\":%.3f,\"results\":[",
@@ -321,9 +471,19 @@ int main(int argc, char **argv)
                    r->paired[m]);
         printf("}");
     }
+    printf("],\"quant_simd\":\"%s\",\"quant\":[", quant_simd_name());
+    for (int i = 0; i < nq; i++) {
+        const QResult *r = &qres[i];
+        printf("%s{\"type\":\"%s\",\"matrix\":\"%s\",\"rows\":%d,\"cols\":%d,\"mats\":%d,"
+               "\"mb\":%.1f,\"med_gbs\":%.3f,\"best_gbs\":%.3f,\"med_frac\":%.4f,"
+               "\"best_frac\":%.4f,\"paired_frac\":%.4f}",
+               i ? "," : "", quant_type_name(r->type), r->label, r->d, r->n, r->mats, r->mb,
+               r->med, r->best, r->med / roof, r->best / roof, r->paired);
+    }
     printf("]}\n");
 
     free(sm);
+    free(xa);
     free(x);
     free(y);
     big_free(pool, pool_n * sizeof(float));

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # roofline.sh: builds bench/matvec_bench if needed and runs it (arguments pass through:
-# -r repeats, -m read-buffer MiB, -n no huge pages).  Uses the CMake build in $BUILD_DIR
+# -r repeats, -m read-buffer MiB, -n no huge pages, -q only the quantized kernels: q8_0, q4_0,
+# q4_K beside the read roofline).  Uses the CMake build in $BUILD_DIR
 # (default build/) when it is configured with the bench target; otherwise compiles the
 # benchmark directly with the project's flags into $BUILD_DIR/bench-standalone/.
 set -euo pipefail

@@ -3,11 +3,29 @@
 #ifndef HEADSPLIT_CONFIG_H
 #define HEADSPLIT_CONFIG_H
 
+#include "quant.h"
+
 #include <hdf5.h>
 #include <stddef.h>
 
-/* Format version written into every model file; files of another version are refused. */
+/* Format version of a file whose matrices are all float32; a file holding any quantized
+ * matrix has version 2 (docs/model-format.md).  Readers accept both, refuse others. */
 #define HEADSPLIT_FORMAT_VERSION 1
+#define HEADSPLIT_FORMAT_VERSION_QUANT 2
+
+/* The matrix kinds, for the stored type of each (ModelConfig.wtype). */
+typedef enum {
+    WKIND_EMBED = 0,
+    WKIND_LM_HEAD,
+    WKIND_WQ,
+    WKIND_WK,
+    WKIND_WV,
+    WKIND_WO,
+    WKIND_W_GATE,
+    WKIND_W_UP,
+    WKIND_W_DOWN,
+    WKIND_COUNT
+} WeightKind;
 
 typedef enum { ARCH_LLAMA = 0, ARCH_GPT2 = 1 } Arch;
 /* RoPE pair layout: adjacent pairs (2i, 2i+1) as Meta/llama2.c, or halves (i, i+hd/2) as HF. */
@@ -28,6 +46,11 @@ typedef struct {
     RopeStyle rope_style;
     int tied_embeddings; /* LM head is the token embedding */
     int bos_id, eos_id;  /* -1 when absent */
+    /* Stored type of each matrix kind (QType; QTYPE_F32 = 0, so a zeroed config is fp32).
+     * Where layers differ (llama.cpp's Q4_K_M mix) the widest one, so that budgets built on
+     * it are never short.  Filled by config_read from the datasets. */
+    int wtype[WKIND_COUNT];
+    char quantization[16]; /* "" for fp32 files, else e.g. "q8_0", "q4_K_M", "mixed" */
 } ModelConfig;
 
 /* Query heads per KV group. */
@@ -48,11 +71,31 @@ int config_preset(const char *name, ModelConfig *out);
 const char *config_arch_name(Arch a);
 const char *config_rope_name(RopeStyle r);
 
+/* The dataset name of a matrix kind ("wq", "embed"); layer kinds live under /layers/<l>/. */
+const char *config_wkind_name(WeightKind k);
+/* Reads the stored type of every matrix kind into c->wtype (the widest over layers); for
+ * tools that build a ModelConfig by hand and then open a file.  -1 with err. */
+int config_read_wtypes(ModelConfig *c, hid_t file, const char *fname, char *err,
+                       size_t errlen);
+
 /* Parameter counts (floats) of one layer's pieces, for memory accounting and placement. */
 size_t config_attn_unit_floats(const ModelConfig *c, int n_q_heads); /* wq part + wk + wv (+ biases) */
 size_t config_proj_floats(const ModelConfig *c);                      /* wo (+ bo) */
 size_t config_ffn_floats(const ModelConfig *c, int ffn_cols);        /* gate/up/down slice (+ biases, norms) */
 size_t config_layer_floats(const ModelConfig *c);
+/* The same in bytes of the stored types (c->wtype; norms and biases float32): what a rank
+ * holds, for budgets, placement and the metrics.  config_proj_cols_bytes: ncols columns of
+ * the output projection (the row-parallel share of a head range). */
+size_t config_attn_unit_bytes(const ModelConfig *c, int n_q_heads);
+size_t config_proj_bytes(const ModelConfig *c);
+size_t config_proj_cols_bytes(const ModelConfig *c, int ncols);
+size_t config_ffn_bytes(const ModelConfig *c, int ffn_cols);
+size_t config_layer_bytes(const ModelConfig *c);
+/* n_rows rows of the LM head (of the embedding when tied). */
+size_t config_head_rows_bytes(const ModelConfig *c, int n_rows);
+/* Values per block of a matrix kind's stored type (1 for float types): column cuts of it
+ * must fall on multiples of this. */
+int config_wkind_block(const ModelConfig *c, WeightKind k);
 /* Bytes of KV cache for one KV group of one layer holding n positions. */
 size_t config_kv_bytes(const ModelConfig *c, int n_positions);
 

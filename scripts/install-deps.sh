@@ -2,7 +2,8 @@
 # Installs everything HeadSplit needs to build, run and test, from Debian packages.
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin libopenblas-dev
-      libhdf5-dev hdf5-tools libcmocka-dev libjansson-dev libpcre2-dev jq gnuplot-nox)
+      libhdf5-dev hdf5-tools libcmocka-dev libjansson-dev libpcre2-dev jq gnuplot-nox
+      gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -14,8 +14,12 @@
  */
 #include "kernels.h"
 
-#include <cblas.h>
 #include <string.h>
+/* HEADSPLIT_NO_BLAS: a build without OpenBLAS (the aarch64 cross check, scripts/test-aarch64.sh);
+ * MATVEC_BLAS then runs the own kernel. */
+#if !defined(HEADSPLIT_NO_BLAS)
+#include <cblas.h>
+#endif
 
 #if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
@@ -29,8 +33,10 @@ static MatvecImpl matvec_impl = MATVEC_AUTO;
 void kernels_set_matvec(MatvecImpl impl)
 {
     matvec_impl = impl;
+#if !defined(HEADSPLIT_NO_BLAS)
     if (impl == MATVEC_BLAS)
         openblas_set_num_threads(1);
+#endif
 }
 
 /* The implementation kernels_matvec uses now. */
@@ -39,8 +45,12 @@ MatvecImpl kernels_get_matvec(void) { return matvec_impl; }
 /* OpenBLAS's core name (static storage; "unknown" if it gives none). */
 const char *kernels_blas_corename(void)
 {
+#if defined(HEADSPLIT_NO_BLAS)
+    return "none";
+#else
     const char *name = openblas_get_corename();
     return name ? name : "unknown";
+#endif
 }
 
 /* ---- portable C (GCC/Clang vector extensions): the path on CPUs without AVX2, e.g. NEON ----
@@ -309,7 +319,11 @@ static void matvec_blas(float *y, const float *w, const float *x, int n, int d, 
             y[i] = 0.0f;
         return;
     }
+#if defined(HEADSPLIT_NO_BLAS)
+    matvec_own(y, w, x, n, d, ld);
+#else
     cblas_sgemv(CblasRowMajor, CblasNoTrans, d, n, 1.0f, w, (int)ld, x, 1, 0.0f, y, 1);
+#endif
 }
 
 /* y[d] = W x by the own kernel, whatever the switch says; rows ld floats apart. */

@@ -4,9 +4,14 @@
  * Exactness: every path computes the order documented in quant_ref.c.  Integer block sums are
  * exact, and the float steps after them (block scale products, lane accumulators, reduction
  * tree) are the same operations in the same order, so the SIMD results equal the plain-C ones
- * bit for bit for every type (tests/unit/test_quant.c and tests/aarch64/quant_check.c check
- * it).  QTYPE_F32 goes to the fp32 matvec (kernels_matvec_own) so fp32 models keep their
- * results. */
+ * bit for bit for every type with finite scales (tests/unit/test_quant.c and
+ * tests/aarch64/quant_check.c check it).  QTYPE_F32 goes to the fp32 matvec
+ * (kernels_matvec_own) so fp32 models keep their results.
+ *
+ * Rows are read through the block structs: a row must start 2-byte aligned (4 for Q8_K), as
+ * GGUF data (32-byte aligned, even block sizes) and malloc'ed buffers do.  The 512-bit matvec
+ * lays the activation out on the stack once per call (about 40 KiB; rows longer than 32768
+ * values take the per-row path instead). */
 #include "quant_impl.h"
 
 #include <string.h>
@@ -14,9 +19,67 @@
 #include "kernels.h"
 #include "util.h"
 
+/* The path this build takes: the best one it was compiled for. */
+static QuantPath quant_best_path(void)
+{
+#if defined(QUANT_HAVE_VNNI)
+    return QUANT_PATH_VNNI;
+#elif defined(QUANT_HAVE_AVX2)
+    return QUANT_PATH_AVX2;
+#elif defined(QUANT_HAVE_NEON)
+    return QUANT_PATH_NEON;
+#else
+    return QUANT_PATH_C;
+#endif
+}
+
 const char *quant_simd_name(void)
 {
-    return "c";
+    static const char *const names[] = {"c", "avx2", "avx512vnni", "neon"};
+    return names[quant_best_path()];
+}
+
+int quant_path_available(QuantPath p)
+{
+    switch (p) {
+    case QUANT_PATH_C:
+        return 1;
+    case QUANT_PATH_AVX2:
+#if defined(QUANT_HAVE_AVX2)
+        return 1;
+#else
+        return 0;
+#endif
+    case QUANT_PATH_VNNI:
+#if defined(QUANT_HAVE_VNNI)
+        return 1;
+#else
+        return 0;
+#endif
+    case QUANT_PATH_NEON:
+#if defined(QUANT_HAVE_NEON)
+        return 1;
+#else
+        return 0;
+#endif
+    }
+    return 0;
+}
+
+float quant_dot_row_path(QuantPath p, QType t, const void *w, const void *x, int64_t n)
+{
+    float out;
+#if defined(QUANT_HAVE_AVX2)
+    if ((p == QUANT_PATH_AVX2 || p == QUANT_PATH_VNNI) &&
+        quant_x86_dot(p == QUANT_PATH_VNNI, t, w, x, n, &out))
+        return out;
+#endif
+#if defined(QUANT_HAVE_NEON)
+    if (p == QUANT_PATH_NEON && quant_neon_dot(t, w, x, n, &out))
+        return out;
+#endif
+    (void)p, (void)out;
+    return quant_dot_ref_row(t, w, x, n);
 }
 
 void quant_dequantize_row(float *y, const void *x, QType t, int64_t n)
@@ -26,6 +89,11 @@ void quant_dequantize_row(float *y, const void *x, QType t, int64_t n)
 
 void quant_quantize_row(void *y, const float *x, QType t, int64_t n)
 {
+#if defined(QUANT_HAVE_AVX2)
+    (void)quant_row_bytes(t, n); /* checks n against the block size */
+    if (quant_x86_quantize(t, y, x, n))
+        return;
+#endif
     quant_quantize_row_ref(y, x, t, n);
 }
 
@@ -37,7 +105,7 @@ void quant_quantize_act(void *out, const float *x, QType t, int64_t n)
 /* One row's dot on the fastest path; n already checked against t's block size. */
 static float quant_dot_row(QType t, const void *w, const void *x, int64_t n)
 {
-    return quant_dot_ref_row(t, w, x, n);
+    return quant_dot_row_path(quant_best_path(), t, w, x, n);
 }
 
 float quant_vec_dot(QType t, const void *w_row, const void *x_act, int64_t n)
@@ -63,6 +131,11 @@ void quant_matvec(float *y, const void *w, QType t, size_t row_stride, const voi
         kernels_matvec_own(y, w, x_act, (int)n, d, row_stride / sizeof(float));
         return;
     }
+#if defined(QUANT_HAVE_AVX2)
+    const QuantPath p = quant_best_path();
+    if (quant_x86_matvec(p == QUANT_PATH_VNNI, t, y, w, row_stride, x_act, n, d))
+        return;
+#endif
     for (int i = 0; i < d; i++)
         y[i] = quant_dot_row(t, (const char *)w + (size_t)i * row_stride, x_act, n);
 }

@@ -84,4 +84,39 @@ static inline float quant_reduce8(const float *a)
 /* Plain-C row dots (quant_ref.c), also the dispatcher's fallback for types without SIMD. */
 float quant_dot_ref_row(QType t, const void *w_row, const void *x_act, int64_t n);
 
+/* The code paths of a row dot.  A build holds the paths its target allows (compile-time, as
+ * matvec.c): AVX2 needs AVX2 and F16C; VNNI (the 32-value types' block sums with vpdpbusd)
+ * needs AVX512VL and AVX512VNNI and comes with AVX2 for the rest; NEON is any aarch64. */
+typedef enum {
+    QUANT_PATH_C = 0,
+    QUANT_PATH_AVX2 = 1,
+    QUANT_PATH_VNNI = 2,
+    QUANT_PATH_NEON = 3,
+} QuantPath;
+
+#if defined(__AVX2__) && defined(__F16C__)
+#define QUANT_HAVE_AVX2 1
+#if defined(__AVX512VL__) && defined(__AVX512VNNI__)
+#define QUANT_HAVE_VNNI 1
+#endif
+#endif
+#if defined(__aarch64__) && defined(__ARM_NEON)
+#define QUANT_HAVE_NEON 1
+#endif
+
+/* 1 if this build has path p. */
+int quant_path_available(QuantPath p);
+/* One row's dot (n checked) on path p, or on the plain-C twin where p lacks type t or this
+ * build lacks p.  The tests hold every available path to the C twin. */
+float quant_dot_row_path(QuantPath p, QType t, const void *w_row, const void *x_act, int64_t n);
+
+/* The SIMD rows (quant_x86.c, quant_neon.c): 1 and *out set if the path has type t. */
+int quant_x86_dot(int vnni, QType t, const void *w, const void *x, int64_t n, float *out);
+/* y = x quantized to t on the x86 path if it has t's quantizer (returns 1; Q8_0), else 0. */
+int quant_x86_quantize(QType t, void *y, const float *x, int64_t n);
+/* y[d] = W x on the x86 path if it has a whole-matrix kernel for t (returns 1), else 0. */
+int quant_x86_matvec(int vnni, QType t, float *y, const void *w, size_t stride,
+                     const void *x, int64_t n, int d);
+int quant_neon_dot(QType t, const void *w, const void *x, int64_t n, float *out);
+
 #endif

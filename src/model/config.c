@@ -81,11 +81,16 @@ int config_read(ModelConfig *c, hid_t file, const char *fname, char *err, size_t
         return util_err(err, errlen, "%s: no /config group: not a HeadSplit model file", fname);
     if (h5io_attr_read_int(file, "/config", "format_version", &version, fname, err, errlen) < 0)
         return -1;
-    if (version != HEADSPLIT_FORMAT_VERSION)
+    if (version != HEADSPLIT_FORMAT_VERSION && version != HEADSPLIT_FORMAT_VERSION_QUANT)
         return util_err(err, errlen,
-                        "%s: field format_version is %d, this program reads version %d "
+                        "%s: field format_version is %d, this program reads versions %d and %d "
                         "(re-convert the model with this headsplit-convert)",
-                        fname, version, HEADSPLIT_FORMAT_VERSION);
+                        fname, version, HEADSPLIT_FORMAT_VERSION,
+                        HEADSPLIT_FORMAT_VERSION_QUANT);
+    if (version == HEADSPLIT_FORMAT_VERSION_QUANT &&
+        h5io_attr_read_string(file, "/config", "quantization", c->quantization,
+                              sizeof c->quantization, fname, err, errlen) < 0)
+        return -1;
     char arch[32], rope[32];
     double eps, theta;
     struct { const char *name; int *dst; } ints[] = {
@@ -127,6 +132,51 @@ int config_read(ModelConfig *c, hid_t file, const char *fname, char *err, size_t
     char verr[256];
     if (config_validate(c, verr, sizeof verr) < 0)
         return util_err(err, errlen, "%s: %s", fname, verr);
+    /* A version-1 file is float32 throughout (its datasets are checked when loaded). */
+    if (version == HEADSPLIT_FORMAT_VERSION_QUANT &&
+        config_read_wtypes(c, file, fname, err, errlen) < 0)
+        return -1;
+    return 0;
+}
+
+static const char *const wkind_names[WKIND_COUNT] = {
+    "embed", "lm_head", "wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down",
+};
+
+const char *config_wkind_name(WeightKind k)
+{
+    return k >= 0 && k < WKIND_COUNT ? wkind_names[k] : "?";
+}
+
+/* Bytes per 256 values of a type: orders types by width. */
+static size_t type_width(int t) { return quant_row_bytes((QType)t, 256); }
+
+int config_read_wtypes(ModelConfig *c, hid_t file, const char *fname, char *err,
+                       size_t errlen)
+{
+    for (int k = 0; k < WKIND_COUNT; k++) {
+        c->wtype[k] = QTYPE_F32;
+        const int layered = k >= WKIND_WQ;
+        const int n = layered ? c->n_layers : 1;
+        int found = 0;
+        for (int l = 0; l < n; l++) {
+            char p[96];
+            if (layered)
+                snprintf(p, sizeof p, "/layers/%d/%s", l, wkind_names[k]);
+            else
+                snprintf(p, sizeof p, "/%s", wkind_names[k]);
+            if (!h5io_exists(file, p))
+                continue; /* untied lm_head, gpt2's w_gate: the loader names what is missing */
+            H5Tensor ti;
+            if (h5io_tensor_info(file, p, &ti, fname, err, errlen) < 0)
+                return -1;
+            if (!found || type_width(ti.type) > type_width(c->wtype[k]))
+                c->wtype[k] = ti.type;
+            found = 1;
+        }
+    }
+    if (c->tied_embeddings)
+        c->wtype[WKIND_LM_HEAD] = c->wtype[WKIND_EMBED];
     return 0;
 }
 
@@ -136,7 +186,11 @@ int config_write(const ModelConfig *c, hid_t file, char *err, size_t errlen)
     if (g < 0)
         return util_err(err, errlen, "cannot create /config group");
     int rc = 0;
-    rc |= h5io_attr_write_int(g, "format_version", HEADSPLIT_FORMAT_VERSION);
+    const int quant = c->quantization[0] != '\0';
+    rc |= h5io_attr_write_int(g, "format_version",
+                              quant ? HEADSPLIT_FORMAT_VERSION_QUANT : HEADSPLIT_FORMAT_VERSION);
+    if (quant)
+        rc |= h5io_attr_write_string(g, "quantization", c->quantization);
     rc |= h5io_attr_write_string(g, "architecture", config_arch_name(c->arch));
     rc |= h5io_attr_write_int(g, "dim", c->dim);
     rc |= h5io_attr_write_int(g, "n_layers", c->n_layers);
@@ -183,6 +237,61 @@ size_t config_layer_floats(const ModelConfig *c)
 {
     return config_attn_unit_floats(c, config_q_per_kv(c)) * (size_t)c->n_kv_heads +
            config_proj_floats(c) + config_ffn_floats(c, c->ffn_dim);
+}
+
+/* Bytes of n values in type t, rounded up to whole blocks (a cut that is not block-aligned
+ * is refused by the loader; the estimate stays defined for the planner). */
+static size_t nbytes(int t, size_t n)
+{
+    const size_t bs = (size_t)quant_block_size((QType)t);
+    return (n + bs - 1) / bs * quant_block_bytes((QType)t);
+}
+
+size_t config_attn_unit_bytes(const ModelConfig *c, int n_q_heads)
+{
+    size_t hd = (size_t)c->head_dim, dim = (size_t)c->dim, nq = (size_t)n_q_heads;
+    size_t b = nq * hd * nbytes(c->wtype[WKIND_WQ], dim) +
+               hd * (nbytes(c->wtype[WKIND_WK], dim) + nbytes(c->wtype[WKIND_WV], dim)) +
+               dim * sizeof(float);
+    if (c->arch == ARCH_GPT2)
+        b += (nq * hd + 2 * hd + dim) * sizeof(float);
+    return b;
+}
+
+size_t config_proj_cols_bytes(const ModelConfig *c, int ncols)
+{
+    return (size_t)c->dim * nbytes(c->wtype[WKIND_WO], (size_t)ncols);
+}
+
+size_t config_proj_bytes(const ModelConfig *c)
+{
+    size_t b = config_proj_cols_bytes(c, c->n_heads * c->head_dim);
+    return c->arch == ARCH_GPT2 ? b + (size_t)c->dim * sizeof(float) : b;
+}
+
+size_t config_ffn_bytes(const ModelConfig *c, int ffn_cols)
+{
+    size_t dim = (size_t)c->dim, f = (size_t)ffn_cols;
+    size_t b = f * nbytes(c->wtype[WKIND_W_UP], dim) + dim * nbytes(c->wtype[WKIND_W_DOWN], f);
+    if (c->arch == ARCH_GPT2)
+        return b + (f + 3 * dim) * sizeof(float);
+    return b + f * nbytes(c->wtype[WKIND_W_GATE], dim) + dim * sizeof(float);
+}
+
+size_t config_layer_bytes(const ModelConfig *c)
+{
+    return config_attn_unit_bytes(c, config_q_per_kv(c)) * (size_t)c->n_kv_heads +
+           config_proj_bytes(c) + config_ffn_bytes(c, c->ffn_dim);
+}
+
+size_t config_head_rows_bytes(const ModelConfig *c, int n_rows)
+{
+    return (size_t)n_rows * nbytes(c->wtype[WKIND_LM_HEAD], (size_t)c->dim);
+}
+
+int config_wkind_block(const ModelConfig *c, WeightKind k)
+{
+    return quant_block_size((QType)c->wtype[k]);
 }
 
 size_t config_kv_bytes(const ModelConfig *c, int n_positions)

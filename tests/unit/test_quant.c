@@ -18,6 +18,8 @@
 #include "kernels.h"
 #include "quant.h"
 #include "util.h"
+/* The path-level entry (every SIMD path this build has, not only the best one). */
+#include "../../src/kernels/quant_impl.h"
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -193,6 +195,15 @@ static void test_hand_computed_blocks(void **state)
     assert_int_equal(h16(out), 0x3C00);
     for (int j = 0; j < 32; j++)
         assert_int_equal((int8_t)out[2 + j], j == 9 ? -13 : (int)x[j]);
+
+    /* Q8_0 ties round half away from zero (roundf), not to even: x.5 -> x+1, -x.5 -> -x-1. */
+    for (int j = 0; j < 32; j++)
+        x[j] = (float)(j - 16) + 0.5f;
+    x[31] = 127.0f;
+    quant_quantize_row(out, x, QTYPE_Q8_0, 32);
+    assert_int_equal(h16(out), 0x3C00);
+    for (int j = 0; j < 31; j++)
+        assert_int_equal((int8_t)out[2 + j], j - 16 >= 0 ? j - 16 + 1 : j - 16);
 
     /* Q4_0: the largest magnitude -8 gives d = 1 and quants value + 8. */
     for (int j = 0; j < 32; j++)
@@ -429,11 +440,12 @@ static void test_simd_equals_ref(void **state)
 {
     (void)state;
     uint64_t rng = 5;
-    const int64_t n = 2048 + 256;
-    const int d = 37;
     fprintf(stderr, "quant SIMD path: %s\n", quant_simd_name());
-    for (int k = 0; k < COUNT(all_types); k++) {
-        const QType t = all_types[k], vt = quant_vec_dot_type(t);
+    /* 2304 values; 33024 is past the 512-bit matvec's activation layout (32768) */
+    for (int k = 0; k < 2 * COUNT(all_types); k++) {
+        const QType t = all_types[k % COUNT(all_types)], vt = quant_vec_dot_type(t);
+        const int64_t n = k < COUNT(all_types) ? 2048 + 256 : 33024;
+        const int d = k < COUNT(all_types) ? 37 : 3;
         const size_t rb = quant_row_bytes(t, n);
         float *w = rand_vec(&rng, (size_t)n * d, 0.1f), *x = rand_vec(&rng, (size_t)n, 1.0f);
         for (int64_t j = 0; j < n; j += 61)
@@ -466,6 +478,90 @@ static void test_simd_equals_ref(void **state)
             free(yk);
         }
         free(w), free(x), free(wq), free(wr), free(xa), free(xr), free(y), free(yr);
+    }
+}
+
+/* Weight rows of random bytes (every quant value, Q8_0's -128, any Q6_K scale) with finite
+ * random scales: each path this build has must equal the plain-C twin bit for bit. */
+static void fill_random_row(uint8_t *row, QType t, int64_t n, uint64_t *rng)
+{
+    const size_t rb = quant_row_bytes(t, n);
+    for (size_t i = 0; i < rb; i++)
+        row[i] = (uint8_t)rng_next(rng);
+    if (t == QTYPE_F16 || t == QTYPE_BF16) {
+        for (int64_t j = 0; j < n; j++) {
+            uint16_t h;
+            const float f = rng_normal(rng);
+            quant_quantize_row(&h, &f, t, 1);
+            memcpy(row + 2 * j, &h, 2);
+        }
+        return;
+    }
+    if (t == QTYPE_F32) {
+        for (int64_t j = 0; j < n; j++) {
+            const float f = rng_normal(rng);
+            memcpy(row + 4 * j, &f, 4);
+        }
+        return;
+    }
+    const size_t bb = quant_block_bytes(t);
+    for (size_t b = 0; b < rb / bb; b++) {
+        uint8_t *blk = row + b * bb;
+        const uint16_t h0 = kernels_f32_to_f16_one(0.01f * rng_normal(rng));
+        const uint16_t h1 = kernels_f32_to_f16_one(0.01f * rng_normal(rng));
+        if (t == QTYPE_Q6_K) {
+            memcpy(blk + 208, &h0, 2);
+        } else if (t == QTYPE_Q8_K) {
+            const float d = 0.01f * rng_normal(rng);
+            memcpy(blk, &d, 4);
+        } else {
+            memcpy(blk, &h0, 2);
+            if (t == QTYPE_Q4_1 || t == QTYPE_Q5_1 || t == QTYPE_Q8_1 || t == QTYPE_Q4_K ||
+                t == QTYPE_Q5_K)
+                memcpy(blk + 2, &h1, 2);
+        }
+    }
+}
+
+static void test_every_path_equals_ref(void **state)
+{
+    (void)state;
+    uint64_t rng = 21;
+    static const int64_t ns[] = {256, 512, 768, 2048, 2304, 5632, 33024};
+    static const QuantPath paths[] = {QUANT_PATH_AVX2, QUANT_PATH_VNNI, QUANT_PATH_NEON};
+    int n_paths = 0;
+    for (int p = 0; p < COUNT(paths); p++)
+        n_paths += quant_path_available(paths[p]);
+    fprintf(stderr, "quant paths in this build besides C: %d\n", n_paths);
+    /* and for the 32-value types, counts of blocks that leave 1..7 past a multiple of 8 */
+    static const int64_t ns32[] = {32, 96, 224, 2080, 5664, 4000};
+    for (int k = 0; k < COUNT(all_types); k++) {
+        const QType t = all_types[k], vt = quant_vec_dot_type(t);
+        for (int c = 0; c < COUNT(ns) + COUNT(ns32); c++) {
+            if (c >= COUNT(ns) && quant_block_size(t) == 256)
+                break;
+            const int64_t n = c < COUNT(ns) ? ns[c] : ns32[c - COUNT(ns)];
+            uint8_t *w = xmalloc(quant_row_bytes(t, n)), *xa = xmalloc(quant_row_bytes(vt, n));
+            float *x = rand_vec(&rng, (size_t)n, 1.0f);
+            for (int64_t j = 0; j < n; j += 37)
+                x[j] *= 50.0f;
+            for (int rep = 0; rep < 4; rep++) {
+                fill_random_row(w, t, n, &rng);
+                quant_quantize_act(xa, x, t, n);
+                const float ref = quant_vec_dot_ref(t, w, xa, n);
+                for (int p = 0; p < COUNT(paths); p++) {
+                    if (!quant_path_available(paths[p]))
+                        continue;
+                    const float v = quant_dot_row_path(paths[p], t, w, xa, n);
+                    if (memcmp(&v, &ref, sizeof v) != 0) {
+                        print_error("%s n=%lld path %d: %.9g, C twin %.9g\n", quant_type_name(t),
+                                    (long long)n, (int)paths[p], (double)v, (double)ref);
+                        fail();
+                    }
+                }
+            }
+            free(w), free(xa), free(x);
+        }
     }
 }
 
@@ -695,6 +791,7 @@ int main(void)
         cmocka_unit_test(test_round_trip_bounds),
         cmocka_unit_test(test_vec_dot_matches_dequantized),
         cmocka_unit_test(test_simd_equals_ref),
+        cmocka_unit_test(test_every_path_equals_ref),
         cmocka_unit_test(test_row_and_column_slices),
         cmocka_unit_test(test_quantizers_match_llama_quantize),
     };
