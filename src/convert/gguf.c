@@ -53,7 +53,6 @@ typedef struct {
     const GgufFile *g;
     ModelWriter *w;
     const char *arch; /* metadata key prefix: "llama" or "gpt2" */
-    int n_quant;      /* tensors stored as blocks */
     char *err;
     size_t errlen;
 } Conv;
@@ -175,69 +174,46 @@ static const GgufTensor *need_tensor(Conv *cv, const char *name, int64_t ne0, in
     return t;
 }
 
-/* A contiguous dataset of the given type without modification times (as writer.c makes them,
- * so that one input gives a byte-identical file); parents created. */
-static hid_t create_dataset(hid_t file, const char *path, hid_t type, int rank,
-                            const uint64_t *dims)
+/* Fill callback of writer_stream_tensor: float32 values straight from the mapped file. */
+static int fill_from_map(void *ctx, uint64_t elem0, uint64_t n, float *out, char *err,
+                         size_t errlen)
 {
-    hsize_t hd[4];
-    for (int i = 0; i < rank; i++)
-        hd[i] = dims[i];
-    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE), dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    hid_t s = H5Screate_simple(rank, hd, NULL), d = -1;
-    if (lcpl >= 0 && dcpl >= 0 && s >= 0 && H5Pset_create_intermediate_group(lcpl, 1) >= 0 &&
-        H5Pset_obj_track_times(dcpl, 0) >= 0 && H5Pset_layout(dcpl, H5D_CONTIGUOUS) >= 0 &&
-        H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) >= 0)
-        d = H5Dcreate2(file, path, type, s, lcpl, dcpl, H5P_DEFAULT);
-    if (s >= 0)
-        H5Sclose(s);
-    if (dcpl >= 0)
-        H5Pclose(dcpl);
-    if (lcpl >= 0)
-        H5Pclose(lcpl);
-    return d;
+    (void)err;
+    (void)errlen;
+    memcpy(out, (const uint8_t *)ctx + elem0 * sizeof(float), (size_t)n * sizeof(float));
+    return 0;
 }
 
-/* Writes bytes [off, off + n) of a tensor's data as dataset path: float32 of shape dims for
- * F32, else uint8 of shape dims with the last dimension replaced by its row bytes, with the
- * attributes qtype and cols. */
+/* Writes bytes [off, ...) of a tensor's data as dataset path of logical shape dims: through
+ * the writer as float32 for F32, else as its blocks (h5io_create_qtensor: uint8 rows with the
+ * attributes qtype and cols), byte for byte. */
 static int put(Conv *cv, const char *path, const GgufTensor *t, uint64_t off, int rank,
                const uint64_t *dims)
 {
     ModelWriter *w = cv->w;
-    char tb[32];
-    uint64_t cols = dims[rank - 1], rows = 1, qd[4];
+    uint64_t cols = dims[rank - 1], rows = 1;
     for (int i = 0; i < rank - 1; i++)
         rows *= dims[i];
-    memcpy(qd, dims, (size_t)rank * sizeof *dims);
-    int f32 = t->type == QTYPE_F32;
     uint64_t row_bytes = gguf_row_bytes(t->type, (int64_t)cols);
-    if (!f32)
-        qd[rank - 1] = row_bytes;
     if (off + rows * row_bytes > t->bytes)
         return util_err(cv->err, cv->errlen, "%s: tensor %s: %llu rows of %llu bytes do not fit "
                         "its %llu bytes", cv->g->path, t->name, (unsigned long long)rows,
                         (unsigned long long)row_bytes, (unsigned long long)t->bytes);
-    hid_t d = create_dataset(w->file, path, f32 ? H5T_IEEE_F32LE : H5T_STD_U8LE, rank, qd);
+    /* GGUF is little-endian, and so are the datasets: the bytes go across unchanged */
+    void *src = (void *)(uintptr_t)(t->data + off);
+    if (t->type == QTYPE_F32)
+        return writer_stream_tensor(w, path, rank, dims, fill_from_map, src, cv->err,
+                                    cv->errlen);
+    char herr[256];
+    hid_t d = h5io_create_qtensor(w->file, path, rank, dims, (QType)t->type, herr, sizeof herr);
     if (d < 0)
-        return util_err(cv->err, cv->errlen, "%s: %s: cannot create the dataset", w->out_path,
-                        path);
-    /* the file is little-endian like the dataset: HDF5 copies bytes (F32 as floats, so that a
-     * big-endian host would still convert correctly) */
-    const void *src = t->data + off;
-    herr_t hr = H5Dwrite(d, f32 ? H5T_IEEE_F32LE : H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL,
-                         H5P_DEFAULT, src);
-    int rc = hr < 0 ? -1 : 0;
-    if (rc == 0 && !f32)
-        rc = h5io_attr_write_string(d, "qtype", gguf_type_name(t->type, tb, sizeof tb)) < 0 ||
-             h5io_attr_write_int(d, "cols", (int)cols) < 0 ? -1 : 0;
+        return util_err(cv->err, cv->errlen, "%s: %s", w->out_path, herr);
+    int rc = h5io_write_qrows(d, 0, rows, src, herr, sizeof herr);
     H5Dclose(d);
     if (rc < 0)
-        return util_err(cv->err, cv->errlen, "%s: %s: write failed (disk full?)", w->out_path,
-                        path);
+        return util_err(cv->err, cv->errlen, "%s: %s", w->out_path, herr);
     w->bytes += rows * row_bytes;
     w->n_tensors++;
-    cv->n_quant += !f32;
     return 0;
 }
 
@@ -340,22 +316,21 @@ static int put_gpt2_layer(Conv *cv, const ModelConfig *c, int l)
     return 0;
 }
 
-/* Rewrites /config's format_version to 2 and adds quantization (a file with block tensors). */
-static int mark_quantized(Conv *cv)
+/* /config quantization of a file holding block matrices: llama.cpp's name of its
+ * general.file_type ("q4_K_M"), or "mixed"; "" when every matrix is F32. */
+static int quantization_name(Conv *cv, char *out, size_t cap)
 {
+    int any = 0;
+    for (int64_t i = 0; i < cv->g->n_tensors; i++)
+        any |= cv->g->tensors[i].n_dims >= 2 && cv->g->tensors[i].type != QTYPE_F32;
+    out[0] = '\0';
+    if (!any)
+        return 0;
     int64_t ft = -1;
     if (gguf_get_int(cv->g, "general.file_type", &ft, cv->err, cv->errlen) < 0)
         return -1;
-    const char *q = ftype_name(ft);
-    hid_t g = H5Gopen2(cv->w->file, "/config", H5P_DEFAULT);
-    int rc = g >= 0 && H5Adelete(g, "format_version") >= 0 &&
-             h5io_attr_write_int(g, "format_version", 2) == 0 &&
-             h5io_attr_write_string(g, "quantization", q && ft > 1 ? q : "mixed") == 0 ? 0 : -1;
-    if (g >= 0)
-        H5Gclose(g);
-    if (rc < 0)
-        return util_err(cv->err, cv->errlen, "%s: config: cannot write format_version 2",
-                        cv->w->out_path);
+    const char *q = ft > 0 ? ftype_name(ft) : NULL;
+    snprintf(out, cap, "%s", q ? q : "mixed");
     return 0;
 }
 
@@ -369,7 +344,7 @@ int convert_from_gguf(const char *path, const char *out, ConvertStats *stats, ch
     w.file = -1;
     if (gguf_open(&g, path, err, errlen) < 0)
         return -1;
-    Conv cv = {g, &w, NULL, 0, err, errlen};
+    Conv cv = {g, &w, NULL, err, errlen};
     const char *arch;
     size_t al;
     int rc = gguf_get_string(g, "general.architecture", &arch, &al, err, errlen);
@@ -406,6 +381,8 @@ int convert_from_gguf(const char *path, const char *out, ConvertStats *stats, ch
     }
     c.bos_id = tokenizer_bos(tok);
     c.eos_id = tokenizer_eos(tok);
+    if (quantization_name(&cv, c.quantization, sizeof c.quantization) < 0)
+        goto fail;
     size_t slen = strlen(path) + 64;
     char *source = xmalloc(slen);
     snprintf(source, slen, "headsplit-convert --format gguf --file %s", path);
@@ -425,8 +402,7 @@ int convert_from_gguf(const char *path, const char *out, ConvertStats *stats, ch
         (put_whole(&cv, "/final_norm_bias", "output_norm.bias", 1, c.dim) < 0 ||
          put_whole(&cv, "/pos_embed", "position_embd.weight", c.context_length, c.dim) < 0))
         goto fail;
-    if (writer_put_tokenizer(&w, tok, err, errlen) < 0 ||
-        (cv.n_quant > 0 && mark_quantized(&cv) < 0))
+    if (writer_put_tokenizer(&w, tok, err, errlen) < 0)
         goto fail;
     if (stats) {
         stats->config = c;
