@@ -101,7 +101,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char err[2048];
     err[0] = '\0';
     unlink(out);
-    if (convert_from_llama2c(ckpt, tok, out, &st, err, sizeof err) == 0) {
+    if (convert_from_llama2c(ckpt, tok, out, NULL, &st, err, sizeof err) == 0) {
         struct stat sb;
         FUZZ_ASSERT(stat(out, &sb) == 0, "no output file");
         char verr[256];

@@ -13,6 +13,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* quantize (every converter): NULL or "f32" for float32 matrices, or "q8_0", "q4_0",
+ * "q4_k_m", "f16": matrices quantized row by row as llama-quantize would (writer.c's
+ * writer_pick_type), norms and biases float32; a file of format version 2. */
+
 /* What a conversion wrote (for the summary line). */
 typedef struct {
     ModelConfig config;
@@ -23,12 +27,12 @@ typedef struct {
 /* llama2.c legacy checkpoint (7-int header; negative vocab = separate classifier) plus its
  * tokenizer.bin.  stats may be NULL. */
 int convert_from_llama2c(const char *checkpoint, const char *tokenizer, const char *out,
-                         ConvertStats *stats, char *err, size_t errlen);
+                         const char *quantize, ConvertStats *stats, char *err, size_t errlen);
 
 /* Hugging Face model directory: config.json, model.safetensors or
  * model.safetensors.index.json, and tokenizer.json (or vocab.json + merges.txt for GPT-2). */
-int convert_from_hf(const char *dir, const char *out, ConvertStats *stats, char *err,
-                    size_t errlen);
+int convert_from_hf(const char *dir, const char *out, const char *quantize, ConvertStats *stats,
+                    char *err, size_t errlen);
 
 /* llama.cpp GGUF file (architectures llama and gpt2): configuration and tokenizer from its
  * metadata; F32 matrices as float32, F16/BF16/Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q4_K/Q5_K/Q6_K
@@ -49,7 +53,8 @@ int convert_synthetic_config(const char *spec, int layers, ModelConfig *c, char 
  * tokenizer (may be NULL) names a real tokenizer of the same vocabulary size; without it a
  * synthetic tokenizer is stored. */
 int convert_make_synthetic(const char *spec, uint64_t seed, int layers, const char *tokenizer,
-                           const char *out, ConvertStats *stats, char *err, size_t errlen);
+                           const char *out, const char *quantize, ConvertStats *stats,
+                           char *err, size_t errlen);
 
 /* The command line of headsplit-convert (argv[0] is skipped).  Prints help or the summary line
  * to out.  Returns 0, or -1 with err set (main prints it and exits 1). */

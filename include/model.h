@@ -5,16 +5,31 @@
 #define HEADSPLIT_MODEL_H
 
 #include "config.h"
+#include "quant.h"
 
 #include <hdf5.h>
 #include <stddef.h>
+
+/* A weight matrix in its stored type (float32 is one type among the others): rows of cols
+ * values, row i at data + i * row_stride bytes.  Loaded from a file it is exactly the rank's
+ * slice of the file's blocks, never widened. */
+typedef struct {
+    QType type;
+    int rows, cols;
+    size_t row_stride; /* bytes; quant_row_bytes(type, cols) when loaded */
+    void *data;        /* owned by the struct that holds it */
+} QMat;
+
+/* Bytes of a matrix's data (rows * row_stride). */
+size_t model_qmat_bytes(const QMat *m);
+void model_qmat_free(QMat *m);
 
 /* One attention part: a KV group (unit) of one layer with query heads [q0, q1) of it. */
 typedef struct {
     int layer, unit, q0, q1;
     float *norm_w, *norm_b; /* [dim] (norm_b: gpt2 only, else NULL) */
-    float *wq;              /* [(q1-q0)*hd][dim] */
-    float *wk, *wv;         /* [hd][dim] */
+    QMat wq;                /* [(q1-q0)*hd][dim] */
+    QMat wk, wv;            /* [hd][dim] */
     float *bq;              /* [(q1-q0)*hd] gpt2 */
     float *bk, *bv;         /* [hd] gpt2 */
     float *k_cache, *v_cache; /* [kv_cap][hd] */
@@ -24,7 +39,7 @@ typedef struct {
 /* Output projection of one layer: z = x + wo . heads (+ bo). */
 typedef struct {
     int layer;
-    float *wo; /* [dim][n_heads*hd] */
+    QMat wo;   /* [dim][n_heads*hd] */
     float *bo; /* [dim] gpt2 */
 } ProjW;
 
@@ -32,20 +47,20 @@ typedef struct {
 typedef struct {
     int layer, f0, f1;
     float *norm_w, *norm_b; /* [dim] */
-    float *w_gate;          /* [f][dim] llama */
-    float *w_up;            /* [f][dim] */
+    QMat w_gate;            /* [f][dim] llama (data NULL for gpt2) */
+    QMat w_up;              /* [f][dim] */
     float *b_up;            /* [f] gpt2 */
-    float *w_down;          /* [dim][f] */
+    QMat w_down;            /* [dim][f] */
     float *b_down;          /* [dim] gpt2 */
 } FfnW;
 
 /* Controller-only tensors. */
 typedef struct {
-    float *embed;      /* [vocab][dim] */
+    QMat embed;        /* [vocab][dim] */
     float *pos_embed;  /* [context][dim] gpt2 */
     float *final_norm; /* [dim] */
     float *final_norm_b; /* [dim] gpt2 */
-    float *lm_head;    /* [vocab][dim]; == embed when tied */
+    QMat lm_head;      /* [vocab][dim]; shares embed's data when tied */
 } HeadW;
 
 /* Scratch for one rank's forward pieces, allocated once (no allocation in the token loop). */
@@ -56,6 +71,11 @@ typedef struct {
     float *att;    /* [kv_cap] scores */
     float *hb, *hb2; /* [ffn] */
     float *tmp;    /* [dim] */
+    /* The current matvec input quantized to each vec-dot type (Q8_0, Q8_1, Q8_K, F16,
+     * BF16), each large enough for the longest input; act_of says which input each one holds
+     * (NULL: none, after every new input). */
+    void *act[5];
+    const float *act_of[5];
 } Scratch;
 
 /* Loaders read exactly their slices with hyperslabs; return 0 or -1 with err. */
@@ -65,8 +85,9 @@ int model_load_attn_part(AttnPartW *w, const ModelConfig *c, hid_t file, const c
 int model_load_proj(ProjW *w, const ModelConfig *c, hid_t file, const char *fname, int layer,
                     char *err, size_t errlen);
 /* Columns [col0, col0+ncols) of layer's output projection wo [dim][n_heads*hd]: the
- * row-parallel share of the heads a rank holds.  *wo becomes [dim][ncols]. */
-int model_load_proj_cols(float **wo, const ModelConfig *c, hid_t file, const char *fname,
+ * row-parallel share of the heads a rank holds.  *wo becomes [dim][ncols].  For a quantized
+ * wo the range must start and end on block boundaries (else -1 naming the layer). */
+int model_load_proj_cols(QMat *wo, const ModelConfig *c, hid_t file, const char *fname,
                          int layer, int col0, int ncols, char *err, size_t errlen);
 /* The output projection's bias bo [dim] alone (gpt2). */
 int model_load_proj_bias(float **bo, const ModelConfig *c, hid_t file, const char *fname,
@@ -87,6 +108,7 @@ void model_free_head(HeadW *w);
 /* Bytes of weights held (for the metrics and budgets). */
 size_t model_attn_part_bytes(const ModelConfig *c, const AttnPartW *w);
 size_t model_ffn_bytes(const ModelConfig *c, const FfnW *w);
+size_t model_proj_bytes(const ModelConfig *c, const ProjW *w);
 
 void model_scratch_init(Scratch *s, const ModelConfig *c, int kv_cap);
 void model_scratch_free(Scratch *s);
@@ -99,10 +121,10 @@ void model_attn_part_forward(const ModelConfig *c, AttnPartW *w, Scratch *s, con
 void model_proj_forward(const ModelConfig *c, const ProjW *w, Scratch *s, const float *x,
                         const float *heads, float *z);
 /* partial[dim] = wo_cols[dim][ncols] . heads[ncols]: one rank's share of the projection. */
-void model_proj_partial(const ModelConfig *c, const float *wo_cols, const float *heads,
-                        int ncols, float *partial);
+void model_proj_partial(const ModelConfig *c, Scratch *s, const QMat *wo_cols,
+                        const float *heads, int ncols, float *partial);
 /* delta[dim] = FFN(norm(z)) for this slice (partial sum when sliced; biases b_down added only
- * by the slice with f0 == 0). */
+ * by the non-empty slice with f0 == 0). */
 void model_ffn_delta(const ModelConfig *c, const FfnW *w, Scratch *s, const float *z,
                      float *delta);
 /* x_out = z + FFN(z) for a whole FFN; returns ||FFN(z)|| / ||z|| (speculation's ratio). */

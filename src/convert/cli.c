@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static const char usage[] =
     "usage: headsplit-convert --format llama2c --checkpoint F.bin --tokenizer T.bin --out M.h5\n"
@@ -13,6 +14,7 @@ static const char usage[] =
     "       headsplit-convert --format gguf --file M.gguf --out M.h5\n"
     "       headsplit-convert --synthetic MODEL [--seed N] [--layers N] [--tokenizer FILE]\n"
     "                         --out M.h5\n"
+    "       (all but gguf take --quantize q8_0|q4_0|q4_k_m|f16)\n"
     "\n"
     "Writes a HeadSplit model file (HDF5: /config, float32 [out][in] tensors, /tokenizer;\n"
     "see docs/model-format.md).  Conversion streams tensor by tensor; the output is written\n"
@@ -54,6 +56,9 @@ static const char usage[] =
     "                     the same vocabulary size (llama2.c tokenizer.bin, tokenizer.json,\n"
     "                     or a directory with tokenizer.json or vocab.json + merges.txt);\n"
     "                     without it a synthetic tokenizer is stored.\n"
+    "  --quantize TYPE    q8_0, q4_0, q4_k_m or f16: matrices quantized row by row as\n"
+    "                     llama-quantize does (its types per tensor and fallbacks; see\n"
+    "                     docs/model-format.md); norms and biases stay float32.\n"
     "  --out M.h5         Output model file.\n"
     "  --quiet            No summary line.\n"
     "  --help             This text.\n"
@@ -64,7 +69,8 @@ static const char usage[] =
 const char *convert_usage_text(void) { return usage; }
 
 typedef struct {
-    const char *format, *checkpoint, *tokenizer, *dir, *out, *synthetic, *seed, *layers, *file;
+    const char *format, *checkpoint, *tokenizer, *dir, *out, *synthetic, *seed, *layers;
+    const char *quantize, *file;
     int quiet;
 } CliArgs;
 
@@ -77,7 +83,7 @@ static int parse_args(int argc, char **argv, CliArgs *a, int *help, char *err, s
         {"--tokenizer", &a->tokenizer}, {"--dir", &a->dir},
         {"--out", &a->out},             {"--synthetic", &a->synthetic},
         {"--seed", &a->seed},           {"--layers", &a->layers},
-        {"--file", &a->file},
+        {"--quantize", &a->quantize},   {"--file", &a->file},
     };
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -145,6 +151,16 @@ int convert_run_cli(int argc, char **argv, FILE *out, char *err, size_t errlen)
         return util_err(err, errlen, "command line: --out: missing (the output model file)");
     ConvertStats st;
     memset(&st, 0, sizeof st);
+    if (a.quantize) {
+        /* Checked before any work, so that a typo costs nothing. */
+        const char *ok[] = {"f32", "f16", "q8_0", "q4_0", "q4_k_m"};
+        size_t i = 0;
+        while (i < sizeof ok / sizeof ok[0] && strcasecmp(a.quantize, ok[i]) != 0)
+            i++;
+        if (i == sizeof ok / sizeof ok[0])
+            return util_err(err, errlen, "command line: --quantize: unknown type '%s' "
+                            "(expected q8_0, q4_0, q4_k_m, f16 or f32)", a.quantize);
+    }
     double t0 = time_now();
     int rc;
     if (a.synthetic) {
@@ -160,7 +176,8 @@ int convert_run_cli(int argc, char **argv, FILE *out, char *err, size_t errlen)
         if (a.layers && (parse_u64(a.layers, &layers) < 0 || layers < 1 || layers > 4096))
             return util_err(err, errlen, "command line: --layers: '%s' is not a count in "
                             "1..4096", a.layers);
-        rc = convert_make_synthetic(a.synthetic, seed, (int)layers, a.tokenizer, a.out, &st,
+        rc = convert_make_synthetic(a.synthetic, seed, (int)layers, a.tokenizer, a.out,
+                                    a.quantize, &st,
                                     err, errlen);
     } else if (!a.format) {
         return util_err(err, errlen, "command line: --format: missing (llama2c, hf or gguf; or "
@@ -175,7 +192,8 @@ int convert_run_cli(int argc, char **argv, FILE *out, char *err, size_t errlen)
             return util_err(err, errlen, "command line: %s: missing (--format llama2c needs "
                             "--checkpoint and --tokenizer)",
                             a.checkpoint ? "--tokenizer" : "--checkpoint");
-        rc = convert_from_llama2c(a.checkpoint, a.tokenizer, a.out, &st, err, errlen);
+        rc = convert_from_llama2c(a.checkpoint, a.tokenizer, a.out, a.quantize, &st, err,
+                                  errlen);
     } else if (strcmp(a.format, "hf") == 0) {
         if (reject(a.checkpoint, "--checkpoint", "--format hf", err, errlen) < 0 ||
             reject(a.file, "--file", "--format hf", err, errlen) < 0 ||
@@ -187,14 +205,16 @@ int convert_run_cli(int argc, char **argv, FILE *out, char *err, size_t errlen)
         if (!a.dir)
             return util_err(err, errlen, "command line: --dir: missing (--format hf needs the "
                             "model directory)");
-        rc = convert_from_hf(a.dir, a.out, &st, err, errlen);
+        rc = convert_from_hf(a.dir, a.out, a.quantize, &st, err, errlen);
     } else if (strcmp(a.format, "gguf") == 0) {
         if (reject(a.checkpoint, "--checkpoint", "--format gguf", err, errlen) < 0 ||
             reject(a.dir, "--dir", "--format gguf", err, errlen) < 0 ||
             reject(a.tokenizer, "--tokenizer", "--format gguf (the file's tokenizer is used)",
                    err, errlen) < 0 ||
             reject(a.seed, "--seed", "--format gguf", err, errlen) < 0 ||
-            reject(a.layers, "--layers", "--format gguf", err, errlen) < 0)
+            reject(a.layers, "--layers", "--format gguf", err, errlen) < 0 ||
+            reject(a.quantize, "--quantize", "--format gguf (its blocks are kept as they are)",
+                   err, errlen) < 0)
             return -1;
         if (!a.file)
             return util_err(err, errlen, "command line: --file: missing (--format gguf needs the "

@@ -18,6 +18,26 @@
 typedef int (*WriterFillFn)(void *ctx, uint64_t elem0, uint64_t n, float *out, char *err,
                             size_t errlen);
 
+/* --quantize: llama.cpp's file types (llama-quantize's choice of a type per tensor). */
+typedef enum {
+    QUANTIZE_NONE = 0, /* float32 throughout (format version 1) */
+    QUANTIZE_F16,
+    QUANTIZE_Q8_0,
+    QUANTIZE_Q4_0,
+    QUANTIZE_Q4_K_M,
+} QuantizeMode;
+
+/* The mode named (NULL or "f32": none; "f16", "q8_0", "q4_0", "q4_k_m", any case); -1 with
+ * err naming --quantize for another name. */
+int writer_parse_quantize(const char *name, QuantizeMode *out, char *err, size_t errlen);
+/* The type llama-quantize gives a matrix of kind k in layer `layer` (rows of cols values) of
+ * a model c under mode m: the mode's base type, Q6_K for the output (Q8_0 under q8_0) and,
+ * in q4_k_m, Q6_K for attn_v and ffn_down in the layers use_more_bits picks and Q5_K for
+ * gpt2's q/k/v (llama.cpp's fused attn_qkv); K-quant rows not a multiple of 256 fall back
+ * to Q5_0 / Q5_1 / Q8_0 as llama.cpp does, and rows not a multiple of 32 to F16. */
+QType writer_pick_type(QuantizeMode m, const ModelConfig *c, WeightKind k, int layer,
+                       int64_t cols);
+
 typedef struct {
     hid_t file;
     char *out_path;  /* final name */
@@ -25,12 +45,19 @@ typedef struct {
     float *buf;      /* one block */
     uint64_t bytes;  /* tensor bytes written so far */
     int n_tensors;
+    QuantizeMode quant;
+    ModelConfig config;   /* as written */
+    unsigned char *qbuf;  /* quantized rows of one block */
+    int n_fallback;       /* matrices kept wider than the mode's type (row lengths) */
 } ModelWriter;
 
-/* Validates c, creates OUT.partial and writes /config with the source attribute. */
+/* Validates c, creates OUT.partial and writes /config with the source attribute; matrices
+ * are then stored in the types `quantize` picks (NULL: float32; else a --quantize name). */
 int writer_open_file(ModelWriter *w, const char *out, const ModelConfig *c, const char *source,
-                     char *err, size_t errlen);
-/* Creates dataset path of the given shape (rank 1..3) and fills it block by block. */
+                     const char *quantize, char *err, size_t errlen);
+/* Creates dataset path of the given shape (rank 1..3) and fills it block by block.  A matrix
+ * (embed, lm_head, a layer's wq wk wv wo w_gate w_up w_down) is stored quantized, row by row,
+ * when the file is; everything else stays float32. */
 int writer_stream_tensor(ModelWriter *w, const char *path, int rank, const uint64_t *dims,
                          WriterFillFn fill, void *ctx, char *err, size_t errlen);
 /* Writes a small tensor held in memory. */

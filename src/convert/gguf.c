@@ -386,7 +386,7 @@ int convert_from_gguf(const char *path, const char *out, ConvertStats *stats, ch
     size_t slen = strlen(path) + 64;
     char *source = xmalloc(slen);
     snprintf(source, slen, "headsplit-convert --format gguf --file %s", path);
-    rc = writer_open_file(&w, out, &c, source, err, errlen);
+    rc = writer_open_file(&w, out, &c, source, NULL, err, errlen);
     free(source);
     if (rc < 0)
         goto fail;

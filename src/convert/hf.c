@@ -448,8 +448,8 @@ static int hf_gpt2(HfRun *r, const ModelConfig *c)
 
 #undef DST
 
-int convert_from_hf(const char *dir, const char *out, ConvertStats *stats, char *err,
-                    size_t errlen)
+int convert_from_hf(const char *dir, const char *out, const char *quantize, ConvertStats *stats,
+                    char *err, size_t errlen)
 {
     ModelConfig c;
     SafeTensors *st = NULL;
@@ -470,7 +470,7 @@ int convert_from_hf(const char *dir, const char *out, ConvertStats *stats, char 
     char *source = xmalloc(slen);
     snprintf(source, slen, "headsplit-convert --format hf --dir %s (%s)", dir,
              c.arch == ARCH_LLAMA ? "LlamaForCausalLM" : "GPT2LMHeadModel");
-    int rc = writer_open_file(&w, out, &c, source, err, errlen);
+    int rc = writer_open_file(&w, out, &c, source, quantize, err, errlen);
     free(source);
     if (rc < 0)
         goto fail;

@@ -133,7 +133,7 @@ static int stream(ModelWriter *w, FileSource *src, uint64_t float_off, const cha
 }
 
 int convert_from_llama2c(const char *checkpoint, const char *tokenizer, const char *out,
-                         ConvertStats *stats, char *err, size_t errlen)
+                         const char *quantize, ConvertStats *stats, char *err, size_t errlen)
 {
     ModelConfig c;
     ModelWriter w;
@@ -173,7 +173,7 @@ int convert_from_llama2c(const char *checkpoint, const char *tokenizer, const ch
     char *source = xmalloc(slen);
     snprintf(source, slen, "headsplit-convert --format llama2c --checkpoint %s --tokenizer %s",
              checkpoint, tokenizer);
-    int rc = writer_open_file(&w, out, &c, source, err, errlen);
+    int rc = writer_open_file(&w, out, &c, source, quantize, err, errlen);
     free(source);
     if (rc < 0)
         goto fail;

@@ -172,7 +172,8 @@ static int syn_layer(ModelWriter *w, const ModelConfig *c, uint64_t seed, int l,
 }
 
 int convert_make_synthetic(const char *spec, uint64_t seed, int layers, const char *tokenizer,
-                           const char *out, ConvertStats *stats, char *err, size_t errlen)
+                           const char *out, const char *quantize, ConvertStats *stats,
+                           char *err, size_t errlen)
 {
     ModelConfig c;
     ModelWriter w;
@@ -199,7 +200,7 @@ int convert_make_synthetic(const char *spec, uint64_t seed, int layers, const ch
              "--synthetic %s --seed %llu --layers %d, tokenizer %s; N(0, 0.02^2) matrices and "
              "biases, norm weights 1.0", spec, (unsigned long long)seed, c.n_layers,
              tokenizer ? tokenizer : "synthetic");
-    int rc = writer_open_file(&w, out, &c, source, err, errlen);
+    int rc = writer_open_file(&w, out, &c, source, quantize, err, errlen);
     free(source);
     if (rc < 0)
         goto fail;

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,14 +22,95 @@ static char *concat2(const char *a, const char *b)
     return s;
 }
 
+int writer_parse_quantize(const char *name, QuantizeMode *out, char *err, size_t errlen)
+{
+    static const struct { const char *name; QuantizeMode m; } modes[] = {
+        {"f32", QUANTIZE_NONE}, {"f16", QUANTIZE_F16},       {"q8_0", QUANTIZE_Q8_0},
+        {"q4_0", QUANTIZE_Q4_0}, {"q4_k_m", QUANTIZE_Q4_K_M},
+    };
+    *out = QUANTIZE_NONE;
+    if (!name)
+        return 0;
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
+        if (strcasecmp(name, modes[i].name) == 0) {
+            *out = modes[i].m;
+            return 0;
+        }
+    return util_err(err, errlen, "command line: --quantize: unknown type '%s' (expected q8_0, "
+                    "q4_0, q4_k_m, f16 or f32)", name);
+}
+
+/* llama.cpp's choice of the layers whose attn_v and ffn_down get more bits (llama-quant.cpp's
+ * use_more_bits): the first and last eighth, and every third layer between. */
+static int use_more_bits(int i_layer, int n_layers)
+{
+    return i_layer < n_layers / 8 || i_layer >= 7 * n_layers / 8 ||
+           (i_layer - n_layers / 8) % 3 == 2;
+}
+
+QType writer_pick_type(QuantizeMode m, const ModelConfig *c, WeightKind k, int layer,
+                       int64_t cols)
+{
+    if (m == QUANTIZE_NONE)
+        return QTYPE_F32;
+    if (m == QUANTIZE_F16)
+        return QTYPE_F16;
+    QType t = m == QUANTIZE_Q8_0 ? QTYPE_Q8_0 : m == QUANTIZE_Q4_0 ? QTYPE_Q4_0 : QTYPE_Q4_K;
+    const int output = k == WKIND_LM_HEAD || (k == WKIND_EMBED && c->tied_embeddings);
+    if (output) {
+        /* llama.cpp: Q8_0 when the row is not a multiple of 256, else Q6_K unless Q8_0. */
+        t = cols % 256 != 0 ? QTYPE_Q8_0 : t == QTYPE_Q8_0 ? QTYPE_Q8_0 : QTYPE_Q6_K;
+    } else if (m == QUANTIZE_Q4_K_M) {
+        const int qkv = k == WKIND_WQ || k == WKIND_WK || k == WKIND_WV;
+        if (c->arch == ARCH_GPT2 && qkv)
+            t = QTYPE_Q5_K; /* gpt2's attention input is one fused attn_qkv in llama.cpp */
+        else if ((k == WKIND_WV || k == WKIND_W_DOWN) && use_more_bits(layer, c->n_layers))
+            t = QTYPE_Q6_K;
+    }
+    if (quant_block_size(t) == 256 && cols % 256 != 0)
+        t = t == QTYPE_Q4_K ? QTYPE_Q5_0 : t == QTYPE_Q5_K ? QTYPE_Q5_1 : QTYPE_Q8_0;
+    if (cols % quant_block_size(t) != 0)
+        t = QTYPE_F16;
+    return t;
+}
+
+/* The matrix kind and layer of a dataset path, or -1 for a vector (norm, bias, pos_embed). */
+static int matrix_kind(const char *path, int *layer)
+{
+    *layer = -1;
+    const char *name = path + 1;
+    if (strncmp(path, "/layers/", 8) == 0) {
+        *layer = atoi(path + 8);
+        name = strrchr(path, '/') + 1;
+    }
+    for (int k = 0; k < WKIND_COUNT; k++)
+        if (strcmp(name, config_wkind_name((WeightKind)k)) == 0 &&
+            ((*layer >= 0) == (k >= WKIND_WQ)))
+            return k;
+    return -1;
+}
+
+static const char *quantize_label(QuantizeMode m)
+{
+    static const char *const labels[] = {"", "f16", "q8_0", "q4_0", "q4_K_M"};
+    return labels[m];
+}
+
 int writer_open_file(ModelWriter *w, const char *out, const ModelConfig *c, const char *source,
-                     char *err, size_t errlen)
+                     const char *quantize, char *err, size_t errlen)
 {
     memset(w, 0, sizeof *w);
     w->file = -1;
     char verr[256];
     if (config_validate(c, verr, sizeof verr) < 0)
         return util_err(err, errlen, "%s: config: %s", out, verr);
+    if (writer_parse_quantize(quantize, &w->quant, err, errlen) < 0)
+        return -1;
+    w->config = *c;
+    if (w->quant != QUANTIZE_NONE) /* else the caller's (a GGUF file's type, or none) */
+        snprintf(w->config.quantization, sizeof w->config.quantization, "%s",
+                 quantize_label(w->quant));
+    c = &w->config;
     struct stat sb;
     if (stat(out, &sb) == 0 && S_ISDIR(sb.st_mode))
         return util_err(err, errlen, "%s: --out: is a directory", out);
@@ -98,11 +180,54 @@ static int write_box(hid_t d, const hsize_t *start, const hsize_t *count, uint64
     return rc;
 }
 
+/* A matrix in type t, row by row: blocks of whole rows filled, quantized and written. */
+static int stream_quantized(ModelWriter *w, const char *path, int rank, const uint64_t *dims,
+                            QType t, WriterFillFn fill, void *ctx, char *err, size_t errlen)
+{
+    char herr[256];
+    hid_t d = h5io_create_qtensor(w->file, path, rank, dims, t, herr, sizeof herr);
+    if (d < 0)
+        return util_err(err, errlen, "%s: %s", w->out_path, herr);
+    const uint64_t cols = dims[rank - 1];
+    uint64_t rows = 1;
+    for (int i = 0; i + 1 < rank; i++)
+        rows *= dims[i];
+    const size_t rb = quant_row_bytes(t, (int64_t)cols);
+    uint64_t nr = WRITER_BLOCK_FLOATS / cols;
+    if (nr == 0)
+        nr = 1;
+    if (!w->qbuf)
+        w->qbuf = xmalloc(WRITER_BLOCK_FLOATS * sizeof(float));
+    int rc = 0;
+    for (uint64_t r0 = 0; r0 < rows && rc == 0; r0 += nr) {
+        uint64_t n = rows - r0 < nr ? rows - r0 : nr;
+        rc = fill(ctx, r0 * cols, n * cols, w->buf, err, errlen);
+        for (uint64_t r = 0; r < n && rc == 0; r++)
+            quant_quantize_row(w->qbuf + r * rb, w->buf + r * cols, t, (int64_t)cols);
+        if (rc == 0 && h5io_write_qrows(d, r0, n, w->qbuf, herr, sizeof herr) < 0)
+            rc = util_err(err, errlen, "%s: %s: %s", w->out_path, path, herr);
+    }
+    H5Dclose(d);
+    if (rc == 0) {
+        w->bytes += rows * rb;
+        w->n_tensors++;
+    }
+    return rc;
+}
+
 int writer_stream_tensor(ModelWriter *w, const char *path, int rank, const uint64_t *dims,
                          WriterFillFn fill, void *ctx, char *err, size_t errlen)
 {
     if (rank < 1 || rank > 3)
         return util_err(err, errlen, "%s: %s: rank %d not supported", w->out_path, path, rank);
+    int layer, kind = w->quant != QUANTIZE_NONE && rank >= 2 ? matrix_kind(path, &layer) : -1;
+    if (kind >= 0) {
+        QType t = writer_pick_type(w->quant, &w->config, (WeightKind)kind, layer,
+                                   (int64_t)dims[rank - 1]);
+        QType base = writer_pick_type(w->quant, &w->config, (WeightKind)kind, layer, 256 * 32);
+        w->n_fallback += t != base;
+        return stream_quantized(w, path, rank, dims, t, fill, ctx, err, errlen);
+    }
     hid_t d = create_dataset(w->file, path, rank, dims);
     if (d < 0)
         return util_err(err, errlen, "%s: %s: cannot create the dataset", w->out_path, path);
@@ -192,9 +317,11 @@ int writer_finish_file(ModelWriter *w, char *err, size_t errlen)
         return -1;
     }
     free(w->buf);
+    free(w->qbuf);
     free(w->tmp_path);
     free(w->out_path);
     w->buf = NULL;
+    w->qbuf = NULL;
     w->tmp_path = w->out_path = NULL;
     return 0;
 }
@@ -207,6 +334,8 @@ void writer_abort_file(ModelWriter *w)
     if (w->tmp_path)
         unlink(w->tmp_path);
     free(w->buf);
+    free(w->qbuf);
+    w->qbuf = NULL;
     free(w->tmp_path);
     free(w->out_path);
     w->buf = NULL;

@@ -236,7 +236,10 @@ static int load_layer(DistEngine *e, int l, hid_t file, const char *fname, int k
     for (int k = 0; k < lp->n_parts; k++)
         r->n_parts += lp->parts[k].rank == me;
     r->parts = xcalloc((size_t)(r->n_parts ? r->n_parts : 1), sizeof(AttnPartW));
-    r->wo_cols = xcalloc((size_t)(r->n_parts ? r->n_parts : 1), sizeof(float *));
+    r->wo_cols = xcalloc((size_t)(r->n_parts ? r->n_parts : 1), sizeof(QMat));
+    /* SLICE, quantized wo: a run of this rank's parts with adjacent columns shares one
+     * block-aligned column slice of wo, held by its first part (the others' stay empty). */
+    const int merge = lp->mode == LAYER_SLICE && config_wkind_block(c, WKIND_WO) > 1;
     for (int k = 0, j = 0; k < lp->n_parts; k++) {
         const AttnPart *p = &lp->parts[k];
         if (p->rank != me)
@@ -245,12 +248,16 @@ static int load_layer(DistEngine *e, int l, hid_t file, const char *fname, int k
                                  err, errlen) < 0)
             return -1;
         e->weight_bytes += model_attn_part_bytes(c, &r->parts[j]);
-        int ncols = (p->q1 - p->q0) * hd;
-        if (lp->mode == LAYER_SLICE) {
-            if (model_load_proj_cols(&r->wo_cols[j], c, file, fname, l,
-                                     (p->unit * Q + p->q0) * hd, ncols, err, errlen) < 0)
+        int ncols = (p->q1 - p->q0) * hd, col0 = (p->unit * Q + p->q0) * hd;
+        if (lp->mode == LAYER_SLICE &&
+            !(merge && k > 0 && lp->parts[k - 1].rank == me)) {
+            int run = ncols;
+            for (int m = k + 1; merge && m < lp->n_parts && lp->parts[m].rank == me; m++)
+                run += (lp->parts[m].q1 - lp->parts[m].q0) * hd;
+            if (model_load_proj_cols(&r->wo_cols[j], c, file, fname, l, col0, run, err,
+                                     errlen) < 0)
                 return -1;
-            e->weight_bytes += (size_t)c->dim * (size_t)ncols * sizeof(float);
+            e->weight_bytes += model_qmat_bytes(&r->wo_cols[j]);
         }
         r->my_floats += ncols;
         j++;
@@ -274,7 +281,7 @@ static int load_layer(DistEngine *e, int l, hid_t file, const char *fname, int k
     if (r->is_proj) {
         if (model_load_proj(&r->proj, c, file, fname, l, err, errlen) < 0)
             return -1;
-        e->weight_bytes += config_proj_floats(c) * sizeof(float);
+        e->weight_bytes += model_proj_bytes(c, &r->proj);
         engine_setup_gather_layout(e, l);
     }
     if (r->is_ffn) {
@@ -325,8 +332,8 @@ static int setup_head(DistEngine *e, hid_t file, const char *fname, char *err, s
             free(mem);
             return -1;
         }
-        e->weight_bytes += ((size_t)(e->head_v1 - e->head_v0) + (c->arch == ARCH_GPT2 ? 2 : 1)) *
-                           (size_t)c->dim * sizeof(float); /* rows and final norm, as planned */
+        e->weight_bytes += model_qmat_bytes(&e->head_rows.lm_head) + /* rows, final norm */
+                           (c->arch == ARCH_GPT2 ? 2 : 1) * (size_t)c->dim * sizeof(float);
         e->hsend = xcalloc(sizeof(WireHdr) + (size_t)(e->head_v1 - e->head_v0) * sizeof(float),
                            1);
     }
@@ -471,7 +478,7 @@ void dist_free(DistEngine *e)
         free(r->g_members);
         for (int k = 0; k < r->n_parts; k++) {
             model_free_attn_part(&r->parts[k]);
-            free(r->wo_cols[k]);
+            model_qmat_free(&r->wo_cols[k]);
         }
         free(r->parts);
         free(r->wo_cols);
@@ -633,11 +640,18 @@ static int worker_slice_layer(DistEngine *e, int l)
     float *x = payload(e->xmsg), *part = payload(e->xsend);
     t = time_now();
     memset(part, 0, (size_t)c->dim * sizeof(float));
-    for (int k = 0; k < r->n_parts; k++) {
-        model_attn_part_forward(c, &r->parts[k], &e->scratch, x, h.pos, e->heads);
-        model_proj_partial(c, r->wo_cols[k], e->heads,
-                           (r->parts[k].q1 - r->parts[k].q0) * c->head_dim, e->acc);
-        kernels_add(part, e->acc, c->dim);
+    /* A run of parts sharing one slice of wo (load_layer) writes its heads side by side. */
+    for (int k = 0, run = 0, off = 0; k < r->n_parts; k++) {
+        if (r->wo_cols[k].data) {
+            run = k;
+            off = 0;
+        }
+        model_attn_part_forward(c, &r->parts[k], &e->scratch, x, h.pos, e->heads + off);
+        off += (r->parts[k].q1 - r->parts[k].q0) * c->head_dim;
+        if (k + 1 == r->n_parts || r->wo_cols[k + 1].data) {
+            model_proj_partial(c, &e->scratch, &r->wo_cols[run], e->heads, off, e->acc);
+            kernels_add(part, e->acc, c->dim);
+        }
     }
     if (r->proj.bo)
         kernels_add(part, r->proj.bo, c->dim);

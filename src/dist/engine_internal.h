@@ -25,7 +25,7 @@ typedef struct {
     int g_n_parts;
     int n_parts;
     AttnPartW *parts;  /* this rank's parts of the layer */
-    float **wo_cols;   /* SLICE: [n_parts] their columns of wo, [dim][nq*hd] */
+    QMat *wo_cols;     /* SLICE: [n_parts] their columns of wo, [dim][nq*hd] */
     int my_floats;     /* floats of head outputs this rank contributes */
     int is_proj, is_ffn;
     int proj_rank, ffn_rank;

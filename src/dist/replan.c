@@ -157,7 +157,7 @@ void engine_replan(DistEngine *e, int positions)
     for (int l = 0; l < e->L; l++) {
         LayerRt *r = &e->lr[l];
         for (int j = 0; j < r->n_parts; j++) {
-            if (r->parts[j].wq)
+            if (r->parts[j].wq.data)
                 e->weight_bytes -= model_attn_part_bytes(c, &r->parts[j]);
             model_free_attn_part(&r->parts[j]);
         }
@@ -165,7 +165,7 @@ void engine_replan(DistEngine *e, int positions)
         r->parts = fresh[l];
         /* PIPE layers hold no projection columns (SLICE layers are never re-placed). */
         for (int j = 0; j < r->n_parts; j++)
-            free(r->wo_cols[j]);
+            model_qmat_free(&r->wo_cols[j]);
         free(r->wo_cols);
         r->n_parts = 0;
         r->my_floats = 0;
@@ -174,7 +174,7 @@ void engine_replan(DistEngine *e, int positions)
                 r->n_parts++;
                 r->my_floats += (next.layers[l].parts[k].q1 - next.layers[l].parts[k].q0) * hd;
             }
-        r->wo_cols = xcalloc((size_t)(r->n_parts ? r->n_parts : 1), sizeof(float *));
+        r->wo_cols = xcalloc((size_t)(r->n_parts ? r->n_parts : 1), sizeof(QMat));
     }
     free(fresh);
     plan_free(&e->plan_own);

@@ -20,6 +20,16 @@ void model_scratch_init(Scratch *s, const ModelConfig *c, int kv_cap)
     s->hb = xcalloc((size_t)c->ffn_dim, sizeof(float));
     s->hb2 = xcalloc((size_t)c->ffn_dim, sizeof(float));
     s->tmp = xcalloc((size_t)c->dim, sizeof(float));
+    /* The longest matvec input, at 2 bytes a value (F16/BF16; the Q8 types take less). */
+    size_t n = (size_t)c->dim;
+    if ((size_t)c->ffn_dim > n)
+        n = (size_t)c->ffn_dim;
+    if (qd > n)
+        n = qd;
+    for (int i = 0; i < 5; i++) {
+        s->act[i] = xcalloc(2 * n + 512, 1);
+        s->act_of[i] = NULL;
+    }
 }
 
 void model_scratch_free(Scratch *s)
@@ -34,6 +44,8 @@ void model_scratch_free(Scratch *s)
     free(s->hb);
     free(s->hb2);
     free(s->tmp);
+    for (int i = 0; i < 5; i++)
+        free(s->act[i]);
     memset(s, 0, sizeof *s);
 }
 
@@ -45,6 +57,39 @@ static void pre_norm(const ModelConfig *c, float *out, const float *x, const flo
         kernels_layernorm(out, x, w, b, c->norm_eps, c->dim);
     else
         kernels_rmsnorm(out, x, w, c->norm_eps, c->dim);
+}
+
+/* Forgets the quantized inputs: called whenever a matvec input buffer is rewritten. */
+static void act_reset(Scratch *s)
+{
+    for (int i = 0; i < 5; i++)
+        s->act_of[i] = NULL;
+}
+
+/* y[w->rows] = W . x[w->cols].  Float32 runs the fp32 kernel exactly as before quantized
+ * types existed; any other type takes x quantized to its vec-dot type, once per input
+ * (Scratch caches it until act_reset) as llama.cpp does, then the block dot products. */
+static void matvec(Scratch *s, float *y, const QMat *w, const float *x)
+{
+    if (w->cols == 0 && w->rows > 0) { /* an empty FFN slice adds nothing */
+        memset(y, 0, (size_t)w->rows * sizeof(float));
+        return;
+    }
+    if (w->type == QTYPE_F32) {
+        if (w->row_stride == (size_t)w->cols * sizeof(float))
+            kernels_matvec(y, w->data, x, w->cols, w->rows);
+        else
+            kernels_matvec_ld(y, w->data, x, w->cols, w->rows, w->row_stride / sizeof(float));
+        return;
+    }
+    const QType vt = quant_vec_dot_type(w->type);
+    const int slot = vt == QTYPE_Q8_0 ? 0 : vt == QTYPE_Q8_1 ? 1 : vt == QTYPE_Q8_K ? 2
+                   : vt == QTYPE_F16  ? 3 : 4;
+    if (s->act_of[slot] != x) {
+        quant_quantize_act(s->act[slot], x, w->type, w->cols);
+        s->act_of[slot] = x;
+    }
+    quant_matvec(y, w->data, w->type, w->row_stride, s->act[slot], w->cols, w->rows);
 }
 
 static void add_bias(float *y, const float *b, int n)
@@ -60,13 +105,14 @@ void model_attn_part_forward(const ModelConfig *c, AttnPartW *w, Scratch *s, con
     CHECK(pos >= 0 && pos < w->kv_cap, "position %d beyond the KV cache (%d positions) of "
           "layer %d unit %d", pos, w->kv_cap, w->layer, w->unit);
     pre_norm(c, s->xn, x, w->norm_w, w->norm_b);
-    kernels_matvec(s->q, w->wq, s->xn, c->dim, nq * hd);
+    act_reset(s);
+    matvec(s, s->q, &w->wq, s->xn);
     add_bias(s->q, w->bq, nq * hd);
     float *k = w->k_cache + (size_t)pos * (size_t)hd;
     float *v = w->v_cache + (size_t)pos * (size_t)hd;
-    kernels_matvec(k, w->wk, s->xn, c->dim, hd);
+    matvec(s, k, &w->wk, s->xn);
     add_bias(k, w->bk, hd);
-    kernels_matvec(v, w->wv, s->xn, c->dim, hd);
+    matvec(s, v, &w->wv, s->xn);
     add_bias(v, w->bv, hd);
     if (c->rope_style != ROPE_NONE) {
         int inter = c->rope_style == ROPE_INTERLEAVED;
@@ -79,17 +125,21 @@ void model_attn_part_forward(const ModelConfig *c, AttnPartW *w, Scratch *s, con
 void model_proj_forward(const ModelConfig *c, const ProjW *w, Scratch *s, const float *x,
                         const float *heads, float *z)
 {
-    kernels_matvec(s->tmp, w->wo, heads, c->n_heads * c->head_dim, c->dim);
+    act_reset(s);
+    matvec(s, s->tmp, &w->wo, heads);
     add_bias(s->tmp, w->bo, c->dim);
     if (z != x)
         memcpy(z, x, (size_t)c->dim * sizeof(float));
     kernels_add(z, s->tmp, c->dim);
 }
 
-void model_proj_partial(const ModelConfig *c, const float *wo_cols, const float *heads,
-                        int ncols, float *partial)
+void model_proj_partial(const ModelConfig *c, Scratch *s, const QMat *wo_cols,
+                        const float *heads, int ncols, float *partial)
 {
-    kernels_matvec(partial, wo_cols, heads, ncols, c->dim);
+    CHECK(wo_cols->cols == ncols && wo_cols->rows == c->dim, "projection columns: %d x %d "
+          "held, %d x %d asked", wo_cols->rows, wo_cols->cols, c->dim, ncols);
+    act_reset(s);
+    matvec(s, partial, wo_cols, heads);
 }
 
 void model_ffn_delta(const ModelConfig *c, const FfnW *w, Scratch *s, const float *z,
@@ -97,18 +147,20 @@ void model_ffn_delta(const ModelConfig *c, const FfnW *w, Scratch *s, const floa
 {
     const int f = w->f1 - w->f0;
     pre_norm(c, s->xn, z, w->norm_w, w->norm_b);
+    act_reset(s);
     if (c->arch == ARCH_GPT2) {
-        kernels_matvec(s->hb, w->w_up, s->xn, c->dim, f);
+        matvec(s, s->hb, &w->w_up, s->xn);
         add_bias(s->hb, w->b_up, f);
         kernels_gelu(s->hb, f);
     } else {
-        kernels_matvec(s->hb, w->w_gate, s->xn, c->dim, f);
-        kernels_matvec(s->hb2, w->w_up, s->xn, c->dim, f);
+        matvec(s, s->hb, &w->w_gate, s->xn);
+        matvec(s, s->hb2, &w->w_up, s->xn);
         kernels_swiglu(s->hb, s->hb2, f);
     }
     /* w_down holds columns [f0, f1) of a [dim][ffn] matrix, stored densely [dim][f]. */
-    kernels_matvec(delta, w->w_down, s->hb, f, c->dim);
-    if (w->f0 == 0)
+    matvec(s, delta, &w->w_down, s->hb);
+    if (w->f0 == 0 && w->f1 > 0) /* the one non-empty slice at column 0 (cuts rounded to
+                                   * blocks can leave empty slices [0, 0) before it) */
         add_bias(delta, w->b_down, c->dim);
 }
 
@@ -134,7 +186,14 @@ float model_ffn_forward(const ModelConfig *c, const FfnW *w, Scratch *s, const f
 
 void model_embed(const ModelConfig *c, const HeadW *w, int token, int pos, float *x)
 {
-    memcpy(x, w->embed + (size_t)token * (size_t)c->dim, (size_t)c->dim * sizeof(float));
+    const QMat *e = &w->embed;
+    CHECK(token >= 0 && token < e->rows, "token %d outside the embedding's %d rows", token,
+          e->rows);
+    const unsigned char *row = (const unsigned char *)e->data + (size_t)token * e->row_stride;
+    if (e->type == QTYPE_F32)
+        memcpy(x, row, (size_t)c->dim * sizeof(float));
+    else
+        quant_dequantize_row(x, row, e->type, c->dim);
     if (w->pos_embed)
         kernels_add(x, w->pos_embed + (size_t)pos * (size_t)c->dim, c->dim);
 }
@@ -149,5 +208,9 @@ void model_logits_rows(const ModelConfig *c, const HeadW *w, Scratch *s, const f
                        int n_rows, float *logits)
 {
     pre_norm(c, s->xn, x, w->final_norm, w->final_norm_b);
-    kernels_matvec(logits, w->lm_head, s->xn, c->dim, n_rows);
+    act_reset(s);
+    QMat head = w->lm_head;
+    CHECK(n_rows <= head.rows, "LM head: %d rows asked, %d held", n_rows, head.rows);
+    head.rows = n_rows;
+    matvec(s, logits, &head, s->xn);
 }

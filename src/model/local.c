@@ -44,7 +44,7 @@ int local_model_load(LocalModel **out, const ModelConfig *c, hid_t file, const c
         if (model_load_proj(&m->proj[l], c, file, fname, l, err, errlen) < 0 ||
             model_load_ffn(&m->ffn[l], c, file, fname, l, 0, c->ffn_dim, err, errlen) < 0)
             goto fail;
-        m->weight_bytes += config_proj_floats(c) * sizeof(float) + model_ffn_bytes(c, &m->ffn[l]);
+        m->weight_bytes += model_proj_bytes(c, &m->proj[l]) + model_ffn_bytes(c, &m->ffn[l]);
     }
     model_scratch_init(&m->scratch, c, kv_cap);
     m->heads = xcalloc((size_t)c->n_heads * (size_t)c->head_dim, sizeof(float));

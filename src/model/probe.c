@@ -3,6 +3,7 @@
  * RoPE, attention, SwiGLU/GELU and biases included), so the cost model sees the engine's speed
  * rather than a bare kernel's. */
 #include "model.h"
+#include "quant.h"
 #include "util.h"
 
 #include <stdint.h>
@@ -10,80 +11,139 @@
 #include <string.h>
 
 typedef struct {
-    float *buf;   /* every weight of every copy, one huge-page buffer */
-    size_t used, cap;
+    unsigned char *buf; /* every weight of every copy, one huge-page buffer; NULL: measuring */
+    size_t used, cap;   /* bytes, each piece 64-byte aligned */
+    size_t raw;         /* bytes of the pieces themselves (config_layer_bytes's count) */
+    size_t stride;      /* bytes of one copy of the layer (0 while measuring) */
     uint32_t rng;
 } Arena;
 
-/* n floats of weights: small pseudo-random values, or `fill` when fill >= 0.  Only the first
- * copy of the layer is computed (copy 0); later copies repeat it with memcpy, which keeps the
- * probe quick on small models of many copies (and under sanitizers). */
-static float *carve(Arena *a, size_t n, float fill, size_t layer)
+/* The next piece of n bytes.  Only the first copy of the layer is generated (copy 0); later
+ * copies repeat it with memcpy, which keeps the probe quick on small models of many copies
+ * (and under sanitizers).  Returns NULL while measuring, or p and *fresh = whether it must
+ * be generated. */
+static unsigned char *piece(Arena *a, size_t n, int *fresh)
 {
-    CHECK(a->used + n <= a->cap, "probe: arena overflow (%zu + %zu > %zu floats)", a->used, n,
-          a->cap);
-    float *p = a->buf + a->used;
-    a->used += n;
-    if (a->used > layer) {
-        memcpy(p, p - layer, n * sizeof(float));
-        return p;
-    }
-    for (size_t i = 0; i < n; i++) {
-        a->rng = a->rng * 1664525u + 1013904223u;
-        p[i] = fill >= 0 ? fill : ((float)(a->rng >> 9) * (1.0f / 8388608.0f) - 0.5f) * 0.04f;
-    }
+    size_t off = (a->used + 63) & ~(size_t)63;
+    a->used = off + n;
+    a->raw += n;
+    *fresh = 0;
+    if (!a->buf)
+        return NULL;
+    CHECK(a->used <= a->cap, "probe: arena overflow (%zu > %zu bytes)", a->used, a->cap);
+    unsigned char *p = a->buf + off;
+    if (off >= a->stride)
+        memcpy(p, p - a->stride, n);
+    else
+        *fresh = 1;
     return p;
+}
+
+static float rnd(Arena *a)
+{
+    a->rng = a->rng * 1664525u + 1013904223u;
+    return ((float)(a->rng >> 9) * (1.0f / 8388608.0f) - 0.5f) * 0.04f;
+}
+
+/* n floats: small pseudo-random values, or `fill` when fill >= 0. */
+static float *carve(Arena *a, size_t n, float fill)
+{
+    int fresh;
+    float *p = (float *)piece(a, n * sizeof(float), &fresh);
+    for (size_t i = 0; fresh && i < n; i++)
+        p[i] = fill >= 0 ? fill : rnd(a);
+    return p;
+}
+
+/* A rows x cols matrix in the model's stored type of kind k: float32 random throughout,
+ * other types one random row quantized and repeated (the speed does not depend on it). */
+static QMat carve_mat(Arena *a, const ModelConfig *c, WeightKind k, int rows, int cols)
+{
+    const QType t = (QType)c->wtype[k];
+    QMat m = {.type = t, .rows = rows, .cols = cols, .row_stride = quant_row_bytes(t, cols)};
+    if (t == QTYPE_F32) {
+        m.data = carve(a, (size_t)rows * (size_t)cols, -1);
+        return m;
+    }
+    int fresh;
+    unsigned char *p = piece(a, (size_t)rows * m.row_stride, &fresh);
+    m.data = p;
+    if (fresh) {
+        float *row = xmalloc((size_t)cols * sizeof(float));
+        for (int i = 0; i < cols; i++)
+            row[i] = rnd(a);
+        quant_quantize_row(p, row, t, cols);
+        for (int r = 1; r < rows; r++)
+            memcpy(p + (size_t)r * m.row_stride, p, m.row_stride);
+        free(row);
+    }
+    return m;
+}
+
+/* Lays out (or, with a->buf NULL, measures) `copies` copies of one layer. */
+static void layout(Arena *a, const ModelConfig *c, size_t copies, int kv_cap, AttnPartW *parts,
+                   ProjW *proj, FfnW *ffn)
+{
+    const int units = c->n_kv_heads, qpk = config_q_per_kv(c), hd = c->head_dim;
+    const int dim = c->dim, f = c->ffn_dim, gpt2 = c->arch == ARCH_GPT2;
+    for (size_t k = 0; k < copies; k++) {
+        for (int u = 0; u < units; u++) {
+            AttnPartW *w = &parts[k * (size_t)units + (size_t)u];
+            *w = (AttnPartW){.layer = (int)k, .unit = u, .q0 = 0, .q1 = qpk, .kv_cap = kv_cap};
+            w->norm_w = carve(a, (size_t)dim, 1.0f);
+            w->wq = carve_mat(a, c, WKIND_WQ, qpk * hd, dim);
+            w->wk = carve_mat(a, c, WKIND_WK, hd, dim);
+            w->wv = carve_mat(a, c, WKIND_WV, hd, dim);
+            if (gpt2) {
+                w->norm_b = carve(a, (size_t)dim, 0.0f);
+                w->bq = carve(a, (size_t)qpk * (size_t)hd, 0.0f);
+                w->bk = carve(a, (size_t)hd, 0.0f);
+                w->bv = carve(a, (size_t)hd, 0.0f);
+            }
+        }
+        proj[k].layer = (int)k;
+        proj[k].wo = carve_mat(a, c, WKIND_WO, dim, c->n_heads * hd);
+        if (gpt2)
+            proj[k].bo = carve(a, (size_t)dim, 0.0f);
+        FfnW *w = &ffn[k];
+        *w = (FfnW){.layer = (int)k, .f0 = 0, .f1 = f};
+        w->norm_w = carve(a, (size_t)dim, 1.0f);
+        if (gpt2) {
+            w->norm_b = carve(a, (size_t)dim, 0.0f);
+            w->b_up = carve(a, (size_t)f, 0.0f);
+            w->b_down = carve(a, (size_t)dim, 0.0f);
+        } else {
+            w->w_gate = carve_mat(a, c, WKIND_W_GATE, f, dim);
+        }
+        w->w_up = carve_mat(a, c, WKIND_W_UP, f, dim);
+        w->w_down = carve_mat(a, c, WKIND_W_DOWN, dim, f);
+    }
 }
 
 double model_probe_layer_Bps(const ModelConfig *c, size_t min_bytes, int passes)
 {
     const int units = c->n_kv_heads, qpk = config_q_per_kv(c), hd = c->head_dim;
-    const int dim = c->dim, f = c->ffn_dim, gpt2 = c->arch == ARCH_GPT2;
-    const size_t layer = config_layer_floats(c);
-    size_t copies = min_bytes / (layer * sizeof(float)) + 1;
+    const int dim = c->dim;
+    const size_t layer = config_layer_bytes(c);
+    size_t copies = min_bytes / layer + 1;
     if (passes < 1)
         passes = 1;
-    Arena a = {xmalloc_big(copies * layer * sizeof(float)), 0, copies * layer, 12345u};
     AttnPartW *parts = xcalloc(copies * (size_t)units, sizeof(AttnPartW));
     ProjW *proj = xcalloc(copies, sizeof(ProjW));
     FfnW *ffn = xcalloc(copies, sizeof(FfnW));
     const int kv_cap = passes + 1;
-    for (size_t k = 0; k < copies; k++) {
-        for (int u = 0; u < units; u++) {
-            AttnPartW *w = &parts[k * (size_t)units + (size_t)u];
-            *w = (AttnPartW){.layer = (int)k, .unit = u, .q0 = 0, .q1 = qpk, .kv_cap = kv_cap};
-            w->norm_w = carve(&a, (size_t)dim, 1.0f, layer);
-            w->wq = carve(&a, (size_t)qpk * (size_t)hd * (size_t)dim, -1, layer);
-            w->wk = carve(&a, (size_t)hd * (size_t)dim, -1, layer);
-            w->wv = carve(&a, (size_t)hd * (size_t)dim, -1, layer);
-            if (gpt2) {
-                w->norm_b = carve(&a, (size_t)dim, 0.0f, layer);
-                w->bq = carve(&a, (size_t)qpk * (size_t)hd, 0.0f, layer);
-                w->bk = carve(&a, (size_t)hd, 0.0f, layer);
-                w->bv = carve(&a, (size_t)hd, 0.0f, layer);
-            }
-            w->k_cache = xcalloc((size_t)kv_cap * (size_t)hd, sizeof(float));
-            w->v_cache = xcalloc((size_t)kv_cap * (size_t)hd, sizeof(float));
-        }
-        proj[k].layer = (int)k;
-        proj[k].wo = carve(&a, (size_t)dim * (size_t)c->n_heads * (size_t)hd, -1, layer);
-        if (gpt2)
-            proj[k].bo = carve(&a, (size_t)dim, 0.0f, layer);
-        FfnW *w = &ffn[k];
-        *w = (FfnW){.layer = (int)k, .f0 = 0, .f1 = f};
-        w->norm_w = carve(&a, (size_t)dim, 1.0f, layer);
-        if (gpt2) {
-            w->norm_b = carve(&a, (size_t)dim, 0.0f, layer);
-            w->b_up = carve(&a, (size_t)f, 0.0f, layer);
-            w->b_down = carve(&a, (size_t)dim, 0.0f, layer);
-        } else {
-            w->w_gate = carve(&a, (size_t)f * (size_t)dim, -1, layer);
-        }
-        w->w_up = carve(&a, (size_t)f * (size_t)dim, -1, layer);
-        w->w_down = carve(&a, (size_t)dim * (size_t)f, -1, layer);
+    Arena a = {0};
+    layout(&a, c, 1, kv_cap, parts, proj, ffn); /* measures one copy */
+    CHECK(a.raw == layer, "probe: %zu of %zu bytes laid out (config_layer_bytes disagrees)",
+          a.raw, layer);
+    const size_t stride = (a.used + 63) & ~(size_t)63;
+    a = (Arena){.buf = xmalloc_big(copies * stride), .cap = copies * stride, .stride = stride,
+                .rng = 12345u};
+    layout(&a, c, copies, kv_cap, parts, proj, ffn);
+    for (size_t i = 0; i < copies * (size_t)units; i++) {
+        parts[i].k_cache = xcalloc((size_t)kv_cap * (size_t)hd, sizeof(float));
+        parts[i].v_cache = xcalloc((size_t)kv_cap * (size_t)hd, sizeof(float));
     }
-    CHECK(a.used == a.cap, "probe: %zu of %zu floats carved (config_layer_floats disagrees)",
-          a.used, a.cap);
     Scratch s;
     model_scratch_init(&s, c, kv_cap);
     float *x = xmalloc((size_t)dim * sizeof(float)), *z = xmalloc((size_t)dim * sizeof(float));
@@ -119,5 +179,5 @@ double model_probe_layer_Bps(const ModelConfig *c, size_t min_bytes, int passes)
     free(xo);
     free(heads);
     model_scratch_free(&s);
-    return (double)(copies * layer * sizeof(float)) / (median > 0 ? median : 1e-9);
+    return (double)(copies * layer) / (median > 0 ? median : 1e-9);
 }

@@ -48,6 +48,53 @@ static float *read_slab(hid_t f, const char *fname, const char *path, int rank,
     return p;
 }
 
+/* Reads the logical box start/count of a matrix in its stored type into m: rows are the
+ * product of the leading counts, cols the last.  Shape and block alignment are checked
+ * before anything of the promised size is allocated. */
+static int read_qmat(hid_t f, const char *fname, const char *path, int rank,
+                     const uint64_t *dims, const uint64_t *start, const uint64_t *count,
+                     QMat *m, char *err, size_t errlen)
+{
+    memset(m, 0, sizeof *m);
+    H5Tensor ti;
+    if (h5io_check_qshape(f, path, rank, dims, &ti, fname, err, errlen) < 0)
+        return -1;
+    const uint64_t bs = (uint64_t)quant_block_size(ti.type);
+    const uint64_t c0 = start[rank - 1], nc = count[rank - 1];
+    if (c0 % bs != 0 || nc % bs != 0)
+        return util_err(err, errlen, "%s: dataset %s: columns [%llu, %llu) do not start and "
+                        "end on %s block boundaries (multiples of %llu): this cut cannot be "
+                        "loaded from a quantized file", fname, path, (unsigned long long)c0,
+                        (unsigned long long)(c0 + nc), quant_type_name(ti.type),
+                        (unsigned long long)bs);
+    size_t rows = 1, bytes;
+    for (int i = 0; i + 1 < rank; i++)
+        if (size_mul(&rows, rows, (size_t)count[i]) < 0)
+            return util_err(err, errlen, "%s: %s: slab size overflows", fname, path);
+    const size_t rb = quant_row_bytes(ti.type, (int64_t)nc);
+    if (rows > 0x7fffffff || size_mul(&bytes, rows, rb) < 0)
+        return util_err(err, errlen, "%s: %s: slab size overflows", fname, path);
+    void *p = xmalloc_big(bytes ? bytes : 1);
+    if (bytes > 0 && /* an empty FFN slice reads nothing */
+        h5io_read_qslab(f, path, rank, dims, start, count, p, NULL, fname, err, errlen) < 0) {
+        free(p);
+        return -1;
+    }
+    *m = (QMat){.type = ti.type, .rows = (int)rows, .cols = (int)nc, .row_stride = rb,
+                .data = p};
+    return 0;
+}
+
+size_t model_qmat_bytes(const QMat *m) { return (size_t)m->rows * m->row_stride; }
+
+void model_qmat_free(QMat *m)
+{
+    if (!m)
+        return;
+    free(m->data);
+    memset(m, 0, sizeof *m);
+}
+
 #define LPATH(buf, layer, name) snprintf(buf, sizeof buf, "/layers/%d/%s", layer, name)
 
 int model_load_attn_part(AttnPartW *w, const ModelConfig *c, hid_t f, const char *fname,
@@ -77,17 +124,17 @@ int model_load_attn_part(AttnPartW *w, const ModelConfig *c, hid_t f, const char
         uint64_t start[3] = {(uint64_t)unit, (uint64_t)q0 * hd, 0};
         uint64_t count[3] = {1, (uint64_t)(q1 - q0) * hd, dim};
         LPATH(p, layer, "wq");
-        if (!(w->wq = read_slab(f, fname, p, 3, dims, start, count, err, errlen)))
+        if (read_qmat(f, fname, p, 3, dims, start, count, &w->wq, err, errlen) < 0)
             goto fail;
     }
     {
         uint64_t dims[3] = {G, hd, dim}, start[3] = {(uint64_t)unit, 0, 0};
         uint64_t count[3] = {1, hd, dim};
         LPATH(p, layer, "wk");
-        if (!(w->wk = read_slab(f, fname, p, 3, dims, start, count, err, errlen)))
+        if (read_qmat(f, fname, p, 3, dims, start, count, &w->wk, err, errlen) < 0)
             goto fail;
         LPATH(p, layer, "wv");
-        if (!(w->wv = read_slab(f, fname, p, 3, dims, start, count, err, errlen)))
+        if (read_qmat(f, fname, p, 3, dims, start, count, &w->wv, err, errlen) < 0)
             goto fail;
     }
     if (gpt2) {
@@ -122,7 +169,7 @@ int model_load_proj(ProjW *w, const ModelConfig *c, hid_t f, const char *fname, 
     uint64_t dims[2] = {(uint64_t)c->dim, (uint64_t)c->n_heads * (uint64_t)c->head_dim};
     uint64_t start[2] = {0, 0};
     LPATH(p, layer, "wo");
-    if (!(w->wo = read_slab(f, fname, p, 2, dims, start, dims, err, errlen)))
+    if (read_qmat(f, fname, p, 2, dims, start, dims, &w->wo, err, errlen) < 0)
         goto fail;
     if (c->arch == ARCH_GPT2) {
         LPATH(p, layer, "bo");
@@ -135,15 +182,14 @@ fail:
     return -1;
 }
 
-int model_load_proj_cols(float **wo, const ModelConfig *c, hid_t f, const char *fname,
+int model_load_proj_cols(QMat *wo, const ModelConfig *c, hid_t f, const char *fname,
                          int layer, int col0, int ncols, char *err, size_t errlen)
 {
     char p[96];
     uint64_t dims[2] = {(uint64_t)c->dim, (uint64_t)c->n_heads * (uint64_t)c->head_dim};
     uint64_t start[2] = {0, (uint64_t)col0}, count[2] = {(uint64_t)c->dim, (uint64_t)ncols};
     LPATH(p, layer, "wo");
-    *wo = read_slab(f, fname, p, 2, dims, start, count, err, errlen);
-    return *wo ? 0 : -1;
+    return read_qmat(f, fname, p, 2, dims, start, count, wo, err, errlen);
 }
 
 int model_load_proj_bias(float **bo, const ModelConfig *c, hid_t f, const char *fname,
@@ -182,15 +228,15 @@ int model_load_ffn(FfnW *w, const ModelConfig *c, hid_t f, const char *fname, in
             goto fail;
     } else {
         LPATH(p, layer, "w_gate");
-        if (!(w->w_gate = read_slab(f, fname, p, 2, dr, sr, cr, err, errlen)))
+        if (read_qmat(f, fname, p, 2, dr, sr, cr, &w->w_gate, err, errlen) < 0)
             goto fail;
     }
     LPATH(p, layer, "w_up");
-    if (!(w->w_up = read_slab(f, fname, p, 2, dr, sr, cr, err, errlen)))
+    if (read_qmat(f, fname, p, 2, dr, sr, cr, &w->w_up, err, errlen) < 0)
         goto fail;
     uint64_t dd[2] = {dim, F}, sd[2] = {0, (uint64_t)f0}, cd[2] = {dim, n};
     LPATH(p, layer, "w_down");
-    if (!(w->w_down = read_slab(f, fname, p, 2, dd, sd, cd, err, errlen)))
+    if (read_qmat(f, fname, p, 2, dd, sd, cd, &w->w_down, err, errlen) < 0)
         goto fail;
     return 0;
 fail:
@@ -203,7 +249,7 @@ int model_load_head(HeadW *w, const ModelConfig *c, hid_t f, const char *fname, 
 {
     memset(w, 0, sizeof *w);
     uint64_t de[2] = {(uint64_t)c->vocab_size, (uint64_t)c->dim}, s0[2] = {0, 0};
-    if (!(w->embed = read_slab(f, fname, "/embed", 2, de, s0, de, err, errlen)))
+    if (read_qmat(f, fname, "/embed", 2, de, s0, de, &w->embed, err, errlen) < 0)
         goto fail;
     if (!(w->final_norm = read_vec(f, fname, "/final_norm", c->dim, err, errlen)))
         goto fail;
@@ -216,7 +262,7 @@ int model_load_head(HeadW *w, const ModelConfig *c, hid_t f, const char *fname, 
     }
     if (c->tied_embeddings) {
         w->lm_head = w->embed;
-    } else if (!(w->lm_head = read_slab(f, fname, "/lm_head", 2, de, s0, de, err, errlen))) {
+    } else if (read_qmat(f, fname, "/lm_head", 2, de, s0, de, &w->lm_head, err, errlen) < 0) {
         goto fail;
     }
     return 0;
@@ -238,8 +284,8 @@ int model_load_head_rows(HeadW *w, const ModelConfig *c, hid_t f, const char *fn
     if (c->arch == ARCH_GPT2 &&
         !(w->final_norm_b = read_vec(f, fname, "/final_norm_bias", c->dim, err, errlen)))
         goto fail;
-    if (!(w->lm_head = read_slab(f, fname, c->tied_embeddings ? "/embed" : "/lm_head", 2, de,
-                                 s0, n, err, errlen)))
+    if (read_qmat(f, fname, c->tied_embeddings ? "/embed" : "/lm_head", 2, de, s0, n,
+                  &w->lm_head, err, errlen) < 0)
         goto fail;
     return 0;
 fail:
@@ -253,9 +299,9 @@ void model_free_attn_part(AttnPartW *w)
         return;
     free(w->norm_w);
     free(w->norm_b);
-    free(w->wq);
-    free(w->wk);
-    free(w->wv);
+    model_qmat_free(&w->wq);
+    model_qmat_free(&w->wk);
+    model_qmat_free(&w->wv);
     free(w->bq);
     free(w->bk);
     free(w->bv);
@@ -268,7 +314,7 @@ void model_free_proj(ProjW *w)
 {
     if (!w)
         return;
-    free(w->wo);
+    model_qmat_free(&w->wo);
     free(w->bo);
     memset(w, 0, sizeof *w);
 }
@@ -279,10 +325,10 @@ void model_free_ffn(FfnW *w)
         return;
     free(w->norm_w);
     free(w->norm_b);
-    free(w->w_gate);
-    free(w->w_up);
+    model_qmat_free(&w->w_gate);
+    model_qmat_free(&w->w_up);
     free(w->b_up);
-    free(w->w_down);
+    model_qmat_free(&w->w_down);
     free(w->b_down);
     memset(w, 0, sizeof *w);
 }
@@ -291,21 +337,35 @@ void model_free_head(HeadW *w)
 {
     if (!w)
         return;
-    if (w->lm_head != w->embed)
-        free(w->lm_head);
-    free(w->embed);
+    if (w->lm_head.data != w->embed.data)
+        model_qmat_free(&w->lm_head);
+    model_qmat_free(&w->embed);
     free(w->pos_embed);
     free(w->final_norm);
     free(w->final_norm_b);
     memset(w, 0, sizeof *w);
 }
 
+/* Bytes of the float32 vectors (norms, biases) of n values each that p points to. */
+static size_t vec_bytes(const float *p, int n) { return p ? (size_t)n * sizeof(float) : 0; }
+
 size_t model_attn_part_bytes(const ModelConfig *c, const AttnPartW *w)
 {
-    return config_attn_unit_floats(c, w->q1 - w->q0) * sizeof(float);
+    const int nq = (w->q1 - w->q0) * c->head_dim, hd = c->head_dim;
+    return model_qmat_bytes(&w->wq) + model_qmat_bytes(&w->wk) + model_qmat_bytes(&w->wv) +
+           vec_bytes(w->norm_w, c->dim) + vec_bytes(w->norm_b, c->dim) +
+           vec_bytes(w->bq, nq) + vec_bytes(w->bk, hd) + vec_bytes(w->bv, hd);
 }
 
 size_t model_ffn_bytes(const ModelConfig *c, const FfnW *w)
 {
-    return config_ffn_floats(c, w->f1 - w->f0) * sizeof(float);
+    return model_qmat_bytes(&w->w_gate) + model_qmat_bytes(&w->w_up) +
+           model_qmat_bytes(&w->w_down) + vec_bytes(w->norm_w, c->dim) +
+           vec_bytes(w->norm_b, c->dim) + vec_bytes(w->b_up, w->f1 - w->f0) +
+           vec_bytes(w->b_down, c->dim);
+}
+
+size_t model_proj_bytes(const ModelConfig *c, const ProjW *w)
+{
+    return model_qmat_bytes(&w->wo) + vec_bytes(w->bo, c->dim);
 }

@@ -60,7 +60,7 @@ static double hop_ms(const Cost *k, int a, int b, double bytes)
 
 static double part_bytes(const ModelConfig *c, const AttnPart *p, int slice)
 {
-    double b = (double)config_attn_unit_floats(c, p->q1 - p->q0) * 4.0;
+    double b = (double)config_attn_unit_bytes(c, p->q1 - p->q0);
     if (slice)
         b += (double)c->dim * (double)((p->q1 - p->q0) * c->head_dim) * 4.0;
     return b;
@@ -100,8 +100,8 @@ double plan_predict_ms(const Plan *plan, const ModelConfig *c, const PlanRequest
             t1 += spread_ms(&k, lp->n_slices - 1);
             for (int j = 0; j < lp->n_slices; j++) {
                 int r = lp->slices[j].rank;
-                busy[r] = t1 + work_ms(&k, r, (double)config_ffn_floats(c, lp->slices[j].f1 -
-                                                                        lp->slices[j].f0) * 4.0);
+                busy[r] = t1 + work_ms(&k, r, (double)config_ffn_bytes(c, lp->slices[j].f1 -
+                                                                       lp->slices[j].f0));
             }
             for (int a = 0; a < lp->n_slices; a++)
                 for (int b = 0; b < lp->n_slices; b++) {
@@ -134,9 +134,9 @@ double plan_predict_ms(const Plan *plan, const ModelConfig *c, const PlanRequest
             }
         }
         gathered += spread_ms(&k, senders);
-        double z = gathered + work_ms(&k, lp->proj_rank, (double)config_proj_floats(c) * 4.0);
+        double z = gathered + work_ms(&k, lp->proj_rank, (double)config_proj_bytes(c));
         z += hop_ms(&k, lp->proj_rank, lp->ffn_rank, msg);
-        t = z + work_ms(&k, lp->ffn_rank, (double)config_ffn_floats(c, c->ffn_dim) * 4.0);
+        t = z + work_ms(&k, lp->ffn_rank, (double)config_ffn_bytes(c, c->ffn_dim));
         memset(has, 0, (size_t)k.n * sizeof(int));
         has[lp->ffn_rank] = 1;
     }

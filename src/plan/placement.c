@@ -107,13 +107,13 @@ static size_t budget_of(const PlanRequest *r, int rank)
 
 static size_t part_bytes(const ModelConfig *c, const AttnPart *p, int kv_positions)
 {
-    return config_attn_unit_floats(c, p->q1 - p->q0) * sizeof(float) +
+    return config_attn_unit_bytes(c, p->q1 - p->q0) +
            config_kv_bytes(c, kv_positions);
 }
 
 static size_t projffn_bytes(const ModelConfig *c)
 {
-    return (config_proj_floats(c) + config_ffn_floats(c, c->ffn_dim)) * sizeof(float);
+    return config_proj_bytes(c) + config_ffn_bytes(c, c->ffn_dim);
 }
 
 static int fits(const Tally *t, int rank, size_t add)
@@ -359,18 +359,25 @@ static void build_random(Plan *p, const ModelConfig *c, int n, uint64_t seed)
 }
 
 /* SLICE: every worker in every layer; parts dealt round-robin (largest first), the FFN cut
- * into slices proportional to device speed. */
+ * into slices proportional to device speed.  In a quantized model every column cut falls on
+ * a block boundary of the matrix it cuts: parts are dealt in runs whose output-projection
+ * columns end on a block of wo, and the FFN cuts are rounded to blocks of w_down (float32:
+ * blocks of 1, the cuts as they always were). */
 static void build_slice(Plan *p, const ModelConfig *c, const PlanRequest *req)
 {
     const int n = req->n_workers;
+    const int bw = config_wkind_block(c, WKIND_WO), bd = config_wkind_block(c, WKIND_W_DOWN);
     double total = 0;
     for (int r = 1; r <= n; r++)
         total += speed_of(req, r);
     for (int l = 0; l < c->n_layers; l++) {
         LayerPlan *lp = &p->layers[l];
         lp->mode = LAYER_SLICE;
-        for (int k = 0; k < lp->n_parts; k++)
-            lp->parts[k].rank = (k + l) % n + 1;
+        for (int k = 0, run = 0, cols = 0; k < lp->n_parts; k++) {
+            lp->parts[k].rank = (run + l) % n + 1;
+            cols += (lp->parts[k].q1 - lp->parts[k].q0) * c->head_dim;
+            run += cols % bw == 0;
+        }
         lp->proj_rank = lp->ffn_rank = 1;
         lp->n_slices = n;
         lp->slices = xcalloc((size_t)n, sizeof(FfnSlice));
@@ -378,7 +385,8 @@ static void build_slice(Plan *p, const ModelConfig *c, const PlanRequest *req)
         int f = 0;
         for (int r = 1; r <= n; r++) {
             acc += speed_of(req, r);
-            int end = r == n ? c->ffn_dim : (int)(acc / total * c->ffn_dim + 0.5);
+            int end = r == n ? c->ffn_dim : (int)(acc / total * c->ffn_dim / bd + 0.5) * bd;
+            end = end > c->ffn_dim ? c->ffn_dim : end;
             end = end < f ? f : end;
             lp->slices[r - 1] = (FfnSlice){r, f, end};
             f = end;
@@ -518,28 +526,27 @@ size_t plan_rank_weight_bytes(const Plan *plan, const ModelConfig *c, int rank)
     size_t b = 0;
     int v0, v1;
     if (plan_head_rows(plan, c, rank, &v0, &v1)) /* rows, final norm (and its bias) */
-        b += ((size_t)(v1 - v0) + (c->arch == ARCH_GPT2 ? 2 : 1)) * (size_t)c->dim *
-             sizeof(float);
+        b += config_head_rows_bytes(c, v1 - v0) +
+             (c->arch == ARCH_GPT2 ? 2 : 1) * (size_t)c->dim * sizeof(float);
     for (int l = 0; l < plan->n_layers; l++) {
         const LayerPlan *lp = &plan->layers[l];
         for (int k = 0; k < lp->n_parts; k++)
             if (lp->parts[k].rank == rank) {
                 int nq = lp->parts[k].q1 - lp->parts[k].q0;
-                b += config_attn_unit_floats(c, nq) * sizeof(float);
+                b += config_attn_unit_bytes(c, nq);
                 if (lp->mode == LAYER_SLICE) /* its columns of the output projection */
-                    b += (size_t)c->dim * (size_t)nq * (size_t)c->head_dim * sizeof(float);
+                    b += config_proj_cols_bytes(c, nq * c->head_dim);
             }
         if (lp->mode == LAYER_SLICE) {
             for (int k = 0; k < lp->n_slices; k++)
                 if (lp->slices[k].rank == rank)
-                    b += config_ffn_floats(c, lp->slices[k].f1 - lp->slices[k].f0) *
-                         sizeof(float);
+                    b += config_ffn_bytes(c, lp->slices[k].f1 - lp->slices[k].f0);
             continue;
         }
         if (lp->proj_rank == rank)
-            b += config_proj_floats(c) * sizeof(float);
+            b += config_proj_bytes(c);
         if (lp->ffn_rank == rank)
-            b += config_ffn_floats(c, c->ffn_dim) * sizeof(float);
+            b += config_ffn_bytes(c, c->ffn_dim);
     }
     return b;
 }

@@ -81,8 +81,8 @@ int plan_replace(Plan *out, const Plan *cur, const ModelConfig *c, const PlanReq
                     goto next_rank;
                 if (lp->parts[k].rank != r)
                     continue;
-                size_t need = config_attn_unit_floats(c, lp->parts[k].q1 - lp->parts[k].q0) *
-                              sizeof(float) + config_kv_bytes(c, horizon);
+                size_t need = config_attn_unit_bytes(c, lp->parts[k].q1 - lp->parts[k].q0) +
+                              config_kv_bytes(c, horizon);
                 int best = -1;
                 double best_room = 0;
                 for (int t = 1; t <= n; t++) {

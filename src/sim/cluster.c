@@ -3,7 +3,7 @@
  * calibration also writes), and the cost model.  Decoding one token streams every weight
  * once, so a compute op costs (weight bytes + KV-cache bytes read) / device speed plus a fixed
  * per-op overhead; weight sizes come from the same accounting as placement
- * (config_attn_unit_floats, config_proj_floats, config_ffn_floats, config_kv_bytes).  A message
+ * (config_attn_unit_bytes, config_proj_bytes, config_ffn_bytes, config_kv_bytes).  A message
  * costs latency + bytes / bandwidth (jitter and contention are the event core's). */
 #include "sim.h"
 
@@ -79,7 +79,7 @@ int sim_cluster_generate(SimCluster *cl, int n, uint64_t seed, const ModelConfig
     if (mem_slack > 0) {
         /* Budgets that together hold mem_slack times the layers and their KV cache. */
         double need = (double)c->n_layers *
-                      ((double)config_layer_floats(c) * sizeof(float) +
+                      ((double)config_layer_bytes(c) +
                        (double)c->n_kv_heads * (double)config_kv_bytes(c, kv_positions));
         for (int r = 1; r <= n; r++)
             cl->dev[r].mem_budget =
@@ -322,19 +322,19 @@ static double on_device(const SimCluster *cl, int rank, double bytes)
 double sim_cost_attn(const ModelConfig *c, const SimCluster *cl, int rank, int n_q, int pos)
 {
     /* The part's weights, and K and V of its KV group for positions 0..pos. */
-    double bytes = (double)config_attn_unit_floats(c, n_q) * sizeof(float) +
+    double bytes = (double)config_attn_unit_bytes(c, n_q) +
                    (double)config_kv_bytes(c, pos + 1);
     return on_device(cl, rank, bytes);
 }
 
 double sim_cost_proj(const ModelConfig *c, const SimCluster *cl, int rank)
 {
-    return on_device(cl, rank, (double)config_proj_floats(c) * sizeof(float));
+    return on_device(cl, rank, (double)config_proj_bytes(c));
 }
 
 double sim_cost_ffn(const ModelConfig *c, const SimCluster *cl, int rank)
 {
-    return on_device(cl, rank, (double)config_ffn_floats(c, c->ffn_dim) * sizeof(float));
+    return on_device(cl, rank, (double)config_ffn_bytes(c, c->ffn_dim));
 }
 
 double sim_cost_controller(const ModelConfig *c, const SimCluster *cl, int embed)

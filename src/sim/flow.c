@@ -293,7 +293,7 @@ static void slice_layer(SimFlow *f, const LayerPlan *lp, int l, int root)
             if (lp->slices[k].rank == r)
                 cols += lp->slices[k].f1 - lp->slices[k].f0;
         const SimDevice *dv = &f->cl->dev[r];
-        double t = (double)config_ffn_floats(c, cols) * sizeof(float) / dv->speed +
+        double t = (double)config_ffn_bytes(c, cols) / dv->speed +
                    dv->op_overhead;
         a[i] = des_compute(d, SIM_TAG_FFN, l, r, t);
         des_dep(d, z[i], a[i]);

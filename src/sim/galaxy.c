@@ -85,7 +85,7 @@ static void deal(Plan *p, const ModelConfig *c, const SimCluster *cl, const doub
         LayerPlan *lp = &p->layers[l];
         for (int k = 0; k < lp->n_parts; k++) {
             int nq = lp->parts[k].q1 - lp->parts[k].q0;
-            double b = (double)config_attn_unit_floats(c, nq) * sizeof(float) +
+            double b = (double)config_attn_unit_bytes(c, nq) +
                        (double)c->dim * nq * c->head_dim * sizeof(float) +
                        (double)config_kv_bytes(c, kv);
             total += b;
@@ -136,7 +136,7 @@ int galaxy_build_plan(Plan *p, const ModelConfig *c, const SimCluster *cl, int k
     double *share = xcalloc((size_t)n + 1, sizeof(double));
     double *cap = xcalloc((size_t)n + 1, sizeof(double));
     double total = (double)c->n_layers *
-                   ((double)config_layer_floats(c) * sizeof(float) +
+                   ((double)config_layer_bytes(c) +
                     (double)c->n_kv_heads * (double)config_kv_bytes(c, kv_positions));
     for (int d = 1; d <= n; d++)
         cap[d] = cl->dev[d].mem_budget ? (double)cl->dev[d].mem_budget / total : 1e30;

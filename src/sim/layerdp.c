@@ -47,7 +47,7 @@ static void dp_costs(DpCtx *x, const ModelConfig *c, const SimCluster *cl, const
     LayerPlan lp = tmpl->layers[0];
     lp.parts = xmalloc((size_t)lp.n_parts * sizeof(AttnPart));
     memcpy(lp.parts, tmpl->layers[0].parts, (size_t)lp.n_parts * sizeof(AttnPart));
-    double layer_bytes = (double)config_layer_floats(c) * sizeof(float) +
+    double layer_bytes = (double)config_layer_bytes(c) +
                          (double)c->n_kv_heads * (double)config_kv_bytes(c, req->kv_positions);
     for (int b = 1; b <= n; b++) {
         whole_layer_on(&lp, b);

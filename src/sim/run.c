@@ -86,15 +86,14 @@ static double migrate(SimDes *d, const Plan *old, const Plan *nw, const ModelCon
             if (from == to)
                 continue;
             double kv = (double)config_kv_bytes(c, pos);
-            double w = (double)config_attn_unit_floats(c, b->parts[k].q1 - b->parts[k].q0) *
-                       sizeof(float);
+            double w = (double)config_attn_unit_bytes(c, b->parts[k].q1 - b->parts[k].q0);
             if (kv > 0)
                 des_msg(d, SIM_TAG_KV_MOVE, l, from, to, kv);
             des_compute(d, SIM_TAG_RELOAD, l, to, w / cl->dev[to].load_bw);
             res->migrated_bytes += kv + w;
         }
-        double pw = (double)config_proj_floats(c) * sizeof(float),
-               fw = (double)config_ffn_floats(c, c->ffn_dim) * sizeof(float);
+        double pw = (double)config_proj_bytes(c),
+               fw = (double)config_ffn_bytes(c, c->ffn_dim);
         if (a->proj_rank != b->proj_rank) {
             des_compute(d, SIM_TAG_RELOAD, l, b->proj_rank, pw / cl->dev[b->proj_rank].load_bw);
             res->migrated_bytes += pw;

@@ -100,12 +100,12 @@ static void add_conf(Bnb *b, const int *ranks, int pos, int kv)
     for (int j = 0; j < b->P; j++) {
         int nq = lp->parts[j].q1 - lp->parts[j].q0;
         lp->parts[j].rank = ranks[j];
-        m[ranks[j]] += config_attn_unit_floats(c, nq) * sizeof(float) + config_kv_bytes(c, kv);
+        m[ranks[j]] += config_attn_unit_bytes(c, nq) + config_kv_bytes(c, kv);
         cn[ranks[j]] += b->size_class[nq] == 1 ? 1u << 8 : 1u;
     }
     lp->proj_rank = ranks[b->P];
     lp->ffn_rank = ranks[b->P + 1];
-    m[lp->proj_rank] += config_proj_floats(c) * sizeof(float);
+    m[lp->proj_rank] += config_proj_bytes(c);
     m[lp->ffn_rank] += b->ffn_bytes;
     cn[lp->proj_rank] += 1u << 16;
     cn[lp->ffn_rank] += 1u << 24;
@@ -477,7 +477,7 @@ static void bnb_init(Bnb *b, const ModelConfig *c, const SimCluster *cl)
     b->n = cl->n_workers;
     b->L = c->n_layers;
     const int n1 = b->n + 1;
-    b->ffn_bytes = config_ffn_floats(c, c->ffn_dim) * sizeof(float);
+    b->ffn_bytes = config_ffn_bytes(c, c->ffn_dim);
     b->ffn_t = xcalloc((size_t)n1, sizeof(double));
     b->by_ffn = xcalloc((size_t)b->n, sizeof(int));
     b->tail = xcalloc((size_t)n1, sizeof(double));

@@ -176,7 +176,8 @@ mk() {
   cp "$T/good.h5" "$T/$name.h5"
   "$H5EDIT" "$T/$name.h5" "$@" || fail "h5edit $name: $*"
 }
-mk fv2 attr-int /config format_version 2
+mk fv3 attr-int /config format_version 3
+mk fv2 attr-int /config format_version 2   # version 2 (quantized) without its quantization
 mk fvnone attr-del /config format_version
 mk kv3 attr-int /config n_kv_heads 3
 mk negdim attr-int /config dim -64
@@ -296,7 +297,8 @@ case_ "model is text"          "text.h5.*HDF5"        "${HSM[@]}" "$T/text.h5"
 case_ "HDF5 truncated (meta)"  "trunc_meta.h5"        "${HSM[@]}" "$T/trunc_meta.h5"
 case_ "HDF5 truncated (data)"  "trunc_data.h5"        "${HSM[@]}" "$T/trunc_data.h5"
 case_ "HDF5 bad signature"     "badsig.h5"            "${HSM[@]}" "$T/badsig.h5"
-case_ "format_version 2"       "format_version"       "${HSM[@]}" "$T/fv2.h5"
+case_ "format_version 3"       "format_version"       "${HSM[@]}" "$T/fv3.h5"
+case_ "v2 lacks quantization"  "quantization"         "${HSM[@]}" "$T/fv2.h5"
 case_ "format_version missing" "format_version"       "${HSM[@]}" "$T/fvnone.h5"
 case_ "n_kv_heads 3 of 8"      "n_kv_heads"           "${HSM[@]}" "$T/kv3.h5"
 case_ "dim negative"           "dim"                  "${HSM[@]}" "$T/negdim.h5"
@@ -366,6 +368,7 @@ case_ "convert no --out"       "--out"                "$CONVERT" --synthetic sto
 case_ "convert bad spec"       "dim"                  "$CONVERT" --synthetic "llama:dim=abc" --out "$T/out.h5"
 case_ "convert --layers 0"     "--layers"             "$CONVERT" --synthetic stories260k --layers 0 --out "$T/out.h5"
 case_ "convert --seed -1"      "--seed"               "$CONVERT" --synthetic stories260k --seed -1 --out "$T/out.h5"
+case_ "convert --quantize q5"  "--quantize.*q5"       "$CONVERT" --synthetic stories260k --quantize q5 --out "$T/out.h5"
 case_ "convert --out bad dir"  "nodir"                "$CONVERT" --synthetic stories260k --out "$T/nodir/x.h5"
 
 t_inputs=$(date +%s)

@@ -44,13 +44,13 @@ static void assert_ids(const Tokenizer *t, const char *text, const int *want, si
 
 static void convert_llama2c_ok(const char *ck, const char *tk, const char *out)
 {
-    if (convert_from_llama2c(ck, tk, out, NULL, err, sizeof err) < 0)
+    if (convert_from_llama2c(ck, tk, out, NULL, NULL, err, sizeof err) < 0)
         fail_msg("%s", err);
 }
 
 static void convert_hf_ok(const char *dir, const char *out)
 {
-    if (convert_from_hf(dir, out, NULL, err, sizeof err) < 0)
+    if (convert_from_hf(dir, out, NULL, NULL, err, sizeof err) < 0)
         fail_msg("%s", err);
 }
 
@@ -62,7 +62,7 @@ static void test_llama2c_stories260k(void **state)
     ConvertStats st;
     sp(ck, "stories260K/stories260K.bin");
     sp(tk, "stories260K/tok512.bin");
-    if (convert_from_llama2c(ck, tk, tp(out, "s260.h5"), &st, err, sizeof err) < 0)
+    if (convert_from_llama2c(ck, tk, tp(out, "s260.h5"), NULL, &st, err, sizeof err) < 0)
         fail_msg("%s", err);
     assert_int_equal(st.n_tensors, 47);
     check_layout(out);
@@ -458,7 +458,7 @@ static int bytes_equal(const char *a, const char *b)
 static void synth_ok(const char *spec, uint64_t seed, int layers, const char *tok,
                      const char *out)
 {
-    if (convert_make_synthetic(spec, seed, layers, tok, out, NULL, err, sizeof err) < 0)
+    if (convert_make_synthetic(spec, seed, layers, tok, out, NULL, NULL, err, sizeof err) < 0)
         fail_msg("%s", err);
 }
 

@@ -22,47 +22,47 @@ static void test_llama2c_bad_inputs(void **state)
     tp(out, "bad.h5");
     /* truncated checkpoint */
     make_llama2c(tp(ck, "trunc.bin"), hdr, 100);
-    expect_fail(convert_from_llama2c(ck, tk, out, NULL, err, sizeof err), out, ck, "size");
+    expect_fail(convert_from_llama2c(ck, tk, out, NULL, NULL, err, sizeof err), out, ck, "size");
     /* header dims inconsistent with the file size */
     make_llama2c(tp(ck, "dims.bin"), hdr, 0);
     patch_header(ck, 1, 32); /* hidden_dim */
-    expect_fail(convert_from_llama2c(ck, tk, out, NULL, err, sizeof err), out, ck,
+    expect_fail(convert_from_llama2c(ck, tk, out, NULL, NULL, err, sizeof err), out, ck,
                 "implies");
     /* negative and zero dims */
     patch_header(ck, 1, 16);
     patch_header(ck, 2, -2);
-    expect_fail(convert_from_llama2c(ck, tk, out, NULL, err, sizeof err), out, ck,
+    expect_fail(convert_from_llama2c(ck, tk, out, NULL, NULL, err, sizeof err), out, ck,
                 "n_layers = -2");
     patch_header(ck, 2, 2);
     patch_header(ck, 6, 0);
-    expect_fail(convert_from_llama2c(ck, tk, out, NULL, err, sizeof err), out, ck, "seq_len");
+    expect_fail(convert_from_llama2c(ck, tk, out, NULL, NULL, err, sizeof err), out, ck, "seq_len");
     /* heads that do not divide dim, kv heads that do not divide heads */
     patch_header(ck, 6, 4);
     patch_header(ck, 3, 3);
-    expect_fail(convert_from_llama2c(ck, tk, out, NULL, err, sizeof err), out, ck, "n_heads");
+    expect_fail(convert_from_llama2c(ck, tk, out, NULL, NULL, err, sizeof err), out, ck, "n_heads");
     patch_header(ck, 3, 2);
     patch_header(ck, 4, 3);
-    expect_fail(convert_from_llama2c(ck, tk, out, NULL, err, sizeof err), out, ck,
+    expect_fail(convert_from_llama2c(ck, tk, out, NULL, NULL, err, sizeof err), out, ck,
                 "n_kv_heads");
     /* a newer export format */
     patch_header(ck, 4, 1);
     patch_header(ck, 0, 0x616b3432);
-    expect_fail(convert_from_llama2c(ck, tk, out, NULL, err, sizeof err), out, ck, "version");
+    expect_fail(convert_from_llama2c(ck, tk, out, NULL, NULL, err, sizeof err), out, ck, "version");
     /* shorter than the header */
     write_text(ck, "short");
-    expect_fail(convert_from_llama2c(ck, tk, out, NULL, err, sizeof err), out, ck, "header");
+    expect_fail(convert_from_llama2c(ck, tk, out, NULL, NULL, err, sizeof err), out, ck, "header");
     /* missing checkpoint, missing tokenizer, tokenizer of another vocabulary size */
-    expect_fail(convert_from_llama2c(tp(miss, "nope.bin"), tk, out, NULL, err, sizeof err),
+    expect_fail(convert_from_llama2c(tp(miss, "nope.bin"), tk, out, NULL, NULL, err, sizeof err),
                 out, miss, "checkpoint");
     make_llama2c(tp(ck, "good.bin"), hdr, 0);
-    expect_fail(convert_from_llama2c(ck, tp(miss, "nope_tok.bin"), out, NULL, err, sizeof err),
+    expect_fail(convert_from_llama2c(ck, tp(miss, "nope_tok.bin"), out, NULL, NULL, err, sizeof err),
                 out, miss, "tokenizer");
     make_tok259(tp(tk_bad, "tok_big.bin"), 5);
-    expect_fail(convert_from_llama2c(ck, tk_bad, out, NULL, err, sizeof err), out, tk_bad,
+    expect_fail(convert_from_llama2c(ck, tk_bad, out, NULL, NULL, err, sizeof err), out, tk_bad,
                 "left");
     /* an existing output survives a failed conversion */
     write_text(out, "keep");
-    assert_int_equal(convert_from_llama2c(ck, tk_bad, out, NULL, err, sizeof err), -1);
+    assert_int_equal(convert_from_llama2c(ck, tk_bad, out, NULL, NULL, err, sizeof err), -1);
     char buf[8] = "";
     FILE *f = fopen(out, "r");
     assert_non_null(fgets(buf, sizeof buf, f));
@@ -80,7 +80,7 @@ static void hf_expect(const char *dir, const char *config, const char *named,
         snprintf(p, sizeof p, "%s/config.json", dir);
         write_text(p, config);
     }
-    expect_fail(convert_from_hf(dir, tp(out, "bad_hf.h5"), NULL, err, sizeof err), out, named,
+    expect_fail(convert_from_hf(dir, tp(out, "bad_hf.h5"), NULL, NULL, err, sizeof err), out, named,
                 what);
 }
 
@@ -146,13 +146,13 @@ static void test_hf_gpt2_bad_inputs(void **state)
     assert_int_equal(rename(vj2, vj), 0);
     /* the directory now converts */
     char out[256];
-    assert_int_equal(convert_from_hf(dir, tp(out, "g2_ok.h5"), NULL, err, sizeof err), 0);
+    assert_int_equal(convert_from_hf(dir, tp(out, "g2_ok.h5"), NULL, NULL, err, sizeof err), 0);
     st_free(&m);
     /* a synthetic model whose tokenizer has another vocabulary size */
     tp(out, "syn_bad.h5");
-    expect_fail(convert_make_synthetic("stories260k", 1, 1, dir, out, NULL, err, sizeof err),
+    expect_fail(convert_make_synthetic("stories260k", 1, 1, dir, out, NULL, NULL, err, sizeof err),
                 out, vj, "vocab_size");
-    assert_int_equal(convert_make_synthetic("llama:vocab=100", 1, 1, NULL, out, NULL, err,
+    assert_int_equal(convert_make_synthetic("llama:vocab=100", 1, 1, NULL, out, NULL, NULL, err,
                                             sizeof err), -1);
     assert_non_null(strstr(err, "vocab"));
 }
@@ -184,7 +184,7 @@ static void test_hf_llama_bad_config(void **state)
         hf_expect(dir, text, i + 1 < sizeof cases / sizeof cases[0] ? cfg : dir,
                   cases[i].what);
     }
-    expect_fail(convert_from_hf("/nonexistent-hf-dir", tp(text, "x.h5"), NULL, err,
+    expect_fail(convert_from_hf("/nonexistent-hf-dir", tp(text, "x.h5"), NULL, NULL, err,
                                 sizeof err), text, "/nonexistent-hf-dir", "config.json");
 }
 

@@ -310,7 +310,7 @@ static void fixture_open(Fixture *fx, const char *spec, const char *name)
 {
     char path[256];
     memset(fx, 0, sizeof *fx);
-    if (convert_make_synthetic(spec, 7, 0, NULL, tp(path, name), NULL, err, sizeof err) < 0)
+    if (convert_make_synthetic(spec, 7, 0, NULL, tp(path, name), NULL, NULL, err, sizeof err) < 0)
         fail_msg("%s", err);
     fx->file = h5io_open_read(path, err, sizeof err);
     assert_true(fx->file >= 0);
