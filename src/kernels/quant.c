@@ -9,9 +9,10 @@
  * (kernels_matvec_own) so fp32 models keep their results.
  *
  * Rows are read through the block structs: a row must start 2-byte aligned (4 for Q8_K), as
- * GGUF data (32-byte aligned, even block sizes) and malloc'ed buffers do.  The 512-bit matvec
- * lays the activation out on the stack once per call (about 40 KiB; rows longer than 32768
- * values take the per-row path instead). */
+ * GGUF data (32-byte aligned, even block sizes) and malloc'ed buffers do.  The x86 matvecs of
+ * Q8_0/Q4_0/Q5_0 and (512-bit) the K-quants lay the activation out on the stack once per call
+ * (up to about 40 KiB; rows longer than 32768 values take the per-row path instead), so many
+ * rows are best done by one quant_matvec, not by quant_vec_dot row by row. */
 #include "quant_impl.h"
 
 #include <string.h>
@@ -134,6 +135,10 @@ void quant_matvec(float *y, const void *w, QType t, size_t row_stride, const voi
 #if defined(QUANT_HAVE_AVX2)
     const QuantPath p = quant_best_path();
     if (quant_x86_matvec(p == QUANT_PATH_VNNI, t, y, w, row_stride, x_act, n, d))
+        return;
+#endif
+#if defined(QUANT_HAVE_NEON)
+    if (quant_neon_matvec(t, y, w, row_stride, x_act, n, d))
         return;
 #endif
     for (int i = 0; i < d; i++)

@@ -118,5 +118,8 @@ int quant_x86_quantize(QType t, void *y, const float *x, int64_t n);
 int quant_x86_matvec(int vnni, QType t, float *y, const void *w, size_t stride,
                      const void *x, int64_t n, int d);
 int quant_neon_dot(QType t, const void *w, const void *x, int64_t n, float *out);
+/* y[d] = W x on the NEON path if it has a whole-matrix kernel for t (returns 1), else 0. */
+int quant_neon_matvec(QType t, float *y, const void *w, size_t stride, const void *x,
+                      int64_t n, int d);
 
 #endif

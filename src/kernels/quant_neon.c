@@ -8,7 +8,9 @@
  * subnormals kept, and -ffp-contract=off keeps multiply and add apart.  So every result equals
  * the twin's bit for bit (tests/aarch64/quant_check.c checks it under qemu).
  *
- * Types: Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K, F16, BF16; the rest use the C twins. */
+ * Types: Q8_0, Q4_0, Q5_0 (a matvec over the activation's scales and block sums taken once
+ * per call; the stored quants of Q4_0/Q5_0 multiplied as they are, the offset taken back with
+ * those sums), Q4_K, Q5_K, Q6_K, F16, BF16; the rest use the C twins. */
 #include "quant_impl.h"
 
 #include <string.h>
@@ -17,13 +19,6 @@
 #include <arm_neon.h>
 
 /* ---------------------------------------------------------------- helpers */
-
-/* sum_j w_j a_j over 16 signed bytes each, added into 4 int32 lanes (|w a| <= 128 * 127). */
-static inline int32x4_t dot16(int32x4_t acc, int8x16_t w, int8x16_t a)
-{
-    acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(w), vget_low_s8(a)));
-    return vpadalq_s16(acc, vmull_s8(vget_high_s8(w), vget_high_s8(a)));
-}
 
 /* 16 bytes, 0x10 where bit j of the 16-bit x is set (byte j), 0 elsewhere. */
 static inline int8x16_t bits16_to_0x10(uint32_t x)
@@ -35,31 +30,36 @@ static inline int8x16_t bits16_to_0x10(uint32_t x)
     return vreinterpretq_s8_u8(vandq_u8(set, vdupq_n_u8(0x10)));
 }
 
-/* Block sum of q_j a_j for a 32-value block (quants less their offset). */
+/* sum_j q_j a_j of a 32-value block, the quants as stored (Q4_0/Q5_0: before their offset,
+ * which the caller takes back with the activation's block sum).  vmlal_s8 accumulates in 16
+ * bits: four products of a 5-bit quant (<= 4 * 31 * 127) or two of Q8_0's (<= 2 * 128 * 127)
+ * stay below 2^15, so the sums are exact. */
 static inline int32x4_t block_dot(QType t, const uint8_t *blk, const int8_t *a)
 {
     const int8x16_t a0 = vld1q_s8(a), a1 = vld1q_s8(a + 16);
-    int8x16_t w0, w1;
     if (t == QTYPE_Q8_0) {
-        w0 = vld1q_s8((const int8_t *)(blk + 2));
-        w1 = vld1q_s8((const int8_t *)(blk + 18));
-    } else {
-        const uint8x16_t q = vld1q_u8(blk + (t == QTYPE_Q4_0 ? 2 : 6));
-        int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F)));
-        int8x16_t hi = vreinterpretq_s8_u8(vshrq_n_u8(q, 4));
-        if (t == QTYPE_Q4_0) {
-            w0 = vsubq_s8(lo, vdupq_n_s8(8));
-            w1 = vsubq_s8(hi, vdupq_n_s8(8));
-        } else { /* Q5_0: fifth bits of value j in bit j of qh */
-            uint32_t qh;
-            memcpy(&qh, blk + 2, sizeof qh);
-            lo = vorrq_s8(lo, bits16_to_0x10(qh & 0xFFFF));
-            hi = vorrq_s8(hi, bits16_to_0x10(qh >> 16));
-            w0 = vsubq_s8(lo, vdupq_n_s8(16));
-            w1 = vsubq_s8(hi, vdupq_n_s8(16));
-        }
+        const int8x16_t w0 = vld1q_s8((const int8_t *)(blk + 2));
+        const int8x16_t w1 = vld1q_s8((const int8_t *)(blk + 18));
+        int16x8_t p0 = vmull_s8(vget_low_s8(w0), vget_low_s8(a0));
+        p0 = vmlal_s8(p0, vget_high_s8(w0), vget_high_s8(a0));
+        int16x8_t p1 = vmull_s8(vget_low_s8(w1), vget_low_s8(a1));
+        p1 = vmlal_s8(p1, vget_high_s8(w1), vget_high_s8(a1));
+        return vpadalq_s16(vpaddlq_s16(p0), p1);
     }
-    return dot16(dot16(vdupq_n_s32(0), w0, a0), w1, a1);
+    const uint8x16_t q = vld1q_u8(blk + (t == QTYPE_Q4_0 ? 2 : 6));
+    int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F)));
+    int8x16_t hi = vreinterpretq_s8_u8(vshrq_n_u8(q, 4));
+    if (t == QTYPE_Q5_0) { /* fifth bits of value j in bit j of qh */
+        uint32_t qh;
+        memcpy(&qh, blk + 2, sizeof qh);
+        lo = vorrq_s8(lo, bits16_to_0x10(qh & 0xFFFF));
+        hi = vorrq_s8(hi, bits16_to_0x10(qh >> 16));
+    }
+    int16x8_t p = vmull_s8(vget_low_s8(lo), vget_low_s8(a0));
+    p = vmlal_s8(p, vget_high_s8(lo), vget_high_s8(a0));
+    p = vmlal_s8(p, vget_low_s8(hi), vget_low_s8(a1));
+    p = vmlal_s8(p, vget_high_s8(hi), vget_high_s8(a1));
+    return vpaddlq_s16(p);
 }
 
 /* 4 halves (fp16 bit patterns) to floats, exactly. */
@@ -70,7 +70,27 @@ static inline float32x4_t half4(const uint16_t *h)
 
 /* ---------------------------------------------------------------- 32-value blocks */
 
-static float dot_q8_0_family(QType t, const uint8_t *w, const BlockQ8_0 *a, int64_t nb)
+#define NPREP_MAX 1024 /* blocks: rows of up to 32768 values; longer ones go block by block */
+
+/* The activation's scales as floats and block sums times the weights' offset, once per call. */
+typedef struct {
+    float da[NPREP_MAX];
+    int32_t off[NPREP_MAX];
+} NeonPrep;
+
+static void neon_prep(NeonPrep *p, QType t, const BlockQ8_0 *a, int64_t nb)
+{
+    const int offset = t == QTYPE_Q4_0 ? 8 : t == QTYPE_Q5_0 ? 16 : 0;
+    for (int64_t b = 0; b < nb; b++) {
+        p->da[b] = quant_fp16_to_fp32(a[b].d);
+        p->off[b] = offset ? offset * (vaddlvq_s8(vld1q_s8(a[b].qs)) +
+                                       vaddlvq_s8(vld1q_s8(a[b].qs + 16)))
+                           : 0;
+    }
+}
+
+static float row_q8_0_family(QType t, const uint8_t *w, const NeonPrep *p, const BlockQ8_0 *a,
+                             int64_t nb)
 {
     const size_t wb = t == QTYPE_Q8_0 ? sizeof(BlockQ8_0)
                     : t == QTYPE_Q4_0 ? sizeof(BlockQ4_0) : sizeof(BlockQ5_0);
@@ -80,15 +100,18 @@ static float dot_q8_0_family(QType t, const uint8_t *w, const BlockQ8_0 *a, int6
         for (int h = 0; h < 2; h++) { /* blocks b + 4h .. b + 4h + 3 in acc[h] */
             const int64_t b0 = b + 4 * h;
             int32x4_t s[4];
-            uint16_t dw[4], da[4];
+            uint16x4_t dw = vdup_n_u16(0);
             for (int k = 0; k < 4; k++) {
                 const uint8_t *blk = w + wb * (size_t)(b0 + k);
                 s[k] = block_dot(t, blk, a[b0 + k].qs);
-                memcpy(&dw[k], blk, 2);
-                da[k] = a[b0 + k].d;
+                dw = vld1_lane_u16((const uint16_t *)(const void *)blk, dw, 0);
+                dw = vext_u16(dw, dw, 1); /* rotate: lane k ends in place after 4 loads */
             }
-            const int32x4_t sumi = vpaddq_s32(vpaddq_s32(s[0], s[1]), vpaddq_s32(s[2], s[3]));
-            const float32x4_t prod = vmulq_f32(half4(dw), half4(da));
+            const int32x4_t sumi = vsubq_s32(vpaddq_s32(vpaddq_s32(s[0], s[1]),
+                                                        vpaddq_s32(s[2], s[3])),
+                                             vld1q_s32(p->off + b0));
+            const float32x4_t dwf = vcvt_f32_f16(vreinterpret_f16_u16(dw));
+            const float32x4_t prod = vmulq_f32(dwf, vld1q_f32(p->da + b0));
             acc[h] = vaddq_f32(acc[h], vmulq_f32(vcvtq_f32_s32(sumi), prod));
         }
     }
@@ -97,7 +120,43 @@ static float dot_q8_0_family(QType t, const uint8_t *w, const BlockQ8_0 *a, int6
     vst1q_f32(lanes + 4, acc[1]);
     for (; b < nb; b++) {
         const uint8_t *blk = w + wb * (size_t)b;
-        const int sumi = vaddvq_s32(block_dot(t, blk, a[b].qs));
+        const int sumi = vaddvq_s32(block_dot(t, blk, a[b].qs)) - p->off[b];
+        uint16_t dw;
+        memcpy(&dw, blk, 2);
+        lanes[b % 8] = lanes[b % 8] + (float)sumi * (quant_fp16_to_fp32(dw) * p->da[b]);
+    }
+    return quant_reduce8(lanes);
+}
+
+/* y[d] for the 32-value types; 0 if the row is too long for NeonPrep (then row by row). */
+static int matvec_q8_0_family(QType t, float *y, const uint8_t *w, size_t stride,
+                              const BlockQ8_0 *a, int64_t nb, int d)
+{
+    if (nb > NPREP_MAX)
+        return 0;
+    NeonPrep p;
+    neon_prep(&p, t, a, nb);
+    for (int i = 0; i < d; i++)
+        y[i] = row_q8_0_family(t, w + stride * (size_t)i, &p, a, nb);
+    return 1;
+}
+
+/* One row of a 32-value type whatever its length. */
+static float dot_q8_0_family(QType t, const uint8_t *w, const BlockQ8_0 *a, int64_t nb)
+{
+    float y = 0;
+    if (matvec_q8_0_family(t, &y, w, 0, a, nb, 1))
+        return y;
+    float lanes[8] = {0}; /* rows past NeonPrep: block by block, the same lanes */
+    const size_t wb = t == QTYPE_Q8_0 ? sizeof(BlockQ8_0)
+                    : t == QTYPE_Q4_0 ? sizeof(BlockQ4_0) : sizeof(BlockQ5_0);
+    const int offset = t == QTYPE_Q4_0 ? 8 : t == QTYPE_Q5_0 ? 16 : 0;
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = w + wb * (size_t)b;
+        const int off = offset ? offset * (vaddlvq_s8(vld1q_s8(a[b].qs)) +
+                                           vaddlvq_s8(vld1q_s8(a[b].qs + 16)))
+                               : 0;
+        const int sumi = vaddvq_s32(block_dot(t, blk, a[b].qs)) - off;
         uint16_t dw;
         memcpy(&dw, blk, 2);
         lanes[b % 8] = lanes[b % 8] +
@@ -127,7 +186,8 @@ static float dot_q45_k(QType t, const void *vw, const BlockQ8_K *a, int64_t nb)
             uint8_t sc0, m0, sc1, m1;
             quant_scale_min_k4(2 * c, scales, &sc0, &m0);
             quant_scale_min_k4(2 * c + 1, scales, &sc1, &m1);
-            int32x4_t d0 = vdupq_n_s32(0), d1 = vdupq_n_s32(0);
+            /* 16-bit sums of four products (<= 4 * 31 * 127) per lane: exact */
+            int16x8_t p0 = vdupq_n_s16(0), p1 = vdupq_n_s16(0);
             for (int half = 0; half < 2; half++) {
                 const uint8x16_t raw = vld1q_u8(qs + 32 * c + 16 * half);
                 uint8x16_t lo = vandq_u8(raw, m4), hi = vshrq_n_u8(raw, 4);
@@ -137,11 +197,15 @@ static float dot_q45_k(QType t, const void *vw, const BlockQ8_K *a, int64_t nb)
                     lo = vorrq_u8(lo, vshlq_n_u8(vandq_u8(vshlq_u8(hb[half], s0), one), 4));
                     hi = vorrq_u8(hi, vshlq_n_u8(vandq_u8(vshlq_u8(hb[half], s1), one), 4));
                 }
-                d0 = dot16(d0, vreinterpretq_s8_u8(lo), vld1q_s8(a[b].qs + 64 * c + 16 * half));
-                d1 = dot16(d1, vreinterpretq_s8_u8(hi),
-                           vld1q_s8(a[b].qs + 64 * c + 32 + 16 * half));
+                const int8x16_t al = vld1q_s8(a[b].qs + 64 * c + 16 * half);
+                const int8x16_t ah = vld1q_s8(a[b].qs + 64 * c + 32 + 16 * half);
+                const int8x16_t sl = vreinterpretq_s8_u8(lo), sh = vreinterpretq_s8_u8(hi);
+                p0 = vmlal_s8(p0, vget_low_s8(sl), vget_low_s8(al));
+                p0 = vmlal_s8(p0, vget_high_s8(sl), vget_high_s8(al));
+                p1 = vmlal_s8(p1, vget_low_s8(sh), vget_low_s8(ah));
+                p1 = vmlal_s8(p1, vget_high_s8(sh), vget_high_s8(ah));
             }
-            S += sc0 * vaddvq_s32(d0) + sc1 * vaddvq_s32(d1);
+            S += sc0 * vaddlvq_s16(p0) + sc1 * vaddlvq_s16(p1);
             M += m0 * (a[b].bsums[4 * c] + a[b].bsums[4 * c + 1]);
             M += m1 * (a[b].bsums[4 * c + 2] + a[b].bsums[4 * c + 3]);
         }
@@ -172,8 +236,11 @@ static float dot_q6_k(const BlockQ6_K *w, const BlockQ8_K *a, int64_t nb)
                 for (int k = 0; k < 4; k++) { /* values 128h + 32k + 16g + (0..15): group */
                     const int grp = 8 * h + 2 * k + g;
                     const int8x16_t qv = vsubq_s8(vreinterpretq_s8_u8(q[k]), k32);
-                    const int32x4_t dd = dot16(vdupq_n_s32(0), qv, vld1q_s8(a[b].qs + 16 * grp));
-                    S += w[b].scales[grp] * vaddvq_s32(dd);
+                    const int8x16_t av = vld1q_s8(a[b].qs + 16 * grp);
+                    /* two products (<= 2 * 32 * 127) per 16-bit lane: exact */
+                    const int16x8_t dd = vmlal_s8(vmull_s8(vget_low_s8(qv), vget_low_s8(av)),
+                                                  vget_high_s8(qv), vget_high_s8(av));
+                    S += w[b].scales[grp] * vaddlvq_s16(dd);
                 }
             }
         }
@@ -220,6 +287,14 @@ static float dot_half(int bf16, const uint16_t *w, const uint16_t *x, int64_t n)
 
 /* ---------------------------------------------------------------- entry */
 
+int quant_neon_matvec(QType t, float *y, const void *w, size_t stride, const void *x,
+                      int64_t n, int d)
+{
+    if (t != QTYPE_Q8_0 && t != QTYPE_Q4_0 && t != QTYPE_Q5_0)
+        return 0;
+    return matvec_q8_0_family(t, y, w, stride, x, n / QK, d);
+}
+
 int quant_neon_dot(QType t, const void *w, const void *x, int64_t n, float *out)
 {
     switch (t) {
@@ -251,6 +326,13 @@ int quant_neon_dot(QType t, const void *w, const void *x, int64_t n, float *out)
 int quant_neon_dot(QType t, const void *w, const void *x, int64_t n, float *out)
 {
     (void)t, (void)w, (void)x, (void)n, (void)out;
+    return 0;
+}
+
+int quant_neon_matvec(QType t, float *y, const void *w, size_t stride, const void *x,
+                      int64_t n, int d)
+{
+    (void)t, (void)y, (void)w, (void)stride, (void)x, (void)n, (void)d;
     return 0;
 }
 

@@ -66,7 +66,7 @@ int main(void)
                                   QTYPE_Q5_0, QTYPE_Q5_1, QTYPE_Q8_0, QTYPE_Q8_1, QTYPE_Q4_K,
                                   QTYPE_Q5_K, QTYPE_Q6_K, QTYPE_Q8_K};
     static const int64_t ns[] = {256, 768, 2048, 2304};
-    static const int64_t ns32[] = {32, 96, 224, 2080};
+    static const int64_t ns32[] = {32, 96, 224, 2080, 33024}; /* 33024: past NeonPrep */
     uint64_t rng = 77;
     int checked = 0;
     printf("quant_check: SIMD path %s, NEON %s\n", quant_simd_name(),
