@@ -67,4 +67,12 @@ for name in $others; do
   run "$name" 5 "$T/l.bin" --partition slice
   echo "ok: $name runs; layer and head bit-identical to one process"
 done
+# A damaged file: one line naming it and the tensor, exit 1, no output left behind.
+head -c 1000000 "$G/rand-llama-d256-Q4_0.gguf" > "$T/cut.gguf"
+if "$CONVERT" --format gguf --file "$T/cut.gguf" --out "$T/cut.h5" 2> "$T/err.txt"; then
+  fail "a truncated GGUF file converted"
+fi
+[ "$(wc -l < "$T/err.txt")" = 1 ] && grep -q "cut.gguf: tensor .*past the end" "$T/err.txt" \
+  || fail "truncated GGUF: unexpected message: $(cat "$T/err.txt")"
+[ ! -e "$T/cut.h5" ] && [ ! -e "$T/cut.h5.partial" ] || fail "truncated GGUF: output left behind"
 echo "PASS: GGUF files reproduce llama.cpp's tokens and logits"
