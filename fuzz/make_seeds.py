@@ -261,4 +261,68 @@ put("fuzz_llama2c", "untied", checkpoint(8, 12, 2, 4, 2, -260, 3))
 put("fuzz_llama2c", "truncated", checkpoint(8, 16, 1, 2, 1, 300, 4)[:1000])
 put("fuzz_llama2c", "header_pad", struct.pack("<7i", 16, 32, 1, 4, 2, 270, 8) + b"\x01")
 put("fuzz_llama2c", "magic", b"ak42" + struct.pack("<6i", 1, 8, 16, 1, 2, 1) + b"\0" * 64)
+# ---- gguf ------------------------------------------------------------------------------------
+def gguf_str(t):
+    b = t.encode() if isinstance(t, str) else t
+    return struct.pack("<Q", len(b)) + b
+
+
+def gguf(kvs, tensors, version=3):
+    """kvs: (key, type, value) with type 4 u32, 6 f32, 7 bool, 8 string, or ("arr", elem, list);
+    tensors: (name, ggml type, [ne...], raw bytes).  Data aligned to 32 as llama.cpp writes."""
+    def val(t, v):
+        if t == 4:
+            return struct.pack("<I", v)
+        if t == 5:
+            return struct.pack("<i", v)
+        if t == 6:
+            return struct.pack("<f", v)
+        if t == 7:
+            return struct.pack("<B", v)
+        if t == 8:
+            return gguf_str(v)
+        raise ValueError(t)
+    out = b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(kvs))
+    for k, t, v in kvs:
+        out += gguf_str(k)
+        if isinstance(t, tuple):
+            out += struct.pack("<IIQ", 9, t[1], len(v)) + b"".join(val(t[1], x) for x in v)
+        else:
+            out += struct.pack("<I", t) + val(t, v)
+    blob = b""
+    for name, ty, ne, raw in tensors:
+        blob += b"\0" * (-len(blob) % 32)
+        out += gguf_str(name) + struct.pack("<I", len(ne)) + b"".join(struct.pack("<Q", n)
+                                                                       for n in ne)
+        out += struct.pack("<IQ", ty, len(blob))
+        blob += raw
+    return out + b"\0" * (-len(out) % 32) + blob
+
+
+ARR = lambda elem: ("arr", elem)
+spm_tokens = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % b for b in range(256)] + MERGED
+gguf_llama_kv = [("general.architecture", 8, "llama"), ("llama.block_count", 4, 1),
+                 ("tokenizer.ggml.model", 8, "llama"),
+                 ("tokenizer.ggml.tokens", ARR(8), spm_tokens),
+                 ("tokenizer.ggml.scores", ARR(6), [0.0] * 259 + [-float(i) for i in
+                                                              range(len(MERGED))]),
+                 ("tokenizer.ggml.token_type", ARR(5), [2, 3, 3] + [6] * 256 + [1] * len(MERGED)),
+                 ("tokenizer.ggml.bos_token_id", 4, 1), ("tokenizer.ggml.eos_token_id", 4, 2),
+                 ("tokenizer.ggml.add_bos_token", 7, 1)]
+gguf_tensors = [("token_embd.weight", 0, [4, 2], f32(*range(8))),
+                ("blk.0.attn_q.weight", 8, [32, 2], bytes(range(68))),
+                ("blk.0.ffn_down.weight", 12, [256], bytes(144))]
+put("fuzz_gguf", "llama", gguf(gguf_llama_kv, gguf_tensors))
+put("fuzz_gguf", "v2", gguf(gguf_llama_kv[:2], gguf_tensors[:1], version=2))
+put("fuzz_gguf", "truncated", gguf(gguf_llama_kv, gguf_tensors)[:-100])
+g2_tokens = [None] * len(gv)
+for piece, i in gv.items():
+    g2_tokens[i] = piece
+put("fuzz_gguf", "gpt2", gguf([("general.architecture", 8, "gpt2"),
+                               ("general.alignment", 4, 32),
+                               ("tokenizer.ggml.model", 8, "gpt2"),
+                               ("tokenizer.ggml.tokens", ARR(8), g2_tokens),
+                               ("tokenizer.ggml.merges", ARR(8), [a + " " + b for a, b in gm]),
+                               ("tokenizer.ggml.bos_token_id", 4, len(gv) - 1)],
+                              [("output_norm.weight", 0, [8], f32(*range(8)))]))
 print("seeds written under", ROOT)

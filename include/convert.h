@@ -1,8 +1,8 @@
 /* convert.h: headsplit-convert, the model converter.  Reads llama2.c legacy checkpoints and
  * Hugging Face directories (LlamaForCausalLM, GPT2LMHeadModel; safetensors F32/F16/BF16,
- * sharded or not), or generates deterministic synthetic models, and writes the HeadSplit model
- * file of docs/model-format.md.  Conversion streams: at most one source tensor and one 16 MiB
- * block are in memory.  Every function returns 0, or -1 with a one-line message
+ * sharded or not) and llama.cpp GGUF files, or generates deterministic synthetic models, and
+ * writes the HeadSplit model file of docs/model-format.md.  Conversion streams: at most one
+ * source tensor and one 16 MiB block are in memory.  Every function returns 0, or -1 with a one-line message
  * "<file>: <field>: <what>" in err; a failed conversion leaves no output file behind. */
 #ifndef HEADSPLIT_CONVERT_H
 #define HEADSPLIT_CONVERT_H
@@ -33,6 +33,12 @@ int convert_from_llama2c(const char *checkpoint, const char *tokenizer, const ch
  * model.safetensors.index.json, and tokenizer.json (or vocab.json + merges.txt for GPT-2). */
 int convert_from_hf(const char *dir, const char *out, const char *quantize, ConvertStats *stats,
                     char *err, size_t errlen);
+
+/* llama.cpp GGUF file (architectures llama and gpt2): configuration and tokenizer from its
+ * metadata; F32 matrices as float32, F16/BF16/Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q4_K/Q5_K/Q6_K
+ * matrices as their blocks, byte for byte (format version 2). */
+int convert_from_gguf(const char *path, const char *out, ConvertStats *stats, char *err,
+                      size_t errlen);
 
 /* Reads and checks DIR/config.json only (no weights): fills c.  For tests and tools. */
 int convert_read_hf_config(const char *dir, ModelConfig *c, char *err, size_t errlen);

@@ -21,11 +21,12 @@
 set -euo pipefail
 
 ALL_TARGETS="fuzz_safetensors fuzz_tokenizer_llama2c fuzz_tokenizer_hf_json fuzz_tokenizer_gpt2
-             fuzz_tokenizer_encode fuzz_tokenizer_h5 fuzz_llama2c fuzz_config"
+             fuzz_tokenizer_encode fuzz_tokenizer_h5 fuzz_llama2c fuzz_config fuzz_gguf"
 # Only the modules under test are compiled (not the whole project), so that the fuzz build does
 # not depend on MPI, BLAS or the kernels.
 LIB_SRC="src/util/util.c src/model/config.c src/model/h5io.c src/model/bpe.c src/model/tokenizer.c
          src/model/tokenizer_gpt2.c src/model/tokenizer_h5.c src/model/tokenizer_load.c
+         src/model/gguf.c src/model/tokenizer_gguf.c
          src/convert/safetensors.c src/convert/llama2c.c src/convert/writer.c"
 PKGS="hdf5 jansson libpcre2-8"
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
@@ -98,6 +99,7 @@ cov_files() {
     fuzz_tokenizer_h5) echo src/model/tokenizer_h5.c src/model/tokenizer.c ;;
     fuzz_llama2c) echo src/convert/llama2c.c src/convert/writer.c ;;
     fuzz_config) echo src/model/config.c src/model/h5io.c ;;
+    fuzz_gguf) echo src/model/gguf.c src/model/tokenizer_gguf.c ;;
   esac
 }
 

@@ -11,9 +11,10 @@
 static const char usage[] =
     "usage: headsplit-convert --format llama2c --checkpoint F.bin --tokenizer T.bin --out M.h5\n"
     "       headsplit-convert --format hf --dir DIR --out M.h5\n"
+    "       headsplit-convert --format gguf --file M.gguf --out M.h5\n"
     "       headsplit-convert --synthetic MODEL [--seed N] [--layers N] [--tokenizer FILE]\n"
     "                         --out M.h5\n"
-    "       (each takes --quantize q8_0|q4_0|q4_k_m|f16)\n"
+    "       (all but gguf take --quantize q8_0|q4_0|q4_k_m|f16)\n"
     "\n"
     "Writes a HeadSplit model file (HDF5: /config, float32 [out][in] tensors, /tokenizer;\n"
     "see docs/model-format.md).  Conversion streams tensor by tensor; the output is written\n"
@@ -29,6 +30,12 @@ static const char usage[] =
     "                     lm_head; q/k kept in HF rotate-half order, rope_style half) and\n"
     "                     GPT2LMHeadModel (Conv1D transposed, c_attn split into q/k/v; with\n"
     "                     or without the 'transformer.' prefix).\n"
+    "  --format gguf      llama.cpp GGUF file (v2/v3): architectures llama (GQA, tied or\n"
+    "                     untied output; rope_style interleaved) and gpt2; configuration\n"
+    "                     and tokenizer from its metadata.  F32 tensors as float32;\n"
+    "                     F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K kept\n"
+    "                     as their blocks, byte for byte (format version 2).\n"
+    "  --file M.gguf      gguf: the input file.\n"
     "  --synthetic MODEL  Deterministic random weights (N(0, 0.02^2); norm weights 1.0),\n"
     "                     written block by block (a few tens of MB of memory).  MODEL is\n"
     "                     tinyllama-1.1b  llama, dim 2048, ffn 5632, 22 layers, 32 heads,\n"
@@ -63,7 +70,7 @@ const char *convert_usage_text(void) { return usage; }
 
 typedef struct {
     const char *format, *checkpoint, *tokenizer, *dir, *out, *synthetic, *seed, *layers;
-    const char *quantize;
+    const char *quantize, *file;
     int quiet;
 } CliArgs;
 
@@ -76,7 +83,7 @@ static int parse_args(int argc, char **argv, CliArgs *a, int *help, char *err, s
         {"--tokenizer", &a->tokenizer}, {"--dir", &a->dir},
         {"--out", &a->out},             {"--synthetic", &a->synthetic},
         {"--seed", &a->seed},           {"--layers", &a->layers},
-        {"--quantize", &a->quantize},
+        {"--quantize", &a->quantize},   {"--file", &a->file},
     };
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -160,7 +167,8 @@ int convert_run_cli(int argc, char **argv, FILE *out, char *err, size_t errlen)
         uint64_t seed = 1, layers = 0;
         if (reject(a.format, "--format", "--synthetic", err, errlen) < 0 ||
             reject(a.checkpoint, "--checkpoint", "--synthetic", err, errlen) < 0 ||
-            reject(a.dir, "--dir", "--synthetic", err, errlen) < 0)
+            reject(a.dir, "--dir", "--synthetic", err, errlen) < 0 ||
+            reject(a.file, "--file", "--synthetic", err, errlen) < 0)
             return -1;
         if (a.seed && parse_u64(a.seed, &seed) < 0)
             return util_err(err, errlen, "command line: --seed: '%s' is not a non-negative "
@@ -172,10 +180,11 @@ int convert_run_cli(int argc, char **argv, FILE *out, char *err, size_t errlen)
                                     a.quantize, &st,
                                     err, errlen);
     } else if (!a.format) {
-        return util_err(err, errlen, "command line: --format: missing (llama2c or hf; or use "
-                        "--synthetic)");
+        return util_err(err, errlen, "command line: --format: missing (llama2c, hf or gguf; or "
+                        "use --synthetic)");
     } else if (strcmp(a.format, "llama2c") == 0) {
         if (reject(a.dir, "--dir", "--format llama2c", err, errlen) < 0 ||
+            reject(a.file, "--file", "--format llama2c", err, errlen) < 0 ||
             reject(a.seed, "--seed", "--format llama2c", err, errlen) < 0 ||
             reject(a.layers, "--layers", "--format llama2c", err, errlen) < 0)
             return -1;
@@ -187,6 +196,7 @@ int convert_run_cli(int argc, char **argv, FILE *out, char *err, size_t errlen)
                                   errlen);
     } else if (strcmp(a.format, "hf") == 0) {
         if (reject(a.checkpoint, "--checkpoint", "--format hf", err, errlen) < 0 ||
+            reject(a.file, "--file", "--format hf", err, errlen) < 0 ||
             reject(a.tokenizer, "--tokenizer", "--format hf (the directory's tokenizer is "
                    "used)", err, errlen) < 0 ||
             reject(a.seed, "--seed", "--format hf", err, errlen) < 0 ||
@@ -196,9 +206,23 @@ int convert_run_cli(int argc, char **argv, FILE *out, char *err, size_t errlen)
             return util_err(err, errlen, "command line: --dir: missing (--format hf needs the "
                             "model directory)");
         rc = convert_from_hf(a.dir, a.out, a.quantize, &st, err, errlen);
+    } else if (strcmp(a.format, "gguf") == 0) {
+        if (reject(a.checkpoint, "--checkpoint", "--format gguf", err, errlen) < 0 ||
+            reject(a.dir, "--dir", "--format gguf", err, errlen) < 0 ||
+            reject(a.tokenizer, "--tokenizer", "--format gguf (the file's tokenizer is used)",
+                   err, errlen) < 0 ||
+            reject(a.seed, "--seed", "--format gguf", err, errlen) < 0 ||
+            reject(a.layers, "--layers", "--format gguf", err, errlen) < 0 ||
+            reject(a.quantize, "--quantize", "--format gguf (its blocks are kept as they are)",
+                   err, errlen) < 0)
+            return -1;
+        if (!a.file)
+            return util_err(err, errlen, "command line: --file: missing (--format gguf needs the "
+                            "GGUF file)");
+        rc = convert_from_gguf(a.file, a.out, &st, err, errlen);
     } else {
         return util_err(err, errlen, "command line: --format: unknown format '%s' (expected "
-                        "llama2c or hf)", a.format);
+                        "llama2c, hf or gguf)", a.format);
     }
     if (rc < 0)
         return -1;

@@ -228,8 +228,10 @@ static void test_cli(void **state)
     assert_non_null(strstr(o, "usage: headsplit-convert --format llama2c"));
     assert_non_null(strstr(o, "tinyllama-1.1b"));
     expect_cli_error(cli(o, sizeof o, NULL), "no arguments");
+    expect_cli_error(cli(o, sizeof o, "--format", "ggml", "--out", out, NULL),
+                     "--format: unknown format 'ggml'");
     expect_cli_error(cli(o, sizeof o, "--format", "gguf", "--out", out, NULL),
-                     "--format: unknown format 'gguf'");
+                     "--file: missing");
     expect_cli_error(cli(o, sizeof o, "--bogus", "1", NULL), "--bogus: unknown option");
     expect_cli_error(cli(o, sizeof o, "--format", "hf", "--dir", "x", NULL), "--out: missing");
     expect_cli_error(cli(o, sizeof o, "--format", "hf", "--out", out, NULL), "--dir: missing");
