@@ -5,7 +5,9 @@
  *   headsplit-tokenize --model M.h5 --decode 1 403 407    or   --decode "[1, 403, 407]"
  *   TEXT "-" reads standard input.  --no-bos leaves out BOS (the post-processor's special
  *   tokens); --hex reads TEXT as hexadecimal bytes; --batch FILE encodes each line of FILE
- *   ("-": standard input) and prints one JSON list per line. */
+ *   ("-": standard input) and prints one JSON list per line.
+ *   headsplit-tokenize --tokenizer tokenizer.json --save-h5 OUT.h5   writes the tokenizer alone
+ *   as the /tokenizer group of a new HDF5 file (readable with --model). */
 #include "h5io.h"
 #include "tokenizer.h"
 #include "util.h"
@@ -21,7 +23,8 @@ static void usage(FILE *out)
                  "       headsplit-tokenize (--model M.h5 | --tokenizer tokenizer.json) "
                  "[--no-bos] [--hex] --batch FILE|-\n"
                  "       headsplit-tokenize (--model M.h5 | --tokenizer tokenizer.json) "
-                 "--decode ID... | '[ID, ...]'\n");
+                 "--decode ID... | '[ID, ...]'\n"
+                 "       headsplit-tokenize --tokenizer tokenizer.json --save-h5 OUT.h5\n");
 }
 
 static int die(const char *msg)
@@ -138,7 +141,7 @@ static int encode_batch(const Tokenizer *tok, const char *path, int hex, int add
 
 int main(int argc, char **argv)
 {
-    const char *model = NULL, *tokfile = NULL, *batch = NULL;
+    const char *model = NULL, *tokfile = NULL, *batch = NULL, *save = NULL;
     int decode = 0, first = -1, add_special = 1, hex = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0) {
@@ -150,6 +153,8 @@ int main(int argc, char **argv)
             tokfile = argv[++i];
         } else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc) {
             batch = argv[++i];
+        } else if (strcmp(argv[i], "--save-h5") == 0 && i + 1 < argc) {
+            save = argv[++i];
         } else if (strcmp(argv[i], "--no-bos") == 0) {
             add_special = 0;
         } else if (strcmp(argv[i], "--hex") == 0) {
@@ -186,7 +191,13 @@ int main(int argc, char **argv)
     if (rc < 0)
         return die(err);
     rc = 0;
-    if (batch && !decode) {
+    if (save) {
+        hid_t f = h5io_create(save, err, sizeof err);
+        if (f < 0 || tokenizer_h5_write(tok, f, err, sizeof err) < 0)
+            rc = die(err);
+        if (f >= 0 && H5Fclose(f) < 0 && rc == 0)
+            rc = die("cannot close the --save-h5 file");
+    } else if (batch && !decode) {
         if (encode_batch(tok, batch, hex, add_special, err, sizeof err) < 0)
             rc = die(err);
     } else if (decode) {
