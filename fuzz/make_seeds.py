@@ -162,6 +162,45 @@ hf_meta["normalizer"] = None
 hf_meta["pre_tokenizer"] = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first",
                             "split": False}
 put("fuzz_tokenizer_hf_json", "llama_metaspace.json", json.dumps(hf_meta))
+# bpe_hf: Llama 3's and Qwen's pipeline shapes (Split with their regex, ByteLevel, NFC, added
+# tokens, ignore_merges, TemplateProcessing), and the other pieces HeadSplit implements.
+llama3_re = ("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
+             "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+")
+hf_l3 = json.loads(json.dumps(hf_gpt2))
+hf_l3["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+    {"type": "Split", "pattern": {"Regex": llama3_re}, "behavior": "Isolated", "invert": False},
+    {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+hf_l3["model"]["ignore_merges"] = True
+n3 = len(hf_l3["model"]["vocab"])
+hf_l3["added_tokens"] = [
+    {"id": n3, "content": "<|begin_of_text|>", "special": True, "normalized": False},
+    {"id": n3 + 1, "content": "<|im_start|>", "special": True, "normalized": False},
+    {"id": n3 + 2, "content": "<x>", "special": False, "lstrip": True, "rstrip": True,
+     "single_word": True, "normalized": True}]
+hf_l3["post_processor"] = {"type": "Sequence", "processors": [
+    {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True},
+    {"type": "TemplateProcessing",
+     "single": [{"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}},
+                {"Sequence": {"id": "A", "type_id": 0}}],
+     "special_tokens": {"<|begin_of_text|>": {"id": "<|begin_of_text|>", "ids": [n3]}}}]}
+put("fuzz_tokenizer_hf_json", "llama3.json", json.dumps(hf_l3, ensure_ascii=False))
+hf_qw = json.loads(json.dumps(hf_l3))
+hf_qw["normalizer"] = {"type": "NFC"}
+hf_qw["pre_tokenizer"]["pretokenizers"].insert(0, {"type": "Digits", "individual_digits": True})
+hf_qw["model"]["ignore_merges"] = False
+hf_qw["post_processor"] = {"type": "ByteLevel"}
+put("fuzz_tokenizer_hf_json", "qwen.json", json.dumps(hf_qw, ensure_ascii=False))
+hf_pieces = json.loads(json.dumps(hf_llama))
+hf_pieces["normalizer"] = {"type": "Sequence", "normalizers": [
+    {"type": "NFD"}, {"type": "Strip", "strip_left": True, "strip_right": False},
+    {"type": "Replace", "pattern": {"Regex": "[0-9]+"}, "content": "#"},
+    {"type": "Prepend", "prepend": "▁"}]}
+hf_pieces["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+    {"type": "Split", "pattern": {"String": "▁"}, "behavior": b, "invert": i}
+    for b, i in [("MergedWithNext", False), ("MergedWithPrevious", True), ("Contiguous", False),
+                 ("Removed", True)]] + [
+    {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": True}]}
+put("fuzz_tokenizer_hf_json", "pieces.json", json.dumps(hf_pieces, ensure_ascii=False))
 put("fuzz_tokenizer_hf_json", "sparse_ids.json",
     '{"model":{"type":"BPE","vocab":{"a":0,"b":16777215},"merges":[]}}')
 put("fuzz_tokenizer_hf_json", "wordpiece.json", '{"model":{"type":"WordPiece","vocab":{}}}')
