@@ -717,25 +717,42 @@ static void hf_split_apply(const HfStr *h, RangeBuf *r, HfSplitBehavior beh, int
                   h->first && r->v[i].start == 0);
 }
 
-/* Replaces every occurrence of a by b in h (plain bytes). */
+/* Offset of the first occurrence of needle (m > 0 bytes) in hay[from..n), or n; NUL bytes in
+ * the text are ordinary bytes. */
+static size_t find_bytes(const char *hay, size_t n, size_t from, const char *needle, size_t m)
+{
+    for (size_t i = from; i + m <= n; i++) {
+        const char *q = memchr(hay + i, needle[0], n - m + 1 - i);
+        if (!q)
+            return n;
+        i = (size_t)(q - hay);
+        if (memcmp(q, needle, m) == 0)
+            return i;
+    }
+    return n;
+}
+
+/* Replaces every occurrence of a (non-empty) by b in h. */
 static void str_replace_all(HfStr *h, const char *a, const char *b)
 {
     size_t na = strlen(a), nb = strlen(b), cnt = 0;
-    for (char *q = strstr(h->s, a); na && q; q = strstr(q + na, a))
+    for (size_t q = find_bytes(h->s, h->n, 0, a, na); q < h->n;
+         q = find_bytes(h->s, h->n, q + na, a, na))
         cnt++;
-    if (!cnt || memchr(h->s, 0, h->n))
+    if (!cnt)
         return;
-    char *s = xmalloc(h->n + cnt * nb + 1), *w = s, *r = h->s;
-    for (char *q = strstr(r, a); q; q = strstr(r, a)) {
-        memcpy(w, r, (size_t)(q - r));
+    char *s = xmalloc(h->n + cnt * nb + 1), *w = s;
+    size_t r = 0;
+    for (size_t q = find_bytes(h->s, h->n, 0, a, na); q < h->n;
+         q = find_bytes(h->s, h->n, r, a, na)) {
+        memcpy(w, h->s + r, q - r);
         w += q - r;
         memcpy(w, b, nb);
         w += nb;
         r = q + na;
     }
-    size_t rest = h->n - (size_t)(r - h->s);
-    memcpy(w, r, rest);
-    w += rest;
+    memcpy(w, h->s + r, h->n - r);
+    w += h->n - r;
     *w = '\0';
     free(h->s);
     h->s = s;
@@ -783,9 +800,8 @@ static int hf_pretokenize(const HfPipeline *p, HfWork *wk, HfList *l, char *err,
                 }
                 wk->ranges.n = 0;
                 size_t prev = 0;
-                for (const char *q = strstr(h->s, pre->replacement); q;
-                     q = strstr(q + nr, pre->replacement)) {
-                    size_t a = (size_t)(q - h->s);
+                for (size_t a = find_bytes(h->s, h->n, 0, pre->replacement, nr); a < h->n;
+                     a = find_bytes(h->s, h->n, a + nr, pre->replacement, nr)) {
                     if (a > prev)
                         range_push(&wk->ranges, prev, a, 0);
                     range_push(&wk->ranges, a, a + nr, 1);

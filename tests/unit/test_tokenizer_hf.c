@@ -199,6 +199,16 @@ static void test_metaspace(void **state)
                              " \"prepend_scheme\": \"always\", \"split\": true}", NULL, NULL);
     EXPECT(t, "a b", 16, 17);
     EXPECT(t, "a  b", 16, 15, 17);
+    /* a NUL byte is an ordinary character (no piece here, so dropped): the text after it is
+     * still replaced and split */
+    static const int nul[] = {16, 15, 17};
+    int *ids = NULL;
+    size_t n = 0;
+    char err[256];
+    assert_int_equal(tokenizer_encode_opts(t, "a \0 b", 5, 1, &ids, &n, err, sizeof err), 0);
+    assert_int_equal(n, 3);
+    assert_memory_equal(ids, nul, sizeof nul);
+    free(ids);
     tokenizer_free(t);
     t = must_load(split_vocab, NULL, "\"ignore_merges\": true", NULL,
                   "{\"type\": \"Metaspace\", \"replacement\": \"\\u2581\","
