@@ -226,17 +226,23 @@ put("fuzz_tokenizer_encode", "all_bytes", bytes(range(256)))
 
 
 # ---- structure-aware: fuzz_tokenizer_h5 ------------------------------------------------------
-def tok_h5_seed(kind_index, pieces_b, bos=1, eos=2, add_bos=1, dummy=0, fallback=1, merges=()):
+def tok_h5_seed(kind_index, pieces_b, bos=1, eos=2, add_bos=1, dummy=0, fallback=1, merges=(),
+                pipeline=None):
     out = bytes([kind_index])
     for v in (bos, eos, add_bos, dummy, fallback):
         out += bytes([1, (v + 1) % 8])           # int64 attribute, value (u8 % 8) - 1
     out += bytes([len(pieces_b), 0])             # vocab, flags
     for p in pieces_b:
         out += bytes([len(p)]) + p
-    out += bytes([i % 200 for i in range(len(pieces_b))])   # scores -(u8)
+    for i in range(len(pieces_b)):               # scores: a selector byte (not 0xff), -(u8)
+        out += bytes([0, i % 200])
     out += bytes([len(merges)])
-    for a, b in merges:
-        out += bytes([a, b])
+    for a, b in merges:                          # each id: a selector byte (not 0xff), the id
+        out += bytes([0, a, 0, b])
+    if pipeline is not None:                     # 1, 2: a built-in pipeline; 3: these bytes
+        out += bytes([pipeline if isinstance(pipeline, int) else 3])
+        if not isinstance(pipeline, int):
+            out += pipeline
     return out
 
 
@@ -246,6 +252,16 @@ put("fuzz_tokenizer_h5", "spm_merges", tok_h5_seed(1, spm_small, merges=[(3, 4)]
 gpt2_small = [b"a", b"b", b"ab", b" ", b"<|end", b"c"]
 put("fuzz_tokenizer_h5", "gpt2", tok_h5_seed(2, gpt2_small, bos=-1, eos=-1, add_bos=0,
                                             fallback=0, merges=[(0, 1)]))
+hf_small = [b"a", b"b", b"ab", b"<|x|>", b" ", b"1", b"12"]
+put("fuzz_tokenizer_h5", "bpe_hf", tok_h5_seed(6, hf_small, bos=2, eos=-1, add_bos=1,
+                                              fallback=0, merges=[(0, 1), (5, 5)], pipeline=1))
+spm_hf = [b"<unk>", b"\xe2\x96\x81", b"a", b"b", b"\xe2\x96\x81a", b"ab", b"<0x41>"]
+put("fuzz_tokenizer_h5", "bpe_hf_metaspace", tok_h5_seed(6, spm_hf, bos=-1, eos=-1, add_bos=0,
+                                                        merges=[(1, 2), (2, 3)], pipeline=2))
+put("fuzz_tokenizer_h5", "bpe_hf_raw", tok_h5_seed(6, hf_small, bos=-1, eos=-1, add_bos=0,
+                                                  merges=[(0, 1)],
+                                                  pipeline=b'{"model":{},"pre_tokenizer":'
+                                                           b'{"type":"Digits"}}'))
 
 
 # ---- structure-aware: fuzz_config -------------------------------------------------------------
