@@ -36,6 +36,11 @@ int tokenizer_load_hf_json_mem(Tokenizer **out, const char *data, size_t len, co
 int tokenizer_load_gpt2_mem(Tokenizer **out, const char *vocab_json, size_t vocab_len,
                             const char *vocab_name, const char *merges_txt, size_t merges_len,
                             const char *merges_name, char *err, size_t errlen);
+/* The tokenizer.json "pre_tokenizer" (JSON text) of the family that llama.cpp's GGUF key
+ * tokenizer.ggml.pre names ("llama-bpe"/"llama3": Llama 3, "qwen2", "smollm", "gpt-2"), and in
+ * *ignore_merges (may be NULL) the model's ignore_merges; NULL when the name is unknown.  For
+ * importers that build a tokenizer.json from another format (tokenizer_load_hf_json_mem). */
+const char *tokenizer_hf_gguf_pre_tokenizer(const char *pre, int *ignore_merges);
 /* A tokenizer for synthetic models: <unk> <s> </s>, 256 byte pieces, then filler pieces that
  * never match text, up to vocab_size (>= 259). */
 Tokenizer *tokenizer_build_synthetic(int vocab_size);

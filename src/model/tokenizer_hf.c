@@ -1151,3 +1151,38 @@ int tokenizer_hf_prefix_space(const HfPipeline *p)
             return 1;
     return 0;
 }
+
+/* ---- pre-tokenizers by llama.cpp's names -------------------------------------------------- */
+
+#define HF_L3_SPLIT(digits)                                                                      \
+    "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "        \
+    "{\"Regex\": \"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|"       \
+    "\\\\p{N}" digits "| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|"     \
+    "\\\\s+(?!\\\\S)|\\\\s+\"}, \"behavior\": \"Isolated\", \"invert\": false}, "         \
+    "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true, "        \
+    "\"use_regex\": false}]}"
+
+const char *tokenizer_hf_gguf_pre_tokenizer(const char *pre, int *ignore_merges)
+{
+    static const struct {
+        const char *name, *json;
+        int ignore_merges;
+    } table[] = {
+        {"llama-bpe", HF_L3_SPLIT("{1,3}"), 1},
+        {"llama3", HF_L3_SPLIT("{1,3}"), 1},
+        {"qwen2", HF_L3_SPLIT(""), 0},
+        {"smollm", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Digits\", "
+                   "\"individual_digits\": true}, {\"type\": \"ByteLevel\", "
+                   "\"add_prefix_space\": false, \"use_regex\": true}]}", 0},
+        {"gpt-2", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"ByteLevel\", "
+                  "\"add_prefix_space\": false, \"use_regex\": true}]}", 0},
+    };
+    for (size_t i = 0; pre && i < sizeof table / sizeof table[0]; i++) {
+        if (strcmp(pre, table[i].name) == 0) {
+            if (ignore_merges)
+                *ignore_merges = table[i].ignore_merges;
+            return table[i].json;
+        }
+    }
+    return NULL;
+}

@@ -544,6 +544,39 @@ static void test_h5_roundtrip(void **state)
     test_tmpdir_remove(dir);
 }
 
+/* The pre-tokenizers by llama.cpp's names load and split as their families do. */
+static void test_gguf_pre_names(void **state)
+{
+    (void)state;
+    int im = -1;
+    assert_null(tokenizer_hf_gguf_pre_tokenizer("no-such-pre", &im));
+    assert_null(tokenizer_hf_gguf_pre_tokenizer(NULL, NULL));
+    char *v = byte_vocab("\"12\": 256, \"123\": 257, \"\\u0120ab\": 258, \"ab\": 259");
+    const char *merges = "[\"1 2\", \"12 3\", \"a b\", \"\\u0120 ab\"]";
+    static const struct {
+        const char *name;
+        int ignore_merges;
+        int want[7];
+        size_t n;
+    } cases[] = {
+        {"llama-bpe", 1, {257, 257, 258}, 3}, /* digits by three */
+        {"llama3", 1, {257, 257, 258}, 3},
+        {"qwen2", 0, {'1', '2', '3', '1', '2', '3', 258}, 7}, /* digit by digit */
+        {"smollm", 0, {'1', '2', '3', '1', '2', '3', 258}, 7},
+        {"gpt-2", 0, {257, 257, 258}, 3}, /* " ?\p{N}+": then merges */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *pre = tokenizer_hf_gguf_pre_tokenizer(cases[i].name, &im);
+        assert_non_null(pre);
+        assert_int_equal(im, cases[i].ignore_merges);
+        Tokenizer *t = must_load(v, merges, im ? "\"ignore_merges\": true" : NULL, NULL, pre,
+                                 NULL, NULL);
+        expect_ids_opt(t, "123123 ab", 1, cases[i].want, cases[i].n);
+        tokenizer_free(t);
+    }
+    free(v);
+}
+
 /* The plain GPT-2 and Llama shapes keep their kinds (their encodings stay bit-identical). */
 static void test_old_kinds_kept(void **state)
 {
@@ -577,6 +610,7 @@ int main(void)
         cmocka_unit_test(test_added_tokens), cmocka_unit_test(test_unknown_and_fallback),
         cmocka_unit_test(test_post_processor), cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_h5_roundtrip), cmocka_unit_test(test_old_kinds_kept),
+        cmocka_unit_test(test_gguf_pre_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
