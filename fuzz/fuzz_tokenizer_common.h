@@ -17,7 +17,9 @@ static inline long fuzz_tok_encode_check(const Tokenizer *t, const char *text, s
         FUZZ_ASSERT(ids == NULL && n == 0, "failed encode left output");
         return -1;
     }
-    FUZZ_ASSERT(n <= 3 * len + 8, "%zu ids for %zu bytes", n, len);
+    /* bpe_hf normalizers (Replace, Prepend, NFC) can lengthen the text: no bound there */
+    FUZZ_ASSERT(n <= 3 * len + 8 || tokenizer_kind(t) == TOKENIZER_BPE_HF, "%zu ids for %zu bytes",
+                n, len);
     for (size_t i = 0; i < n; i++)
         FUZZ_ASSERT(ids[i] >= 0 && ids[i] < vocab, "id %d of %d", ids[i], vocab);
     char *s = tokenizer_decode(t, ids, n);

@@ -1,6 +1,7 @@
 /* fuzz_tokenizer_h5: tokenizer_h5_read on the /tokenizer group of an in-memory HDF5 file
  * whose attributes and datasets the input builds: kind string, bos/eos/flags, piece_bytes,
- * piece_offsets (often made consistent, then perturbed), scores and merges, each of a type,
+ * piece_offsets (often made consistent, then perturbed), scores, merges and bpe_hf's
+ * hf_pipeline (none, two valid ones, or the rest of the input), each of a type,
  * rank and length the input chooses.  A tokenizer it accepts is run over sample text. */
 #include "fuzz_tokenizer_common.h"
 
@@ -48,9 +49,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FuzzIn in = {data, size};
     hid_t f = fuzz_h5_shared_file();
     hid_t g = H5Gcreate2(f, "/tokenizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    static const char *kinds[] = {"spm", "spm_merges", "gpt2", "bpe", "", "spm  "};
+    static const char *kinds[] = {"spm", "spm_merges", "gpt2", "bpe", "", "spm  ", "bpe_hf"};
     uint8_t k = fuzz_u8(&in);
-    if (k % 8 < 6) {
+    if (k % 8 < 7) {
         const char *ks = kinds[k % 8];
         hid_t t = H5Tcopy(H5T_C_S1), sp = H5Screate(H5S_SCALAR);
         H5Tset_size(t, k & 0x80 ? H5T_VARIABLE : strlen(ks) + 1);
@@ -107,6 +108,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (n_merges)
         put_dataset(g, "merges", H5T_STD_I32LE, H5T_NATIVE_INT32, dims[1] == 3 ? 1 : 2, dims,
                     merges);
+    /* bpe_hf's pipeline text: absent, one of two valid ones (whose ids the vocabulary may not
+     * hold), or the rest of the input */
+    static const char *pipes[] = {
+        "{\"added_tokens\":[{\"content\":\"<|x|>\",\"id\":3,\"in_vocab\":false,\"special\":true}],"
+        "\"model\":{\"ignore_merges\":true,\"type\":\"BPE\"},\"normalizer\":null,"
+        "\"post_processor\":{\"single\":[{\"SpecialToken\":{\"id\":\"<|x|>\"}},"
+        "{\"Sequence\":{\"id\":\"A\"}}],\"special_tokens\":{\"<|x|>\":{\"ids\":[3]}},"
+        "\"type\":\"TemplateProcessing\"},\"pre_tokenizer\":{\"pretokenizers\":[{\"behavior\":"
+        "\"Isolated\",\"pattern\":{\"Regex\":\"\\\\p{N}{1,3}|\\\\s+(?!\\\\S)|\\\\s+|[^\\\\s\\\\p{N}]+\"},"
+        "\"type\":\"Split\"},{\"add_prefix_space\":false,\"type\":\"ByteLevel\","
+        "\"use_regex\":false}],\"type\":\"Sequence\"}}",
+        "{\"added_tokens\":[{\"content\":\"ab\",\"id\":5,\"lstrip\":true,\"normalized\":true,"
+        "\"single_word\":true}],\"model\":{\"byte_fallback\":true,\"fuse_unk\":true,"
+        "\"unk_token\":\"<unk>\"},\"normalizer\":{\"normalizers\":[{\"type\":\"NFC\"},"
+        "{\"prepend\":\"\\u2581\",\"type\":\"Prepend\"}],\"type\":\"Sequence\"},"
+        "\"post_processor\":null,\"pre_tokenizer\":{\"prepend_scheme\":\"first\","
+        "\"replacement\":\"\\u2581\",\"split\":true,\"type\":\"Metaspace\"}}"};
+    uint8_t pk = fuzz_u8(&in) % 4;
+    if (pk == 1 || pk == 2) {
+        dims[0] = strlen(pipes[pk - 1]);
+        put_dataset(g, "hf_pipeline", H5T_STD_U8LE, H5T_NATIVE_UINT8, 1, dims, pipes[pk - 1]);
+    } else if (pk == 3) {
+        dims[0] = in.n;
+        put_dataset(g, "hf_pipeline", H5T_STD_U8LE, H5T_NATIVE_UINT8, 1, dims, in.p);
+    }
     H5Gclose(g);
 
     Tokenizer *t = NULL;

@@ -1,5 +1,6 @@
 /* fuzz_tokenizer_hf_json: the Hugging Face tokenizer.json loader (Llama BPE with byte
- * fallback and GPT-2 byte-level BPE); a loaded tokenizer is run over sample text. */
+ * fallback, GPT-2 byte-level BPE, and the bpe_hf pipelines: added tokens, normalizers,
+ * pre-tokenizers, post-processors); a loaded tokenizer is run over sample text. */
 #include "fuzz_tokenizer_common.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

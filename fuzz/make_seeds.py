@@ -162,6 +162,45 @@ hf_meta["normalizer"] = None
 hf_meta["pre_tokenizer"] = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first",
                             "split": False}
 put("fuzz_tokenizer_hf_json", "llama_metaspace.json", json.dumps(hf_meta))
+# bpe_hf: Llama 3's and Qwen's pipeline shapes (Split with their regex, ByteLevel, NFC, added
+# tokens, ignore_merges, TemplateProcessing), and the other pieces HeadSplit implements.
+llama3_re = ("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
+             "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+")
+hf_l3 = json.loads(json.dumps(hf_gpt2))
+hf_l3["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+    {"type": "Split", "pattern": {"Regex": llama3_re}, "behavior": "Isolated", "invert": False},
+    {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+hf_l3["model"]["ignore_merges"] = True
+n3 = len(hf_l3["model"]["vocab"])
+hf_l3["added_tokens"] = [
+    {"id": n3, "content": "<|begin_of_text|>", "special": True, "normalized": False},
+    {"id": n3 + 1, "content": "<|im_start|>", "special": True, "normalized": False},
+    {"id": n3 + 2, "content": "<x>", "special": False, "lstrip": True, "rstrip": True,
+     "single_word": True, "normalized": True}]
+hf_l3["post_processor"] = {"type": "Sequence", "processors": [
+    {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True},
+    {"type": "TemplateProcessing",
+     "single": [{"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}},
+                {"Sequence": {"id": "A", "type_id": 0}}],
+     "special_tokens": {"<|begin_of_text|>": {"id": "<|begin_of_text|>", "ids": [n3]}}}]}
+put("fuzz_tokenizer_hf_json", "llama3.json", json.dumps(hf_l3, ensure_ascii=False))
+hf_qw = json.loads(json.dumps(hf_l3))
+hf_qw["normalizer"] = {"type": "NFC"}
+hf_qw["pre_tokenizer"]["pretokenizers"].insert(0, {"type": "Digits", "individual_digits": True})
+hf_qw["model"]["ignore_merges"] = False
+hf_qw["post_processor"] = {"type": "ByteLevel"}
+put("fuzz_tokenizer_hf_json", "qwen.json", json.dumps(hf_qw, ensure_ascii=False))
+hf_pieces = json.loads(json.dumps(hf_llama))
+hf_pieces["normalizer"] = {"type": "Sequence", "normalizers": [
+    {"type": "NFD"}, {"type": "Strip", "strip_left": True, "strip_right": False},
+    {"type": "Replace", "pattern": {"Regex": "[0-9]+"}, "content": "#"},
+    {"type": "Prepend", "prepend": "▁"}]}
+hf_pieces["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+    {"type": "Split", "pattern": {"String": "▁"}, "behavior": b, "invert": i}
+    for b, i in [("MergedWithNext", False), ("MergedWithPrevious", True), ("Contiguous", False),
+                 ("Removed", True)]] + [
+    {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": True}]}
+put("fuzz_tokenizer_hf_json", "pieces.json", json.dumps(hf_pieces, ensure_ascii=False))
 put("fuzz_tokenizer_hf_json", "sparse_ids.json",
     '{"model":{"type":"BPE","vocab":{"a":0,"b":16777215},"merges":[]}}')
 put("fuzz_tokenizer_hf_json", "wordpiece.json", '{"model":{"type":"WordPiece","vocab":{}}}')
@@ -187,17 +226,23 @@ put("fuzz_tokenizer_encode", "all_bytes", bytes(range(256)))
 
 
 # ---- structure-aware: fuzz_tokenizer_h5 ------------------------------------------------------
-def tok_h5_seed(kind_index, pieces_b, bos=1, eos=2, add_bos=1, dummy=0, fallback=1, merges=()):
+def tok_h5_seed(kind_index, pieces_b, bos=1, eos=2, add_bos=1, dummy=0, fallback=1, merges=(),
+                pipeline=None):
     out = bytes([kind_index])
     for v in (bos, eos, add_bos, dummy, fallback):
         out += bytes([1, (v + 1) % 8])           # int64 attribute, value (u8 % 8) - 1
     out += bytes([len(pieces_b), 0])             # vocab, flags
     for p in pieces_b:
         out += bytes([len(p)]) + p
-    out += bytes([i % 200 for i in range(len(pieces_b))])   # scores -(u8)
+    for i in range(len(pieces_b)):               # scores: a selector byte (not 0xff), -(u8)
+        out += bytes([0, i % 200])
     out += bytes([len(merges)])
-    for a, b in merges:
-        out += bytes([a, b])
+    for a, b in merges:                          # each id: a selector byte (not 0xff), the id
+        out += bytes([0, a, 0, b])
+    if pipeline is not None:                     # 1, 2: a built-in pipeline; 3: these bytes
+        out += bytes([pipeline if isinstance(pipeline, int) else 3])
+        if not isinstance(pipeline, int):
+            out += pipeline
     return out
 
 
@@ -207,6 +252,16 @@ put("fuzz_tokenizer_h5", "spm_merges", tok_h5_seed(1, spm_small, merges=[(3, 4)]
 gpt2_small = [b"a", b"b", b"ab", b" ", b"<|end", b"c"]
 put("fuzz_tokenizer_h5", "gpt2", tok_h5_seed(2, gpt2_small, bos=-1, eos=-1, add_bos=0,
                                             fallback=0, merges=[(0, 1)]))
+hf_small = [b"a", b"b", b"ab", b"<|x|>", b" ", b"1", b"12"]
+put("fuzz_tokenizer_h5", "bpe_hf", tok_h5_seed(6, hf_small, bos=2, eos=-1, add_bos=1,
+                                              fallback=0, merges=[(0, 1), (5, 5)], pipeline=1))
+spm_hf = [b"<unk>", b"\xe2\x96\x81", b"a", b"b", b"\xe2\x96\x81a", b"ab", b"<0x41>"]
+put("fuzz_tokenizer_h5", "bpe_hf_metaspace", tok_h5_seed(6, spm_hf, bos=-1, eos=-1, add_bos=0,
+                                                        merges=[(1, 2), (2, 3)], pipeline=2))
+put("fuzz_tokenizer_h5", "bpe_hf_raw", tok_h5_seed(6, hf_small, bos=-1, eos=-1, add_bos=0,
+                                                  merges=[(0, 1)],
+                                                  pipeline=b'{"model":{},"pre_tokenizer":'
+                                                           b'{"type":"Digits"}}'))
 
 
 # ---- structure-aware: fuzz_config -------------------------------------------------------------

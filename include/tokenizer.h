@@ -10,6 +10,8 @@ typedef enum {
     TOKENIZER_SPM = 0,        /* merge the highest-scoring adjacent pair (llama2.c run.c) */
     TOKENIZER_SPM_MERGES = 1, /* merge the lowest-rank pair from a merges list (HF Llama) */
     TOKENIZER_GPT2 = 2,       /* byte-level BPE with GPT-2 pre-tokenization regex */
+    TOKENIZER_BPE_HF = 3,     /* BPE with a Hugging Face tokenizer.json pipeline: added tokens,
+                                 normalizers, pre-tokenizers, post-processor */
 } TokenizerKind;
 
 typedef struct Tokenizer Tokenizer;
@@ -18,7 +20,9 @@ typedef struct Tokenizer Tokenizer;
 /* llama2.c tokenizer.bin; vocab_size comes from the model. */
 int tokenizer_load_llama2c(Tokenizer **out, const char *path, int vocab_size,
                            char *err, size_t errlen);
-/* Hugging Face tokenizer.json (Llama BPE with byte fallback, or GPT-2 byte-level BPE). */
+/* Hugging Face tokenizer.json with a BPE model: the plain Llama (spm_merges) and GPT-2 (gpt2)
+ * shapes keep their kinds; any other supported pipeline (Sequence, Split, Digits, NFC,
+ * ignore_merges, ...: Llama 3, Qwen2/3, SmolLM2) loads as bpe_hf. */
 int tokenizer_load_hf_json(Tokenizer **out, const char *path, char *err, size_t errlen);
 /* GPT-2 vocab.json + merges.txt. */
 int tokenizer_load_gpt2_files(Tokenizer **out, const char *vocab_json, const char *merges_txt,
@@ -32,6 +36,11 @@ int tokenizer_load_hf_json_mem(Tokenizer **out, const char *data, size_t len, co
 int tokenizer_load_gpt2_mem(Tokenizer **out, const char *vocab_json, size_t vocab_len,
                             const char *vocab_name, const char *merges_txt, size_t merges_len,
                             const char *merges_name, char *err, size_t errlen);
+/* The tokenizer.json "pre_tokenizer" (JSON text) of the family that llama.cpp's GGUF key
+ * tokenizer.ggml.pre names ("llama-bpe"/"llama3": Llama 3, "qwen2", "smollm", "gpt-2"), and in
+ * *ignore_merges (may be NULL) the model's ignore_merges; NULL when the name is unknown.  For
+ * importers that build a tokenizer.json from another format (tokenizer_load_hf_json_mem). */
+const char *tokenizer_hf_gguf_pre_tokenizer(const char *pre, int *ignore_merges);
 /* A tokenizer for synthetic models: <unk> <s> </s>, 256 byte pieces, then filler pieces that
  * never match text, up to vocab_size (>= 259). */
 Tokenizer *tokenizer_build_synthetic(int vocab_size);
@@ -49,11 +58,17 @@ int tokenizer_eos(const Tokenizer *t); /* -1 if none */
 
 /* Encodes len bytes of text.  BOS is prepended when the tokenizer's add_bos is set (spm kinds),
  * as the engine feeds it.  *ids is malloc'ed (caller frees).  Invalid UTF-8 is encoded with
- * byte fallback (spm) or as bytes (gpt2); never crashes.  Special-token text such as "<s>" or
- * "<|endoftext|>" is never matched: it encodes as ordinary characters (as llama2.c and OpenAI's
- * GPT-2 encoder do).  Returns 0 or -1 with err. */
+ * byte fallback (spm) or as bytes (gpt2, bpe_hf byte-level); never crashes.  For spm and gpt2,
+ * special-token text such as "<s>" or "<|endoftext|>" is never matched: it encodes as ordinary
+ * characters (as llama2.c and OpenAI's GPT-2 encoder do).  bpe_hf matches its added tokens as
+ * Hugging Face does and adds the post-processor's tokens.  Returns 0 or -1 with err. */
 int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, int **ids, size_t *n_ids,
                      char *err, size_t errlen);
+
+/* tokenizer_encode with the special tokens chosen: add_special 0 leaves out BOS (spm kinds)
+ * or the post-processor's tokens (bpe_hf; Hugging Face add_special_tokens=False). */
+int tokenizer_encode_opts(const Tokenizer *t, const char *text, size_t len, int add_special,
+                          int **ids, size_t *n_ids, char *err, size_t errlen);
 
 /* Raw bytes of one token as it continues a sequence whose previous token is prev (-1 at the
  * start): strips the dummy-prefix space after BOS, maps <0xNN> to its byte, BOS/EOS to "".

@@ -27,6 +27,8 @@ ALL_TARGETS="fuzz_safetensors fuzz_tokenizer_llama2c fuzz_tokenizer_hf_json fuzz
 LIB_SRC="src/util/util.c src/model/config.c src/model/h5io.c src/model/bpe.c src/model/tokenizer.c
          src/model/tokenizer_gpt2.c src/model/tokenizer_h5.c src/model/tokenizer_load.c
          src/model/gguf.c src/model/tokenizer_gguf.c
+         src/model/tokenizer_hf.c src/model/tokenizer_hf_encode.c src/model/tokenizer_nfc.c
+         src/model/tokenizer_nfc_data.c
          src/convert/safetensors.c src/convert/llama2c.c src/convert/writer.c"
 PKGS="hdf5 jansson libpcre2-8"
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"

@@ -3,9 +3,14 @@
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin libopenblas-dev
       libhdf5-dev hdf5-tools libcmocka-dev libjansson-dev libpcre2-dev jq gnuplot-nox
-      gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
+      gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user  # NEON kernels under qemu
+      python3                                                 # scripts/check_layering.py
+      nodejs npm)  # node and npm: tests/integration/tokenizers_hf.sh (skipped without them)
 missing=()
 for p in "${PKGS[@]}"; do
+  # node and npm installed otherwise (NodeSource's nodejs bundles npm) count as present
+  case $p in nodejs) command -v node >/dev/null && continue ;;
+             npm) command -v npm >/dev/null && continue ;; esac
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then

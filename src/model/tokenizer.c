@@ -74,6 +74,7 @@ void tokenizer_free(Tokenizer *t)
     free(t->pair_result);
     if (t->re)
         pcre2_code_free(t->re);
+    tokenizer_hf_free(t->hf);
     free(t);
 }
 
@@ -128,6 +129,9 @@ int tokenizer_index_pieces(Tokenizer *t, const char *fname, char *err, size_t er
         goto fail;
     }
     t->max_piece_len = 0;
+    for (int b = 0; b < 256; b++)
+        t->byte_id[b] = -1;
+    int single_bytes = t->kind == TOKENIZER_GPT2 || t->byte_level;
     for (int i = 0; i < t->vocab_size; i++) {
         if (t->offsets[i + 1] < t->offsets[i] ||
             t->offsets[i + 1] - t->offsets[i] > TOKENIZER_MAX_PIECE_LEN) {
@@ -159,14 +163,14 @@ int tokenizer_index_pieces(Tokenizer *t, const char *fname, char *err, size_t er
         if (!dup)
             t->piece_slots[i] = id;
         t->byte_of[id] = -1;
-        if (t->kind != TOKENIZER_GPT2) {
+        if (!single_bytes) {
             int b = piece_byte_value(p, n);
             t->byte_of[id] = (int16_t)b;
             if (b >= 0 && t->byte_id[b] < 0)
                 t->byte_id[b] = id;
         }
     }
-    if (t->kind == TOKENIZER_GPT2) {
+    if (single_bytes) {
         for (int b = 0; b < 256; b++) {
             unsigned char c = (unsigned char)b;
             t->byte_id[b] = tokenizer_lookup_piece(t, &c, 1);
@@ -233,7 +237,7 @@ int tokenizer_index_merges(Tokenizer *t, const char *fname, char *err, size_t er
         t->pair_rank[i] = r;
         t->pair_result[i] = res;
     }
-    if (t->kind != TOKENIZER_GPT2 && t->unk < 0)
+    if ((t->kind == TOKENIZER_SPM || t->kind == TOKENIZER_SPM_MERGES) && t->unk < 0)
         t->unk = tokenizer_lookup_piece(t, "<unk>", 5);
     if (t->kind == TOKENIZER_GPT2 && !t->re && tokenizer_gpt2_compile(t, err, errlen) != 0)
         goto fail;
@@ -361,6 +365,13 @@ fail:
 int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, int **ids, size_t *n_ids,
                      char *err, size_t errlen)
 {
+    return tokenizer_encode_opts(t, text, len, 1, ids, n_ids, err, errlen);
+}
+
+/* Encodes text, the special tokens only when add_special; see tokenizer.h. */
+int tokenizer_encode_opts(const Tokenizer *t, const char *text, size_t len, int add_special,
+                          int **ids, size_t *n_ids, char *err, size_t errlen)
+{
     int rc = -1;
     int *out = NULL;
     size_t cap, n = 0, k = 0;
@@ -374,8 +385,11 @@ int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, int **ids
         util_err(err, errlen, "tokenizer_encode: text of %zu bytes is too long", len);
         goto fail;
     }
+    if (t->kind == TOKENIZER_BPE_HF)
+        return tokenizer_hf_encode(t, text ? text : "", len, add_special, ids, n_ids, err,
+                                   errlen);
     out = xmalloc(cap * sizeof *out);
-    if (t->add_bos && t->bos >= 0)
+    if (add_special && t->add_bos && t->bos >= 0)
         out[n++] = t->bos;
     if (t->kind == TOKENIZER_GPT2) {
         if (tokenizer_gpt2_encode(t, text, len, out + n, &k, err, errlen) != 0)
@@ -394,6 +408,38 @@ fail:
 
 /* ---- decoding and accessors ------------------------------------------------------------ */
 
+/* bpe_hf: an added token decodes to its content; byte-level pieces are raw bytes already;
+ * otherwise byte pieces <0xNN> give their byte, U+2581 a space, and the space the encoder
+ * prepended (Metaspace, Prepend) is dropped at the start. */
+static size_t hf_decode_token(const Tokenizer *t, int prev, int id, char *out, size_t cap)
+{
+    size_t n, k = 0;
+    const unsigned char *p = tokenizer_piece(t, id, &n);
+    const char *added = tokenizer_hf_added_content(t->hf, id, &n);
+    if (added)
+        p = (const unsigned char *)added;
+    else if (t->byte_of[id] >= 0 && !t->byte_level) {
+        if (cap > 0)
+            out[k++] = (char)t->byte_of[id];
+        return k;
+    }
+    int strip = !added && !t->byte_level && (prev < 0 || prev == t->bos) &&
+                tokenizer_hf_prefix_space(t->hf);
+    for (size_t i = 0; i < n && k < cap; i++) {
+        if (!added && !t->byte_level && i + 2 < n && p[i] == 0xe2 && p[i + 1] == 0x96 &&
+            p[i + 2] == 0x81) {
+            i += 2;
+            if (!strip)
+                out[k++] = ' ';
+            strip = 0;
+            continue;
+        }
+        strip = 0;
+        out[k++] = (char)p[i];
+    }
+    return k;
+}
+
 /* Raw bytes of id continuing after prev; see tokenizer.h. */
 size_t tokenizer_decode_token(const Tokenizer *t, int prev, int id, char *out, size_t cap)
 {
@@ -402,6 +448,8 @@ size_t tokenizer_decode_token(const Tokenizer *t, int prev, int id, char *out, s
     size_t n;
     const unsigned char *p = tokenizer_piece(t, id, &n);
     unsigned char byte;
+    if (t->kind == TOKENIZER_BPE_HF)
+        return hf_decode_token(t, prev, id, out, cap);
     if (t->kind != TOKENIZER_GPT2) {
         if (id == t->unk)
             return 0;

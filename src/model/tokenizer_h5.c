@@ -1,6 +1,7 @@
 /* tokenizer_h5.c: the /tokenizer group of a model file (docs/model-format.md): attributes
  * kind, bos_id, eos_id, add_bos, add_dummy_prefix, byte_fallback; datasets piece_bytes,
- * piece_offsets, scores and (when there are merges) merges.  Reads validate everything. */
+ * piece_offsets, scores and (when there are merges) merges; kind bpe_hf adds hf_pipeline, the
+ * Hugging Face pipeline as JSON text (tokenizer_hf.c).  Reads validate everything. */
 #include "tokenizer_internal.h"
 
 #include "util.h"
@@ -9,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *kind_names[] = {"spm", "spm_merges", "gpt2"};
+static const char *kind_names[] = {"spm", "spm_merges", "gpt2", "bpe_hf"};
 
 static int h5_write_int_attr(hid_t obj, const char *name, int value)
 {
@@ -110,6 +111,14 @@ int tokenizer_h5_write(const Tokenizer *t, hid_t file, char *err, size_t errlen)
     if (t->n_merges > 0 && h5_write_dataset(g, "merges", H5T_STD_I32LE, H5T_NATIVE_INT32, 2,
                                             dims, t->merges) != 0)
         goto fail;
+    if (t->kind == TOKENIZER_BPE_HF) {
+        size_t n;
+        const char *text = tokenizer_hf_json(t->hf, &n);
+        dims[0] = (hsize_t)n;
+        what = "hf_pipeline";
+        if (h5_write_dataset(g, "hf_pipeline", H5T_STD_U8LE, H5T_NATIVE_UINT8, 1, dims, text) != 0)
+            goto fail;
+    }
     rc = 0;
 fail:
     if (rc != 0)
@@ -263,6 +272,7 @@ static int tokenizer_h5_read_group(Tokenizer **out, hid_t g, const char *fname, 
     Tokenizer *t = NULL;
     uint64_t *offs = NULL;
     void *bytes = NULL, *scores = NULL, *merges = NULL;
+    char *pipe = NULL;
     char kind_s[32];
     int kind = -1, bos, eos, add_bos, dummy, fallback;
     hsize_t dims[2];
@@ -270,12 +280,12 @@ static int tokenizer_h5_read_group(Tokenizer **out, hid_t g, const char *fname, 
         util_err(err, errlen, "%s: /tokenizer attribute kind missing or not a string", fname);
         goto fail;
     }
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 4; k++)
         if (strcmp(kind_s, kind_names[k]) == 0)
             kind = k;
     if (kind < 0) {
-        util_err(err, errlen, "%s: /tokenizer attribute kind \"%s\" is not spm, spm_merges or "
-                 "gpt2", fname, kind_s);
+        util_err(err, errlen, "%s: /tokenizer attribute kind \"%s\" is not spm, spm_merges, "
+                 "gpt2 or bpe_hf", fname, kind_s);
         goto fail;
     }
     const char *names[5] = {"bos_id", "eos_id", "add_bos", "add_dummy_prefix", "byte_fallback"};
@@ -354,9 +364,22 @@ static int tokenizer_h5_read_group(Tokenizer **out, hid_t g, const char *fname, 
         t->merges = merges;
         merges = NULL;
     }
+    if (kind == TOKENIZER_BPE_HF) {
+        if (h5_read_dataset(g, "hf_pipeline", H5T_INTEGER, 1, dims, H5T_NATIVE_UINT8, (void **)&pipe, 1,
+                            TOKENIZER_MAX_TOTAL_BYTES, fname, err, errlen) != 0 ||
+            tokenizer_hf_parse(&t->hf, pipe, (size_t)dims[0], fname, err, errlen) != 0)
+            goto fail;
+        t->byte_level = tokenizer_hf_byte_level(t->hf);
+    }
     if (tokenizer_index_pieces(t, fname, err, errlen) != 0 ||
         tokenizer_index_merges(t, fname, err, errlen) != 0)
         goto fail;
+    if (kind == TOKENIZER_BPE_HF) {
+        int keep_bos = t->bos;
+        if (tokenizer_hf_bind(t, fname, err, errlen) != 0)
+            goto fail;
+        t->bos = keep_bos; /* the file's bos_id (the post-processor's first token, if any) */
+    }
     *out = t;
     t = NULL;
     rc = 0;
@@ -366,6 +389,7 @@ fail:
     free(bytes);
     free(scores);
     free(merges);
+    free(pipe);
     return rc;
 }
 

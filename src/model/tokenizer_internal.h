@@ -19,6 +19,9 @@
 /* llama2.c run.c starts its best score at -1e10 and merges only strictly better pairs. */
 #define TOKENIZER_SPM_MIN_SCORE (-1e10f)
 
+/* A Hugging Face tokenizer.json pipeline (tokenizer_hf.c). */
+typedef struct HfPipeline HfPipeline;
+
 struct Tokenizer {
     TokenizerKind kind;
     int vocab_size;
@@ -41,6 +44,8 @@ struct Tokenizer {
     int32_t *pair_result;
     size_t pair_cap;
     pcre2_code *re; /* gpt2 pre-tokenizer */
+    int byte_level; /* bpe_hf: pieces are raw bytes and each byte is one initial symbol */
+    HfPipeline *hf; /* bpe_hf: the Hugging Face pipeline (tokenizer_hf.c) */
 };
 
 /* A zeroed tokenizer of the given kind and size with pieces, offsets and scores allocated
@@ -68,5 +73,25 @@ int tokenizer_gpt2_encode(const Tokenizer *t, const char *text, size_t len, int 
 /* Undoes GPT-2's bytes_to_unicode on a UTF-8 string: raw bytes into out (capacity >= len).
  * Returns the byte count, or -1 when a code point is not in the mapping. */
 long tokenizer_gpt2_unmap(const char *s, size_t len, unsigned char *out);
+
+/* ---- bpe_hf (tokenizer_hf.c) ---- */
+/* Parses a pipeline JSON text (tokenizer.json's normalizer, pre_tokenizer, post_processor,
+ * added_tokens, and model flags; docs/model-format.md).  0, or -1 with err naming fname. */
+int tokenizer_hf_parse(HfPipeline **out, const char *text, size_t len, const char *fname,
+                       char *err, size_t errlen);
+void tokenizer_hf_free(HfPipeline *p);
+/* 1 when the pipeline has a ByteLevel pre-tokenizer (pieces are stored as raw bytes). */
+int tokenizer_hf_byte_level(const HfPipeline *p);
+/* The pipeline text, as stored in /tokenizer/hf_pipeline. */
+const char *tokenizer_hf_json(const HfPipeline *p, size_t *len);
+/* Checks t->hf against t's vocabulary and sets unk, bos and add_bos; after index_pieces. */
+int tokenizer_hf_bind(Tokenizer *t, const char *fname, char *err, size_t errlen);
+/* Encodes text; add_special adds the post-processor's tokens.  *ids malloc'ed. */
+int tokenizer_hf_encode(const Tokenizer *t, const char *text, size_t len, int add_special,
+                        int **ids, size_t *n_ids, char *err, size_t errlen);
+/* Content of added token id, or NULL. */
+const char *tokenizer_hf_added_content(const HfPipeline *p, int id, size_t *len);
+/* 1 when encoding prepends a space-like prefix (Metaspace, Prepend) that decoding strips. */
+int tokenizer_hf_prefix_space(const HfPipeline *p);
 
 #endif

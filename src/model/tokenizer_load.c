@@ -137,6 +137,10 @@ static long piece_convert(TokenizerKind kind, const char *s, size_t n, unsigned 
 {
     if (kind == TOKENIZER_GPT2)
         return tokenizer_gpt2_unmap(s, n, out);
+    if (kind == TOKENIZER_BPE_HF) { /* character-level bpe_hf: pieces as written */
+        memcpy(out, s, n);
+        return (long)n;
+    }
     long k = 0;
     for (size_t i = 0; i < n; i++) {
         if (i + 2 < n && (unsigned char)s[i] == 0xe2 && (unsigned char)s[i + 1] == 0x96 &&
@@ -216,9 +220,11 @@ static Tokenizer *tokenizer_from_pieces(TokenizerKind kind, const PieceList *pl,
     return t;
 }
 
-/* Reads a vocab object {piece: id} (plus HF added_tokens, may be NULL) into pl. */
-static int vocab_read(PieceList *pl, TokenizerKind kind, json_t *vocab, json_t *added,
-                      const char *fname, const char *field, char *err, size_t errlen)
+/* Reads a vocab object {piece: id} (plus HF added_tokens, may be NULL) into pl; added tokens
+ * not in the vocab take their content converted like a piece of kind added_kind, or as is. */
+static int vocab_read(PieceList *pl, TokenizerKind kind, TokenizerKind added_kind, json_t *vocab,
+                      json_t *added, const char *fname, const char *field, char *err,
+                      size_t errlen)
 {
     int rc = -1;
     const char *key;
@@ -280,7 +286,8 @@ static int vocab_read(PieceList *pl, TokenizerKind kind, json_t *vocab, json_t *
     json_array_foreach(added, i, val) {
         int id = (int)json_integer_value(json_object_get(val, "id"));
         if (!pl->bytes[id]) /* a token already in the vocab keeps the vocab's piece */
-            piece_list_set(pl, kind, id, json_string_value(json_object_get(val, "content")), 1);
+            piece_list_set(pl, added_kind, id,
+                           json_string_value(json_object_get(val, "content")), 1);
     }
     rc = 0;
 fail:
@@ -292,7 +299,8 @@ static int merge_side_id(const Tokenizer *t, const char *s, size_t n)
 {
     unsigned char stack[256];
     unsigned char *b = n <= sizeof stack ? stack : xmalloc(n);
-    long k = piece_convert(t->kind, s, n, b);
+    TokenizerKind conv = t->kind == TOKENIZER_BPE_HF && t->byte_level ? TOKENIZER_GPT2 : t->kind;
+    long k = piece_convert(conv, s, n, b);
     int id = k < 0 ? -1 : tokenizer_lookup_piece(t, b, (size_t)k);
     if (b != stack)
         free(b);
@@ -445,6 +453,124 @@ static void hf_read_bos(Tokenizer *t, json_t *root)
     }
 }
 
+/* The pipeline text of a bpe_hf tokenizer: the sections of tokenizer.json the encoder needs,
+ * with each added token marked in_vocab when the model's vocab holds its id.  Compact, keys
+ * sorted, so that a model file is reproducible. */
+static char *hf_pipeline_text(json_t *root, json_t *model, const char *fname, size_t *len,
+                              char *err, size_t errlen)
+{
+    static const char *sections[] = {"normalizer", "pre_tokenizer", "post_processor"};
+    static const char *flags[] = {"type", "unk_token", "byte_fallback", "fuse_unk",
+                                  "ignore_merges", "continuing_subword_prefix",
+                                  "end_of_word_suffix", "dropout"};
+    char *text = NULL;
+    unsigned char *has = NULL;
+    json_t *p = json_object(), *m = json_object(), *added = json_array();
+    json_t *vocab = json_object_get(model, "vocab"), *src = json_object_get(root, "added_tokens");
+    const char *key;
+    json_t *val;
+    size_t i;
+    if (!json_is_object(vocab)) {
+        util_err(err, errlen, "%s: model.vocab: missing or not an object", fname);
+        goto fail;
+    }
+    if (src && !json_is_null(src) && !json_is_array(src)) {
+        util_err(err, errlen, "%s: added_tokens: not an array", fname);
+        goto fail;
+    }
+    has = xcalloc(TOKENIZER_MAX_VOCAB, 1);
+    json_object_foreach(vocab, key, val) {
+        if (json_is_integer(val) && json_integer_value(val) >= 0 &&
+            json_integer_value(val) < TOKENIZER_MAX_VOCAB)
+            has[json_integer_value(val)] = 1;
+    }
+    for (size_t k = 0; k < 3; k++) {
+        json_t *s = json_object_get(root, sections[k]);
+        json_object_set(p, sections[k], s ? s : json_null());
+    }
+    for (size_t k = 0; k < 8; k++) {
+        json_t *s = json_object_get(model, flags[k]);
+        if (s)
+            json_object_set(m, flags[k], s);
+    }
+    json_array_foreach(src, i, val) {
+        json_t *c = json_deep_copy(val), *id = json_object_get(val, "id");
+        if (!json_is_object(c)) {
+            json_decref(c);
+            util_err(err, errlen, "%s: added_tokens[%zu]: not an object", fname, i);
+            goto fail;
+        }
+        int in = json_is_integer(id) && json_integer_value(id) >= 0 &&
+                 json_integer_value(id) < TOKENIZER_MAX_VOCAB && has[json_integer_value(id)];
+        json_object_set_new(c, "in_vocab", json_boolean(in));
+        json_array_append_new(added, c);
+    }
+    json_object_set(p, "model", m);
+    json_object_set(p, "added_tokens", added);
+    text = json_dumps(p, JSON_COMPACT | JSON_SORT_KEYS);
+    if (!text)
+        util_err(err, errlen, "%s: cannot serialise the tokenizer pipeline", fname);
+    else
+        *len = strlen(text);
+fail:
+    free(has);
+    json_decref(p);
+    json_decref(m);
+    json_decref(added);
+    return text;
+}
+
+/* Loads the bpe_hf kind from a parsed tokenizer.json. */
+static int hf_load_bpe_hf(Tokenizer **out, json_t *root, json_t *model, const char *path,
+                          char *err, size_t errlen)
+{
+    int rc = -1;
+    Tokenizer *t = NULL;
+    HfPipeline *hp = NULL;
+    PieceList pl = {0};
+    size_t len = 0;
+    char *text = hf_pipeline_text(root, model, path, &len, err, errlen);
+    if (!text || tokenizer_hf_parse(&hp, text, len, path, err, errlen) != 0)
+        goto fail;
+    int byte_level = tokenizer_hf_byte_level(hp);
+    if (vocab_read(&pl, byte_level ? TOKENIZER_GPT2 : TOKENIZER_BPE_HF, TOKENIZER_BPE_HF,
+                   json_object_get(model, "vocab"), json_object_get(root, "added_tokens"), path,
+                   "model.vocab", err, errlen) != 0)
+        goto fail;
+    t = tokenizer_from_pieces(TOKENIZER_BPE_HF, &pl, path, err, errlen);
+    if (!t)
+        goto fail;
+    t->byte_level = byte_level;
+    t->hf = hp;
+    hp = NULL;
+    if (tokenizer_index_pieces(t, path, err, errlen) != 0 ||
+        merges_read_json(t, json_object_get(model, "merges"), path, err, errlen) != 0 ||
+        tokenizer_hf_bind(t, path, err, errlen) != 0)
+        goto fail;
+    t->byte_fallback = json_is_true(json_object_get(model, "byte_fallback"));
+    /* EOS (and BOS when the post-processor adds none) by the families' names. */
+    static const char *eos_names[] = {"<|end_of_text|>", "<|endoftext|>", "</s>", "<eos>"};
+    static const char *bos_names[] = {"<|begin_of_text|>", "<s>", "<bos>"};
+    for (int k = 3; k >= 0; k--) {
+        int id = tokenizer_lookup_piece(t, eos_names[k], strlen(eos_names[k]));
+        if (id >= 0)
+            t->eos = id;
+    }
+    for (int k = 0; k < 3 && t->bos < 0; k++)
+        t->bos = tokenizer_lookup_piece(t, bos_names[k], strlen(bos_names[k]));
+    if (tokenizer_index_merges(t, path, err, errlen) != 0)
+        goto fail;
+    *out = t;
+    t = NULL;
+    rc = 0;
+fail:
+    tokenizer_free(t);
+    tokenizer_hf_free(hp);
+    piece_list_free(&pl);
+    free(text);
+    return rc;
+}
+
 /* Loads a Hugging Face tokenizer.json (BPE model); see tokenizer.h. */
 int tokenizer_load_hf_json(Tokenizer **out, const char *path, char *err, size_t errlen)
 {
@@ -490,19 +616,20 @@ int tokenizer_load_hf_json_mem(Tokenizer **out, const char *buf, size_t len, con
         util_err(err, errlen, "%s: model.type %s is not supported (only BPE)", path, mtype);
         goto fail;
     }
-    if (json_is_true(json_object_get(model, "ignore_merges"))) {
-        util_err(err, errlen, "%s: model.ignore_merges true is not supported", path);
+    /* The plain Llama and GPT-2 shapes keep their kinds (and their encodings, bit for bit);
+     * every other pipeline is bpe_hf. */
+    if (json_is_true(json_object_get(model, "ignore_merges")) ||
+        hf_read_pipeline(root, &kind, &dummy, path, err, errlen) != 0) {
+        rc = hf_load_bpe_hf(out, root, model, path, err, errlen);
         goto fail;
     }
-    if (hf_read_pipeline(root, &kind, &dummy, path, err, errlen) != 0)
-        goto fail;
     json_t *added = json_object_get(root, "added_tokens");
     if (added && !json_is_array(added) && !json_is_null(added)) {
         util_err(err, errlen, "%s: added_tokens: not an array", path);
         goto fail;
     }
-    if (vocab_read(&pl, kind, json_object_get(model, "vocab"), added, path, "model.vocab", err,
-                   errlen) != 0)
+    if (vocab_read(&pl, kind, kind, json_object_get(model, "vocab"), added, path, "model.vocab",
+                   err, errlen) != 0)
         goto fail;
     t = tokenizer_from_pieces(kind, &pl, path, err, errlen);
     if (!t)
@@ -577,7 +704,8 @@ int tokenizer_load_gpt2_mem(Tokenizer **out, const char *buf, size_t len,
                  jerr.line, jerr.column, jerr.text);
         goto fail;
     }
-    if (vocab_read(&pl, TOKENIZER_GPT2, root, NULL, vocab_json, "vocab", err, errlen) != 0)
+    if (vocab_read(&pl, TOKENIZER_GPT2, TOKENIZER_GPT2, root, NULL, vocab_json, "vocab", err,
+                   errlen) != 0)
         goto fail;
     t = tokenizer_from_pieces(TOKENIZER_GPT2, &pl, vocab_json, err, errlen);
     if (!t)

