@@ -72,6 +72,15 @@ for fam in qwen2 phi3 llama3; do
     cmp -s "$T/a.bin.tokens" "$T/b.bin.tokens" || fail "llama3: HF and GGUF tokens differ"
     "$CMP" "$T/a.bin" "$T/b.bin" --cols 512 --tol 1e-5 \
       || fail "llama3: HF and GGUF logits differ by more than 1e-5"
+    # and the Hugging Face file against llama.cpp's own reference for the GGUF file
+    R="$G/reference/llama3-d128-F32"
+    run_hs 1 --model "$hf" --prompt "$(cat "$R/prompt.txt")" --steps "$(wc -l < "$R/tokens.txt")" \
+      --quiet --metrics "$T/m.json" --logits-out "$T/c.bin" --rtt-pings 1 > "$T/run.log" 2>&1 \
+      || { cat "$T/run.log"; fail "llama3 from HF: run failed"; }
+    jq -r '.tokens[]' "$T/m.json" | head -n "$(wc -l < "$R/tokens.txt")" | cmp -s - "$R/tokens.txt" \
+      || fail "llama3 from HF: tokens differ from llama.cpp's"
+    "$CMP" "$T/c.bin" "$R/logits_f32le.bin" --cols 512 --rows "$(wc -l < "$R/tokens.txt")" \
+      --tol 1e-4 || fail "llama3 from HF: logits differ from llama.cpp's by more than 1e-4"
   else
     same /layers "$gg" "$hf"
     [ "$(attr "$gg" rope_style)" = '"half"' ] || fail "$fam: rope_style not half"
