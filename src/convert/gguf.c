@@ -104,6 +104,11 @@ static int read_rope_freqs(Conv *cv, ModelConfig *c)
                         "factors (one per frequency of a head of %d)", cv->g->path, n,
                         c->head_dim);
     memcpy(c->rope_freq_factors, t->data, (size_t)n * sizeof(float));
+    for (int i = 0; i < n; i++)
+        if (!(c->rope_freq_factors[i] > 0) || !isfinite(c->rope_freq_factors[i]))
+            return util_err(cv->err, cv->errlen, "%s: tensor rope_freqs.weight: factor %d is "
+                            "%g (must be positive)", cv->g->path, i,
+                            (double)c->rope_freq_factors[i]);
     c->n_rope_freq_factors = n;
     return 0;
 }
