@@ -1,13 +1,15 @@
 /* gguf.c: a llama.cpp GGUF file to the HeadSplit model file (convert_from_gguf).
- * Architectures llama (GQA, tied or untied output) and gpt2; configuration and tokenizer from
- * the metadata.  GGUF lists a matrix's dimensions innermost first (ne[0] = row length), so its
+ * Architectures llama (GQA, tied or untied output; Llama 3.1's rope_freqs factors), qwen2
+ * (q/k/v biases, rotate-halves RoPE), phi3 (fused attn_qkv and ffn_up split by rows; sliding
+ * window) and gpt2; configuration and tokenizer from the metadata.  GGUF lists a matrix's dimensions innermost first (ne[0] = row length), so its
  * rows are already our [out][in] rows: every matrix is copied row for row.  Query heads are
  * consecutive rows, so wq's [G][Q*hd][dim] grouping is the same bytes with another shape.
  * F32 matrices become float32 datasets; F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K
  * and Q6_K matrices become uint8 datasets holding the file's blocks byte for byte (format
  * version 2, docs/model-format.md).  llama.cpp's llama files hold q and k in Meta's order
  * (its convert scripts undo Hugging Face's rotate-half permutation; llama2.c checkpoints
- * need none) for its adjacent-pair RoPE (LLAMA_ROPE_TYPE_NORM): rope_style interleaved. */
+ * need none) for its adjacent-pair RoPE (LLAMA_ROPE_TYPE_NORM): rope_style interleaved;
+ * qwen2 and phi3 keep Hugging Face's rows (LLAMA_ROPE_TYPE_NEOX): rope_style half. */
 #include "convert.h"
 
 #include "convert_internal.h"
