@@ -25,6 +25,9 @@ typedef enum { ARCH_LLAMA = 0, ARCH_GPT2 = 1 } Arch;
 /* RoPE pair layout: adjacent pairs (2i, 2i+1) as Meta/llama2.c, or halves (i, i+hd/2) as HF. */
 typedef enum { ROPE_NONE = 0, ROPE_INTERLEAVED = 1, ROPE_HALF = 2 } RopeStyle;
 
+/* Most RoPE frequencies (head_dim / 2) that per-frequency factors may be given for. */
+#define CONFIG_MAX_ROPE_PAIRS 512
+
 typedef struct {
     Arch arch;
     int dim;            /* residual width */
@@ -45,6 +48,12 @@ typedef struct {
      * it are never short.  Filled by config_read from the datasets. */
     int wtype[WKIND_COUNT];
     char quantization[16]; /* "" for fp32 files, else e.g. "q8_0", "q4_K_M", "mixed" */
+    int qkv_bias;        /* llama family: biases bq, bk, bv on the projections (Qwen2) */
+    int sliding_window;  /* attention sees the last W positions (Mistral, Phi-3); 0: all */
+    /* Llama 3.1 RoPE scaling as llama.cpp stores it: frequency i (of head_dim / 2) is divided
+     * by rope_freq_factors[i].  n_rope_freq_factors is 0 (none) or head_dim / 2. */
+    int n_rope_freq_factors;
+    float rope_freq_factors[CONFIG_MAX_ROPE_PAIRS];
 } ModelConfig;
 
 /* Query heads per KV group. */

@@ -40,6 +40,12 @@ int convert_from_hf(const char *dir, const char *out, const char *quantize, Conv
 int convert_from_gguf(const char *path, const char *out, ConvertStats *stats, char *err,
                       size_t errlen);
 
+/* convert_from_hf with the tokenizer taken from `tokenizer` (a llama2.c tokenizer.bin, a
+ * tokenizer.json, or a directory as convert_load_tokenizer reads) instead of DIR's; NULL:
+ * DIR's. */
+int convert_from_hf_tok(const char *dir, const char *tokenizer, const char *out,
+                        const char *quantize, ConvertStats *stats, char *err, size_t errlen);
+
 /* Reads and checks DIR/config.json only (no weights): fills c.  For tests and tools. */
 int convert_read_hf_config(const char *dir, ModelConfig *c, char *err, size_t errlen);
 

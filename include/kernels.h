@@ -41,6 +41,10 @@ void kernels_layernorm_ref(float *out, const float *x, const float *w, const flo
  * interleaved: pairs (2i, 2i+1), freq = theta^(-2i/hd); half: pairs (i, i+hd/2), same freqs. */
 void kernels_rope(float *x, int n_heads, int head_dim, int pos, float theta, int interleaved);
 void kernels_rope_ref(float *x, int n_heads, int head_dim, int pos, float theta, int interleaved);
+/* kernels_rope with frequency i divided by factors[i] (head_dim / 2 of them: Llama 3.1 RoPE
+ * scaling as llama.cpp applies rope_freqs.weight); factors NULL is kernels_rope itself. */
+void kernels_rope_factors(float *x, int n_heads, int head_dim, int pos, float theta,
+                          int interleaved, const float *factors);
 
 /* In-place max-subtracted softmax of n values. */
 void kernels_softmax(float *x, int n);

@@ -26,12 +26,10 @@ static const char usage[] =
     "  --format hf        Hugging Face directory: config.json, model.safetensors or\n"
     "                     model.safetensors.index.json (shards), F32/F16/BF16 (widened\n"
     "                     exactly to float32), and tokenizer.json (or vocab.json +\n"
-    "                     merges.txt for GPT-2).  LlamaForCausalLM (GQA, tied or separate\n"
-    "                     lm_head; q/k kept in HF rotate-half order, rope_style half) and\n"
-    "                     GPT2LMHeadModel (Conv1D transposed, c_attn split into q/k/v; with\n"
-    "                     or without the 'transformer.' prefix).\n"
-    "  --format gguf      llama.cpp GGUF file (v2/v3): architectures llama (GQA, tied or\n"
-    "                     untied output; rope_style interleaved) and gpt2; configuration\n"
+    "                     merges.txt for GPT-2; --tokenizer FILE replaces it).  Llama,\n"
+    "                     Mistral, Qwen2, Phi3 (docs/model-format.md) and GPT2LMHeadModel.\n"
+    "  --format gguf      llama.cpp GGUF file (v2/v3): architectures llama, qwen2, phi3\n"
+    "                     and gpt2 (docs/model-format.md); configuration\n"
     "                     and tokenizer from its metadata.  F32 tensors as float32;\n"
     "                     F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K kept\n"
     "                     as their blocks, byte for byte (format version 2).\n"
@@ -197,15 +195,13 @@ int convert_run_cli(int argc, char **argv, FILE *out, char *err, size_t errlen)
     } else if (strcmp(a.format, "hf") == 0) {
         if (reject(a.checkpoint, "--checkpoint", "--format hf", err, errlen) < 0 ||
             reject(a.file, "--file", "--format hf", err, errlen) < 0 ||
-            reject(a.tokenizer, "--tokenizer", "--format hf (the directory's tokenizer is "
-                   "used)", err, errlen) < 0 ||
             reject(a.seed, "--seed", "--format hf", err, errlen) < 0 ||
             reject(a.layers, "--layers", "--format hf", err, errlen) < 0)
             return -1;
         if (!a.dir)
             return util_err(err, errlen, "command line: --dir: missing (--format hf needs the "
                             "model directory)");
-        rc = convert_from_hf(a.dir, a.out, a.quantize, &st, err, errlen);
+        rc = convert_from_hf_tok(a.dir, a.tokenizer, a.out, a.quantize, &st, err, errlen);
     } else if (strcmp(a.format, "gguf") == 0) {
         if (reject(a.checkpoint, "--checkpoint", "--format gguf", err, errlen) < 0 ||
             reject(a.dir, "--dir", "--format gguf", err, errlen) < 0 ||

@@ -1,13 +1,15 @@
 /* gguf.c: a llama.cpp GGUF file to the HeadSplit model file (convert_from_gguf).
- * Architectures llama (GQA, tied or untied output) and gpt2; configuration and tokenizer from
- * the metadata.  GGUF lists a matrix's dimensions innermost first (ne[0] = row length), so its
+ * Architectures llama (GQA, tied or untied output; Llama 3.1's rope_freqs factors), qwen2
+ * (q/k/v biases, rotate-halves RoPE), phi3 (fused attn_qkv and ffn_up split by rows; sliding
+ * window) and gpt2; configuration and tokenizer from the metadata.  GGUF lists a matrix's dimensions innermost first (ne[0] = row length), so its
  * rows are already our [out][in] rows: every matrix is copied row for row.  Query heads are
  * consecutive rows, so wq's [G][Q*hd][dim] grouping is the same bytes with another shape.
  * F32 matrices become float32 datasets; F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K
  * and Q6_K matrices become uint8 datasets holding the file's blocks byte for byte (format
  * version 2, docs/model-format.md).  llama.cpp's llama files hold q and k in Meta's order
  * (its convert scripts undo Hugging Face's rotate-half permutation; llama2.c checkpoints
- * need none) for its adjacent-pair RoPE (LLAMA_ROPE_TYPE_NORM): rope_style interleaved. */
+ * need none) for its adjacent-pair RoPE (LLAMA_ROPE_TYPE_NORM): rope_style interleaved;
+ * qwen2 and phi3 keep Hugging Face's rows (LLAMA_ROPE_TYPE_NEOX): rope_style half. */
 #include "convert.h"
 
 #include "convert_internal.h"
@@ -52,7 +54,7 @@ static const char *ftype_name(int64_t ft)
 typedef struct {
     const GgufFile *g;
     ModelWriter *w;
-    const char *arch; /* metadata key prefix: "llama" or "gpt2" */
+    const char *arch; /* metadata key prefix: "llama", "qwen2", "phi3" or "gpt2" */
     char *err;
     size_t errlen;
 } Conv;
@@ -91,12 +93,34 @@ static int meta_float(Conv *cv, const char *name, double def, double *out)
     return 0;
 }
 
-/* The configuration of a llama or gpt2 file; vocab_size from token_embd. */
+/* rope_freqs.weight (Llama 3.1 scaling): head_dim / 2 float32 factors into c. */
+static int read_rope_freqs(Conv *cv, ModelConfig *c)
+{
+    const GgufTensor *t = gguf_find_tensor(cv->g, "rope_freqs.weight");
+    if (!t)
+        return 0;
+    const int n = c->head_dim / 2;
+    if (t->type != QTYPE_F32 || t->ne[0] != n || t->ne[1] != 1 || t->ne[2] != 1 ||
+        t->ne[3] != 1 || n > CONFIG_MAX_ROPE_PAIRS || t->bytes < (uint64_t)n * sizeof(float))
+        return util_err(cv->err, cv->errlen, "%s: tensor rope_freqs.weight: expected %d f32 "
+                        "factors (one per frequency of a head of %d)", cv->g->path, n,
+                        c->head_dim);
+    memcpy(c->rope_freq_factors, t->data, (size_t)n * sizeof(float));
+    for (int i = 0; i < n; i++)
+        if (!(c->rope_freq_factors[i] > 0) || !isfinite(c->rope_freq_factors[i]))
+            return util_err(cv->err, cv->errlen, "%s: tensor rope_freqs.weight: factor %d is "
+                            "%g (must be positive)", cv->g->path, i,
+                            (double)c->rope_freq_factors[i]);
+    c->n_rope_freq_factors = n;
+    return 0;
+}
+
+/* The configuration of a llama, qwen2, phi3 or gpt2 file; vocab_size from token_embd. */
 static int read_config(Conv *cv, ModelConfig *c)
 {
     memset(c, 0, sizeof *c);
     const int64_t big = (int64_t)1 << 30;
-    int is_llama = strcmp(cv->arch, "llama") == 0;
+    int is_llama = strcmp(cv->arch, "gpt2") != 0; /* the llama family */
     c->arch = is_llama ? ARCH_LLAMA : ARCH_GPT2;
     double eps, theta = 0;
     if (meta_int(cv, "block_count", -1, 1, 65536, &c->n_layers) < 0 ||
@@ -130,22 +154,31 @@ static int read_config(Conv *cv, ModelConfig *c)
         meta_float(cv, "rope.freq_base", 10000.0, &theta) < 0)
         return -1;
     if (rd != c->head_dim)
-        return util_err(cv->err, cv->errlen, "%s: key llama.rope.dimension_count: RoPE on %d of "
-                        "the %d values of a head is not supported", cv->g->path, rd,
+        return util_err(cv->err, cv->errlen, "%s: key %s.rope.dimension_count: RoPE on %d of "
+                        "the %d values of a head is not supported", cv->g->path, cv->arch, rd,
                         c->head_dim);
     const char *st;
     size_t sl;
-    int rc = gguf_get_string(cv->g, "llama.rope.scaling.type", &st, &sl, cv->err, cv->errlen);
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", cv->arch);
+    int rc = gguf_get_string(cv->g, key, &st, &sl, cv->err, cv->errlen);
     if (rc < 0)
         return -1;
     if (rc == 1 && !(sl == 4 && memcmp(st, "none", 4) == 0))
-        return util_err(cv->err, cv->errlen, "%s: key llama.rope.scaling.type: RoPE scaling "
-                        "\"%.*s\" is not supported", cv->g->path, (int)(sl > 32 ? 32 : sl), st);
-    if (gguf_find_tensor(cv->g, "rope_freqs.weight"))
-        return util_err(cv->err, cv->errlen, "%s: tensor rope_freqs.weight: per-frequency RoPE "
-                        "factors (Llama 3.1 scaling) are not supported", cv->g->path);
+        return util_err(cv->err, cv->errlen, "%s: key %s: RoPE scaling \"%.*s\" is not "
+                        "supported", cv->g->path, key, (int)(sl > 32 ? 32 : sl), st);
+    if (gguf_find_tensor(cv->g, "rope_factors_long.weight") ||
+        gguf_find_tensor(cv->g, "rope_factors_short.weight"))
+        return util_err(cv->err, cv->errlen, "%s: tensor rope_factors_long.weight: Phi-3's "
+                        "LongRoPE factors are not supported", cv->g->path);
+    if (meta_int(cv, "attention.sliding_window", 0, 0, big, &c->sliding_window) < 0 ||
+        read_rope_freqs(cv, c) < 0)
+        return -1;
     c->rope_theta = (float)theta;
-    c->rope_style = ROPE_INTERLEAVED;
+    /* llama.cpp permutes llama's q/k rows for its adjacent-pair RoPE; qwen2 and phi3 keep
+     * Hugging Face's rows and rotate halves (LLAMA_ROPE_TYPE_NEOX). */
+    c->rope_style = strcmp(cv->arch, "llama") == 0 ? ROPE_INTERLEAVED : ROPE_HALF;
+    c->qkv_bias = gguf_find_tensor(cv->g, "blk.0.attn_q.bias") != NULL;
     return 0;
 }
 
@@ -243,18 +276,65 @@ static int put_llama_layer(Conv *cv, const ModelConfig *c, int l)
     uint64_t G = (uint64_t)c->n_kv_heads, hd = (uint64_t)c->head_dim, dim = (uint64_t)c->dim;
     uint64_t Q = (uint64_t)config_q_per_kv(c);
     uint64_t d_wq[3] = {G, Q * hd, dim}, d_kv[3] = {G, hd, dim};
-    const GgufTensor *q = need_tensor(cv, blk(n, sizeof n, l, "attn_q.weight"), c->dim,
-                                      c->n_heads * c->head_dim);
-    if (!q || put(cv, writer_layer_path(p, sizeof p, l, "wq"), q, 0, 3, d_wq) < 0)
+    const int64_t nq = (int64_t)c->n_heads * c->head_dim, nkv = (int64_t)c->n_kv_heads * c->head_dim;
+    if (strcmp(cv->arch, "phi3") == 0) {
+        /* Fused attn_qkv: q rows, then k, then v; split by rows (whole rows of blocks). */
+        const GgufTensor *w = need_tensor(cv, blk(n, sizeof n, l, "attn_qkv.weight"), c->dim,
+                                          nq + 2 * nkv);
+        if (!w)
+            return -1;
+        uint64_t rb = gguf_row_bytes(w->type, c->dim);
+        if (put(cv, writer_layer_path(p, sizeof p, l, "wq"), w, 0, 3, d_wq) < 0 ||
+            put(cv, writer_layer_path(p, sizeof p, l, "wk"), w, (uint64_t)nq * rb, 3, d_kv) < 0 ||
+            put(cv, writer_layer_path(p, sizeof p, l, "wv"), w, (uint64_t)(nq + nkv) * rb, 3,
+                d_kv) < 0)
+            return -1;
+    } else {
+        const GgufTensor *q = need_tensor(cv, blk(n, sizeof n, l, "attn_q.weight"), c->dim, nq);
+        if (!q || put(cv, writer_layer_path(p, sizeof p, l, "wq"), q, 0, 3, d_wq) < 0)
+            return -1;
+        const GgufTensor *k = need_tensor(cv, blk(n, sizeof n, l, "attn_k.weight"), c->dim, nkv);
+        if (!k || put(cv, writer_layer_path(p, sizeof p, l, "wk"), k, 0, 3, d_kv) < 0)
+            return -1;
+        const GgufTensor *v = need_tensor(cv, blk(n, sizeof n, l, "attn_v.weight"), c->dim, nkv);
+        if (!v || put(cv, writer_layer_path(p, sizeof p, l, "wv"), v, 0, 3, d_kv) < 0)
+            return -1;
+    }
+    if (c->qkv_bias) { /* qwen2: biases of q, k and v, grouped as the matrices */
+        uint64_t d_bq[2] = {G, Q * hd}, d_bkv[2] = {G, hd};
+        static const char *const ours[3] = {"bq", "bk", "bv"};
+        static const char *const theirs[3] = {"attn_q.bias", "attn_k.bias", "attn_v.bias"};
+        for (int i = 0; i < 3; i++) {
+            const GgufTensor *b = need_tensor(cv, blk(n, sizeof n, l, theirs[i]),
+                                              i == 0 ? nq : nkv, 1);
+            if (!b)
+                return -1;
+            if (b->type != QTYPE_F32)
+                return util_err(cv->err, cv->errlen, "%s: tensor %s: a bias must be f32",
+                                cv->g->path, n);
+            if (put(cv, writer_layer_path(p, sizeof p, l, ours[i]), b, 0, 2,
+                    i == 0 ? d_bq : d_bkv) < 0)
+                return -1;
+        }
+    }
+    if (strcmp(cv->arch, "phi3") == 0) {
+        /* Fused ffn_up: the gate's rows, then up's. */
+        uint64_t d_f[2] = {(uint64_t)c->ffn_dim, dim};
+        const GgufTensor *u = need_tensor(cv, blk(n, sizeof n, l, "ffn_up.weight"), c->dim,
+                                          2 * (int64_t)c->ffn_dim);
+        if (!u)
+            return -1;
+        uint64_t rb = gguf_row_bytes(u->type, c->dim);
+        if (put(cv, writer_layer_path(p, sizeof p, l, "w_gate"), u, 0, 2, d_f) < 0 ||
+            put(cv, writer_layer_path(p, sizeof p, l, "w_up"), u, (uint64_t)c->ffn_dim * rb, 2,
+                d_f) < 0)
+            return -1;
+    } else if (put_whole(cv, writer_layer_path(p, sizeof p, l, "w_gate"),
+                         blk(n, sizeof n, l, "ffn_gate.weight"), c->ffn_dim, c->dim) < 0 ||
+               put_whole(cv, writer_layer_path(p, sizeof p, l, "w_up"),
+                         blk(n, sizeof n, l, "ffn_up.weight"), c->ffn_dim, c->dim) < 0) {
         return -1;
-    const GgufTensor *k = need_tensor(cv, blk(n, sizeof n, l, "attn_k.weight"), c->dim,
-                                      c->n_kv_heads * c->head_dim);
-    if (!k || put(cv, writer_layer_path(p, sizeof p, l, "wk"), k, 0, 3, d_kv) < 0)
-        return -1;
-    const GgufTensor *v = need_tensor(cv, blk(n, sizeof n, l, "attn_v.weight"), c->dim,
-                                      c->n_kv_heads * c->head_dim);
-    if (!v || put(cv, writer_layer_path(p, sizeof p, l, "wv"), v, 0, 3, d_kv) < 0)
-        return -1;
+    }
     return put_whole(cv, writer_layer_path(p, sizeof p, l, "attn_norm"),
                      blk(n, sizeof n, l, "attn_norm.weight"), 1, c->dim) < 0 ||
            put_whole(cv, writer_layer_path(p, sizeof p, l, "wo"),
@@ -262,10 +342,6 @@ static int put_llama_layer(Conv *cv, const ModelConfig *c, int l)
                      c->n_heads * c->head_dim) < 0 ||
            put_whole(cv, writer_layer_path(p, sizeof p, l, "ffn_norm"),
                      blk(n, sizeof n, l, "ffn_norm.weight"), 1, c->dim) < 0 ||
-           put_whole(cv, writer_layer_path(p, sizeof p, l, "w_gate"),
-                     blk(n, sizeof n, l, "ffn_gate.weight"), c->ffn_dim, c->dim) < 0 ||
-           put_whole(cv, writer_layer_path(p, sizeof p, l, "w_up"),
-                     blk(n, sizeof n, l, "ffn_up.weight"), c->ffn_dim, c->dim) < 0 ||
            put_whole(cv, writer_layer_path(p, sizeof p, l, "w_down"),
                      blk(n, sizeof n, l, "ffn_down.weight"), c->dim, c->ffn_dim) < 0
                ? -1 : 0;
@@ -355,11 +431,15 @@ int convert_from_gguf(const char *path, const char *out, ConvertStats *stats, ch
     }
     if (al == 5 && memcmp(arch, "llama", 5) == 0) {
         cv.arch = "llama";
+    } else if (al == 5 && memcmp(arch, "qwen2", 5) == 0) {
+        cv.arch = "qwen2";
+    } else if (al == 4 && memcmp(arch, "phi3", 4) == 0) {
+        cv.arch = "phi3";
     } else if (al == 4 && memcmp(arch, "gpt2", 4) == 0) {
         cv.arch = "gpt2";
     } else {
         util_err(err, errlen, "%s: key general.architecture: architecture \"%.*s\" is not "
-                 "supported (llama and gpt2 are)", path, (int)(al > 32 ? 32 : al), arch);
+                 "supported (llama, qwen2, phi3 and gpt2 are)", path, (int)(al > 32 ? 32 : al), arch);
         goto fail;
     }
     ModelConfig c;

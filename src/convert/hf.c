@@ -1,5 +1,6 @@
-/* hf.c: Hugging Face model directories (LlamaForCausalLM, GPT2LMHeadModel) to the HeadSplit
- * model file.  config.json is mapped and checked key by key; every tensor is checked for
+/* hf.c: Hugging Face model directories (LlamaForCausalLM and the same layout as
+ * MistralForCausalLM, Qwen2ForCausalLM with q/k/v biases, Phi3ForCausalLM with fused qkv_proj
+ * and gate_up_proj split by rows; GPT2LMHeadModel) to the HeadSplit model file.  config.json is mapped and checked key by key; every tensor is checked for
  * presence and shape before the output file is created; then tensors are streamed one at a
  * time.  Llama keeps HF's rotate-half q/k row order (rope_style half).  GPT-2 Conv1D weights
  * ([in][out]) are transposed to [out][in] and the fused c_attn is split into q, k, v. */
@@ -110,7 +111,67 @@ static int cfg_token(const CfgReader *g, const char *key, int def, int *out)
     return 0;
 }
 
-static int cfg_llama(const CfgReader *g, ModelConfig *c)
+/* The HF families of the llama layout (what differs: q/k/v biases, fused matrices). */
+typedef enum { FAM_LLAMA = 0, FAM_MISTRAL, FAM_QWEN2, FAM_PHI3 } HfFamily;
+
+static const char *const family_class[] = {"LlamaForCausalLM", "MistralForCausalLM",
+                                           "Qwen2ForCausalLM", "Phi3ForCausalLM"};
+
+/* rope_scaling of config.json: null, or rope_type "llama3" (Llama 3.1/3.2): one factor per
+ * frequency into c, as llama.cpp's convert_hf_to_gguf.py makes rope_freqs.weight (frequency
+ * i divided by 1 above high_freq wavelengths, by factor below low_freq ones, smoothly in
+ * between). */
+static int cfg_rope_scaling(const CfgReader *g, ModelConfig *c)
+{
+    const json_t *rs = cfg_get(g, "rope_scaling");
+    if (!rs)
+        return 0;
+    const char *type = NULL;
+    if (json_is_object(rs)) {
+        const json_t *t = json_object_get(rs, "rope_type");
+        if (!json_is_string(t))
+            t = json_object_get(rs, "type");
+        type = json_string_value(t);
+    }
+    if (!type || strcmp(type, "llama3") != 0)
+        return util_err(g->err, g->errlen, "%s: rope_scaling: type '%s' is unsupported (null "
+                        "or rope_type llama3)", g->file, type ? type : "?");
+    CfgReader sub = *g;
+    sub.root = rs;
+    double factor = 0, lo = 0, hi = 0, orig = 0;
+    if (cfg_num(&sub, "factor", 8.0, &factor) < 0 || cfg_num(&sub, "low_freq_factor", 1.0, &lo) < 0 ||
+        cfg_num(&sub, "high_freq_factor", 4.0, &hi) < 0 ||
+        cfg_num(&sub, "original_max_position_embeddings", 8192, &orig) < 0)
+        return -1;
+    if (!(factor > 0) || !(lo > 0) || !(hi > lo) || !(orig > 0))
+        return util_err(g->err, g->errlen, "%s: rope_scaling: factor %g, low_freq_factor %g, "
+                        "high_freq_factor %g, original_max_position_embeddings %g out of range",
+                        g->file, factor, lo, hi, orig);
+    const int n = c->head_dim / 2;
+    if (n < 1 || n > CONFIG_MAX_ROPE_PAIRS)
+        return util_err(g->err, g->errlen, "%s: rope_scaling: heads of %d values are not "
+                        "supported with it", g->file, c->head_dim);
+    /* The frequencies in float32 as transformers computes inv_freq, the rest in double, then
+     * rounded to float32: the factors of the llama.cpp-written reference file exactly. */
+    const double lo_wl = orig / lo, hi_wl = orig / hi;
+    for (int i = 0; i < n; i++) {
+        float freq = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)c->head_dim);
+        double wavelen = 2 * M_PI / (double)freq, r;
+        if (wavelen < hi_wl) {
+            r = 1;
+        } else if (wavelen > lo_wl) {
+            r = factor;
+        } else {
+            double smooth = (orig / wavelen - lo) / (hi - lo);
+            r = 1 / ((1 - smooth) / factor + smooth);
+        }
+        c->rope_freq_factors[i] = (float)r;
+    }
+    c->n_rope_freq_factors = n;
+    return 0;
+}
+
+static int cfg_llama(const CfgReader *g, ModelConfig *c, HfFamily fam)
 {
     double eps = 0, theta = 0;
     const char *act = NULL;
@@ -143,14 +204,42 @@ static int cfg_llama(const CfgReader *g, ModelConfig *c)
     if (strcmp(act, "silu") != 0)
         return util_err(g->err, g->errlen, "%s: hidden_act: '%s' is unsupported (llama needs "
                         "silu)", g->file, act);
-    if (cfg_get(g, "rope_scaling"))
-        return util_err(g->err, g->errlen, "%s: rope_scaling: unsupported (only plain RoPE; "
-                        "must be null)", g->file);
-    if (attn_bias || mlp_bias)
-        return util_err(g->err, g->errlen, "%s: %s: unsupported (llama projections without "
-                        "biases only)", g->file, attn_bias ? "attention_bias" : "mlp_bias");
     c->norm_eps = (float)eps;
     c->rope_theta = (float)theta;
+    if (fam == FAM_PHI3) { /* LongRoPE (Phi-3 128k) is another scheme */
+        const json_t *rs = cfg_get(g, "rope_scaling");
+        if (rs)
+            return util_err(g->err, g->errlen, "%s: rope_scaling: Phi-3's LongRoPE ('%s') is "
+                            "unsupported (the 4k models have null)", g->file,
+                            json_string_value(json_object_get(rs, "type")) ?
+                            json_string_value(json_object_get(rs, "type")) : "?");
+        double prf = 1;
+        if (cfg_num(g, "partial_rotary_factor", 1.0, &prf) < 0)
+            return -1;
+        if (prf != 1)
+            return util_err(g->err, g->errlen, "%s: partial_rotary_factor: %g is unsupported "
+                            "(RoPE on whole heads only)", g->file, prf);
+    } else if (cfg_rope_scaling(g, c) < 0) {
+        return -1;
+    }
+    if (fam == FAM_QWEN2) {
+        int use_sw = 0;
+        if (cfg_bool(g, "use_sliding_window", 0, &use_sw) < 0)
+            return -1;
+        if (use_sw)
+            return util_err(g->err, g->errlen, "%s: use_sliding_window: Qwen2's per-layer "
+                            "sliding window is unsupported (must be false)", g->file);
+        c->qkv_bias = 1; /* Qwen2 always has them; attention_bias is not written */
+    } else if (fam == FAM_MISTRAL || fam == FAM_PHI3) {
+        if (cfg_int(g, "sliding_window", 0, 0, 0, &c->sliding_window) < 0)
+            return -1;
+    }
+    if (mlp_bias)
+        return util_err(g->err, g->errlen, "%s: mlp_bias: unsupported (llama-family FFNs "
+                        "without biases only)", g->file);
+    if (attn_bias) /* Llama's attention_bias puts one on o_proj too */
+        return util_err(g->err, g->errlen, "%s: attention_bias: unsupported (q/k/v biases "
+                        "as Qwen2's are; an o_proj bias is not)", g->file);
     return 0;
 }
 
@@ -214,13 +303,19 @@ int convert_read_hf_config(const char *dir, ModelConfig *c, char *err, size_t er
     const char *arch = json_is_array(archs) && json_is_string(json_array_get(archs, 0))
                        ? json_string_value(json_array_get(archs, 0)) : NULL;
     const char *mtype = json_string_value(json_object_get(root, "model_type"));
-    if (arch ? strcmp(arch, "LlamaForCausalLM") == 0 : mtype && strcmp(mtype, "llama") == 0)
-        rc = cfg_llama(&g, c);
+    static const char *const family_type[] = {"llama", "mistral", "qwen2", "phi3"};
+    int fam = -1;
+    for (int i = 0; i < 4; i++)
+        if (arch ? strcmp(arch, family_class[i]) == 0 : mtype && strcmp(mtype, family_type[i]) == 0)
+            fam = i;
+    if (fam >= 0)
+        rc = cfg_llama(&g, c, (HfFamily)fam);
     else if (arch ? strcmp(arch, "GPT2LMHeadModel") == 0 : mtype && strcmp(mtype, "gpt2") == 0)
         rc = cfg_gpt2(&g, c);
     else
-        util_err(err, errlen, "%s: architectures: unsupported model '%s' (LlamaForCausalLM "
-                 "and GPT2LMHeadModel are supported)", file, arch ? arch : mtype ? mtype : "?");
+        util_err(err, errlen, "%s: architectures: unsupported model '%s' (LlamaForCausalLM, "
+                 "MistralForCausalLM, Qwen2ForCausalLM, Phi3ForCausalLM and GPT2LMHeadModel "
+                 "are supported)", file, arch ? arch : mtype ? mtype : "?");
     char verr[256];
     if (rc == 0 && config_validate(c, verr, sizeof verr) < 0)
         rc = util_err(err, errlen, "%s: %s", file, verr);
@@ -283,6 +378,20 @@ static int fill_direct(void *ctx, uint64_t elem0, uint64_t n, float *out, char *
     return safetensors_read(s->st, s->t, elem0, n, out, err, errlen);
 }
 
+/* Elements from elem0 + off of a source tensor: a row range of a fused matrix. */
+typedef struct {
+    const SafeTensors *st;
+    const StTensor *t;
+    uint64_t off;
+} StRows;
+
+static int fill_rows(void *ctx, uint64_t elem0, uint64_t n, float *out, char *err,
+                     size_t errlen)
+{
+    const StRows *s = ctx;
+    return safetensors_read(s->st, s->t, s->off + elem0, n, out, err, errlen);
+}
+
 /* Output [n_out][n_in] from a held Conv1D matrix [n_in][cols]: out[o][i] = src[i][col0 + o]. */
 typedef struct {
     const float *src;
@@ -334,6 +443,19 @@ static int hf_copy(HfRun *r, const char *src, int s_rank, uint64_t s0, uint64_t 
     return writer_stream_tensor(r->w, dst, rank, dims, fill_direct, &s, r->err, r->errlen);
 }
 
+/* dst (rank, dims) = rows row0.. of the matrix src [rows][cols] (a fused tensor's part). */
+static int hf_rows(HfRun *r, const char *src, uint64_t rows, uint64_t cols, uint64_t row0,
+                   const char *dst, int rank, const uint64_t *dims)
+{
+    const StTensor *t = hf_need(r, src, 2, rows, cols);
+    if (!t)
+        return -1;
+    if (r->check_only)
+        return 0;
+    StRows s = {r->st, t, row0 * cols};
+    return writer_stream_tensor(r->w, dst, rank, dims, fill_rows, &s, r->err, r->errlen);
+}
+
 /* dst [n_out][n_in] (reshaped to rank/dims) = columns col0.. of Conv1D src [n_in][cols]. */
 static int hf_conv1d(HfRun *r, const char *src, uint64_t n_in, uint64_t cols, uint64_t col0,
                      const char *dst, int rank, const uint64_t *dims)
@@ -373,19 +495,46 @@ static int hf_llama(HfRun *r, const ModelConfig *c)
     uint64_t d_vec[1] = {dim}, d_wq[3] = {G, Q * hd, dim}, d_wkv[3] = {G, hd, dim};
     uint64_t d_wo[2] = {dim, qd}, d_up[2] = {ffn, dim}, d_down[2] = {dim, ffn};
     uint64_t d_emb[2] = {V, dim};
+    uint64_t d_bq[2] = {G, Q * hd}, d_bkv[2] = {G, hd}, kvd = G * hd;
     char s[128], p[64];
+    /* Phi-3 fuses q/k/v (rows q, then k, then v) and gate/up (gate rows, then up rows) */
+    const int fused = safetensors_find(r->st, "model.layers.0.self_attn.qkv_proj.weight") != NULL;
     for (int l = 0; l < c->n_layers; l++) {
 #define SRC(name) (snprintf(s, sizeof s, "model.layers.%d.%s", l, name), s)
         if (hf_copy(r, SRC("input_layernorm.weight"), 1, dim, 0, DST("attn_norm"), 1,
-                    d_vec) < 0 ||
-            hf_copy(r, SRC("self_attn.q_proj.weight"), 2, qd, dim, DST("wq"), 3, d_wq) < 0 ||
-            hf_copy(r, SRC("self_attn.k_proj.weight"), 2, G * hd, dim, DST("wk"), 3, d_wkv) < 0 ||
-            hf_copy(r, SRC("self_attn.v_proj.weight"), 2, G * hd, dim, DST("wv"), 3, d_wkv) < 0 ||
-            hf_copy(r, SRC("self_attn.o_proj.weight"), 2, dim, qd, DST("wo"), 2, d_wo) < 0 ||
+                    d_vec) < 0)
+            return -1;
+        if (fused) {
+            uint64_t qkv = qd + 2 * kvd;
+            if (hf_rows(r, SRC("self_attn.qkv_proj.weight"), qkv, dim, 0, DST("wq"), 3, d_wq) < 0 ||
+                hf_rows(r, SRC("self_attn.qkv_proj.weight"), qkv, dim, qd, DST("wk"), 3,
+                        d_wkv) < 0 ||
+                hf_rows(r, SRC("self_attn.qkv_proj.weight"), qkv, dim, qd + kvd, DST("wv"), 3,
+                        d_wkv) < 0 ||
+                hf_rows(r, SRC("mlp.gate_up_proj.weight"), 2 * ffn, dim, 0, DST("w_gate"), 2,
+                        d_up) < 0 ||
+                hf_rows(r, SRC("mlp.gate_up_proj.weight"), 2 * ffn, dim, ffn, DST("w_up"), 2,
+                        d_up) < 0)
+                return -1;
+        } else if (hf_copy(r, SRC("self_attn.q_proj.weight"), 2, qd, dim, DST("wq"), 3,
+                           d_wq) < 0 ||
+                   hf_copy(r, SRC("self_attn.k_proj.weight"), 2, kvd, dim, DST("wk"), 3,
+                           d_wkv) < 0 ||
+                   hf_copy(r, SRC("self_attn.v_proj.weight"), 2, kvd, dim, DST("wv"), 3,
+                           d_wkv) < 0 ||
+                   hf_copy(r, SRC("mlp.gate_proj.weight"), 2, ffn, dim, DST("w_gate"), 2,
+                           d_up) < 0 ||
+                   hf_copy(r, SRC("mlp.up_proj.weight"), 2, ffn, dim, DST("w_up"), 2, d_up) < 0) {
+            return -1;
+        }
+        if (c->qkv_bias &&
+            (hf_copy(r, SRC("self_attn.q_proj.bias"), 1, qd, 0, DST("bq"), 2, d_bq) < 0 ||
+             hf_copy(r, SRC("self_attn.k_proj.bias"), 1, kvd, 0, DST("bk"), 2, d_bkv) < 0 ||
+             hf_copy(r, SRC("self_attn.v_proj.bias"), 1, kvd, 0, DST("bv"), 2, d_bkv) < 0))
+            return -1;
+        if (hf_copy(r, SRC("self_attn.o_proj.weight"), 2, dim, qd, DST("wo"), 2, d_wo) < 0 ||
             hf_copy(r, SRC("post_attention_layernorm.weight"), 1, dim, 0, DST("ffn_norm"), 1,
                     d_vec) < 0 ||
-            hf_copy(r, SRC("mlp.gate_proj.weight"), 2, ffn, dim, DST("w_gate"), 2, d_up) < 0 ||
-            hf_copy(r, SRC("mlp.up_proj.weight"), 2, ffn, dim, DST("w_up"), 2, d_up) < 0 ||
             hf_copy(r, SRC("mlp.down_proj.weight"), 2, dim, ffn, DST("w_down"), 2, d_down) < 0)
             return -1;
 #undef SRC
@@ -451,6 +600,12 @@ static int hf_gpt2(HfRun *r, const ModelConfig *c)
 int convert_from_hf(const char *dir, const char *out, const char *quantize, ConvertStats *stats,
                     char *err, size_t errlen)
 {
+    return convert_from_hf_tok(dir, NULL, out, quantize, stats, err, errlen);
+}
+
+int convert_from_hf_tok(const char *dir, const char *tokenizer, const char *out,
+                        const char *quantize, ConvertStats *stats, char *err, size_t errlen)
+{
     ModelConfig c;
     SafeTensors *st = NULL;
     Tokenizer *tok = NULL;
@@ -464,12 +619,12 @@ int convert_from_hf(const char *dir, const char *out, const char *quantize, Conv
     r = (HfRun){st, dir, &w, 1, "", NULL, NULL, err, errlen};
     if ((c.arch == ARCH_LLAMA ? hf_llama(&r, &c) : hf_gpt2(&r, &c)) < 0)
         goto fail;
-    if (convert_load_tokenizer(&tok, dir, c.vocab_size, err, errlen) < 0)
+    if (convert_load_tokenizer(&tok, tokenizer ? tokenizer : dir, c.vocab_size, err, errlen) < 0)
         goto fail;
     size_t slen = strlen(dir) + 96;
     char *source = xmalloc(slen);
     snprintf(source, slen, "headsplit-convert --format hf --dir %s (%s)", dir,
-             c.arch == ARCH_LLAMA ? "LlamaForCausalLM" : "GPT2LMHeadModel");
+             c.arch == ARCH_LLAMA ? "llama family" : "GPT2LMHeadModel");
     int rc = writer_open_file(&w, out, &c, source, quantize, err, errlen);
     free(source);
     if (rc < 0)

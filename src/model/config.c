@@ -54,6 +54,23 @@ int config_validate(const ModelConfig *c, char *err, size_t errlen)
         (c->rope_style != ROPE_NONE && !(c->rope_theta > 1)))
         return util_err(err, errlen, "config field rope_theta = %g is out of range",
                         (double)c->rope_theta);
+    if (c->qkv_bias != 0 && c->qkv_bias != 1)
+        return util_err(err, errlen, "config field qkv_bias = %d must be 0 or 1", c->qkv_bias);
+    if (c->sliding_window < 0)
+        return util_err(err, errlen, "config field sliding_window = %d is negative (0: none)",
+                        c->sliding_window);
+    if (c->n_rope_freq_factors != 0) {
+        if (c->rope_style == ROPE_NONE || c->n_rope_freq_factors != c->head_dim / 2 ||
+            c->n_rope_freq_factors > CONFIG_MAX_ROPE_PAIRS)
+            return util_err(err, errlen, "config field rope_freq_factors: %d factors for a "
+                            "head of %d values (one per frequency, head_dim / 2 <= %d, and "
+                            "RoPE needed)", c->n_rope_freq_factors, c->head_dim,
+                            CONFIG_MAX_ROPE_PAIRS);
+        for (int i = 0; i < c->n_rope_freq_factors; i++)
+            if (!(c->rope_freq_factors[i] > 0) || !isfinite(c->rope_freq_factors[i]))
+                return util_err(err, errlen, "config field rope_freq_factors[%d] = %g must be "
+                                "positive", i, (double)c->rope_freq_factors[i]);
+    }
     if (c->bos_id < -1 || c->bos_id >= c->vocab_size)
         return util_err(err, errlen, "config field bos_id = %d is outside the vocabulary",
                         c->bos_id);
@@ -129,6 +146,25 @@ int config_read(ModelConfig *c, hid_t file, const char *fname, char *err, size_t
                         "or none)", fname, rope);
     c->norm_eps = (float)eps;
     c->rope_theta = (float)theta;
+    /* Optional, absent from files of models without them. */
+    if ((H5Aexists_by_name(file, "/config", "qkv_bias", H5P_DEFAULT) > 0 &&
+         h5io_attr_read_int(file, "/config", "qkv_bias", &c->qkv_bias, fname, err, errlen) < 0) ||
+        (H5Aexists_by_name(file, "/config", "sliding_window", H5P_DEFAULT) > 0 &&
+         h5io_attr_read_int(file, "/config", "sliding_window", &c->sliding_window, fname, err,
+                            errlen) < 0))
+        return -1;
+    if (h5io_exists(file, "/config/rope_freq_factors")) {
+        int n = c->head_dim / 2;
+        uint64_t d[1] = {(uint64_t)n}, s0[1] = {0};
+        if (n < 1 || n > CONFIG_MAX_ROPE_PAIRS)
+            return util_err(err, errlen, "%s: /config/rope_freq_factors: head_dim %d outside "
+                            "2..%d", fname, c->head_dim, 2 * CONFIG_MAX_ROPE_PAIRS);
+        if (h5io_check_shape(file, "/config/rope_freq_factors", 1, d, fname, err, errlen) < 0 ||
+            h5io_read_slab(file, "/config/rope_freq_factors", 1, d, s0, d, c->rope_freq_factors,
+                           fname, err, errlen) < 0)
+            return -1;
+        c->n_rope_freq_factors = n;
+    }
     char verr[256];
     if (config_validate(c, verr, sizeof verr) < 0)
         return util_err(err, errlen, "%s: %s", fname, verr);
@@ -206,8 +242,21 @@ int config_write(const ModelConfig *c, hid_t file, char *err, size_t errlen)
     rc |= h5io_attr_write_int(g, "tied_embeddings", c->tied_embeddings);
     rc |= h5io_attr_write_int(g, "bos_id", c->bos_id);
     rc |= h5io_attr_write_int(g, "eos_id", c->eos_id);
+    /* The newer fields only where a model has them, so older files stay as they were. */
+    if (c->qkv_bias)
+        rc |= h5io_attr_write_int(g, "qkv_bias", c->qkv_bias);
+    if (c->sliding_window)
+        rc |= h5io_attr_write_int(g, "sliding_window", c->sliding_window);
     H5Gclose(g);
-    return rc ? util_err(err, errlen, "cannot write /config attributes") : 0;
+    if (rc)
+        return util_err(err, errlen, "cannot write /config attributes");
+    if (c->n_rope_freq_factors > 0) {
+        uint64_t d[1] = {(uint64_t)c->n_rope_freq_factors};
+        if (h5io_write_tensor(file, "/config/rope_freq_factors", 1, d, c->rope_freq_factors, err,
+                              errlen) < 0)
+            return -1;
+    }
+    return 0;
 }
 
 size_t config_attn_unit_floats(const ModelConfig *c, int n_q_heads)
@@ -216,6 +265,8 @@ size_t config_attn_unit_floats(const ModelConfig *c, int n_q_heads)
     size_t n = (size_t)n_q_heads * hd * dim + 2 * hd * dim + dim;
     if (c->arch == ARCH_GPT2)
         n += (size_t)n_q_heads * hd + 2 * hd + dim;
+    else if (c->qkv_bias)
+        n += (size_t)n_q_heads * hd + 2 * hd;
     return n;
 }
 
@@ -255,6 +306,8 @@ size_t config_attn_unit_bytes(const ModelConfig *c, int n_q_heads)
                dim * sizeof(float);
     if (c->arch == ARCH_GPT2)
         b += (nq * hd + 2 * hd + dim) * sizeof(float);
+    else if (c->qkv_bias)
+        b += (nq * hd + 2 * hd) * sizeof(float);
     return b;
 }
 

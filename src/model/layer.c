@@ -116,10 +116,20 @@ void model_attn_part_forward(const ModelConfig *c, AttnPartW *w, Scratch *s, con
     add_bias(v, w->bv, hd);
     if (c->rope_style != ROPE_NONE) {
         int inter = c->rope_style == ROPE_INTERLEAVED;
-        kernels_rope(s->q, nq, hd, pos, c->rope_theta, inter);
-        kernels_rope(k, 1, hd, pos, c->rope_theta, inter);
+        if (c->n_rope_freq_factors > 0) { /* Llama 3.1 scaling */
+            kernels_rope_factors(s->q, nq, hd, pos, c->rope_theta, inter, c->rope_freq_factors);
+            kernels_rope_factors(k, 1, hd, pos, c->rope_theta, inter, c->rope_freq_factors);
+        } else {
+            kernels_rope(s->q, nq, hd, pos, c->rope_theta, inter);
+            kernels_rope(k, 1, hd, pos, c->rope_theta, inter);
+        }
     }
-    kernels_attention(out, s->q, w->k_cache, w->v_cache, s->att, nq, hd, pos + 1);
+    /* A sliding window (Mistral, Phi-3) shows the attention the last W positions only. */
+    int first = 0;
+    if (c->sliding_window > 0 && pos + 1 > c->sliding_window)
+        first = pos + 1 - c->sliding_window;
+    kernels_attention(out, s->q, w->k_cache + (size_t)first * (size_t)hd,
+                      w->v_cache + (size_t)first * (size_t)hd, s->att, nq, hd, pos + 1 - first);
 }
 
 void model_proj_forward(const ModelConfig *c, const ProjW *w, Scratch *s, const float *x,

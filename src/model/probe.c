@@ -94,8 +94,9 @@ static void layout(Arena *a, const ModelConfig *c, size_t copies, int kv_cap, At
             w->wq = carve_mat(a, c, WKIND_WQ, qpk * hd, dim);
             w->wk = carve_mat(a, c, WKIND_WK, hd, dim);
             w->wv = carve_mat(a, c, WKIND_WV, hd, dim);
-            if (gpt2) {
+            if (gpt2)
                 w->norm_b = carve(a, (size_t)dim, 0.0f);
+            if (gpt2 || c->qkv_bias) {
                 w->bq = carve(a, (size_t)qpk * (size_t)hd, 0.0f);
                 w->bk = carve(a, (size_t)hd, 0.0f);
                 w->bv = carve(a, (size_t)hd, 0.0f);

@@ -137,7 +137,7 @@ int model_load_attn_part(AttnPartW *w, const ModelConfig *c, hid_t f, const char
         if (read_qmat(f, fname, p, 3, dims, start, count, &w->wv, err, errlen) < 0)
             goto fail;
     }
-    if (gpt2) {
+    if (gpt2 || c->qkv_bias) { /* the rank's rows of the group's biases */
         uint64_t dq[2] = {G, Q * hd}, sq[2] = {(uint64_t)unit, (uint64_t)q0 * hd};
         uint64_t cq[2] = {1, (uint64_t)(q1 - q0) * hd};
         LPATH(p, layer, "bq");

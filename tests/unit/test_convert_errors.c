@@ -169,7 +169,7 @@ static void test_hf_llama_bad_config(void **state)
     char text[1024];
     struct { const char *tail, *what; } cases[] = {
         {"\"num_attention_heads\":4,\"rope_scaling\":{\"type\":\"linear\",\"factor\":2.0}}",
-         "rope_scaling: unsupported"},
+         "rope_scaling: type 'linear' is unsupported"},
         {"\"num_attention_heads\":4,\"hidden_act\":\"gelu\"}", "hidden_act"},
         {"\"num_attention_heads\":5}", "hidden_size: 16 is not divisible"},
         {"\"num_attention_heads\":4,\"num_key_value_heads\":3}", "num_key_value_heads"},

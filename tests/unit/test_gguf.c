@@ -366,6 +366,7 @@ typedef struct {
     int rope_freqs;     /* a rope_freqs.weight tensor */
     int rope_dims;      /* rope.dimension_count (0: head_dim) */
     int vocab_tok;      /* tokenizer size (0: L_VOCAB) */
+    const char *extra;  /* one more f32 vector tensor of head_dim / 2 values of this name */
 } LlamaOpts;
 
 static void make_llama_gguf(const char *path, LlamaOpts o)
@@ -409,6 +410,8 @@ static void make_llama_gguf(const char *path, LlamaOpts o)
     add_matrix(&g, "output_norm.weight", 0, 1, L_DIM, 8);
     if (o.rope_freqs)
         add_matrix(&g, "rope_freqs.weight", 0, 1, L_HD / 2, 9);
+    if (o.extra)
+        add_matrix(&g, o.extra, 0, 1, L_HD / 2, 10);
     gb_write_file(&g, path);
 }
 
@@ -684,8 +687,11 @@ static void test_convert_refusals(void **state)
         {{.arch = "mamba"}, "general.architecture: architecture \"mamba\" is not supported"},
         {{.bad_type = 1}, "blk.1.ffn_gate.weight: type iq4_nl is not supported"},
         {{.drop_up = 1}, "blk.0.ffn_up.weight: missing"},
-        {{.rope_freqs = 1}, "rope_freqs.weight"},
+        {{.rope_freqs = 1}, "rope_freqs.weight: factor 0 is"}, /* random: some negative */
         {{.rope_dims = 8}, "llama.rope.dimension_count"},
+        {{.arch = "phi3"}, "blk.0.attn_qkv.weight: missing"}, /* phi3 fuses them */
+        {{.arch = "phi3", .extra = "rope_factors_long.weight"}, "LongRoPE"},
+        {{.arch = "qwen2", .extra = "blk.0.attn_q.bias"}, "blk.0.attn_q.bias: shape [8"},
         {{.vocab_tok = 261}, "tokenizer.ggml.tokens: 261 tokens"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -1,0 +1,90 @@
+# Other architectures in GGUF (../shared/models/gguf-arch: qwen2 with q/k/v biases and
+# rotate-halves RoPE, llama with Llama 3.1 rope_freqs factors, phi3 with fused attn_qkv and
+# ffn_up), written and quantized by llama.cpp: every file converts and reproduces llama.cpp's
+# greedy tokens at every position, in one process and on 5 ranks with the layer, head and
+# slice partitions.  F32 logits hold to 1e-4 of llama.cpp's.  Q8_0 logits are reported: they
+# agree to ~2e-6 until one activation value rounds to another Q8_0 step than ggml's x86
+# quantizer (127/max, half to even) gives it, then miss 2e-3 (llama3 0.14 from position 8,
+# phi3 0.12, qwen2 0.007), the signature that keeps rand-llama-d256-Q8_0 out of gguf.sh's
+# exact list; there the first 5 positions hold 2e-3, the PIPE plans must give the single
+# process's logits bit for bit, and every plan llama.cpp's tokens.
+. "$(dirname "$0")/common.sh"
+G="$SHARED/gguf-arch"
+skip_without "$G/qwen2-d128-F32.gguf"
+
+run() {
+  local name=$1 np=$2 out=$3
+  shift 3
+  local R="$G/reference/$name"
+  run_hs "$np" --model "$T/$name.h5" --prompt "$(cat "$R/prompt.txt")" \
+    --steps "$(wc -l < "$R/tokens.txt")" --quiet --metrics "$T/m.json" --logits-out "$out" \
+    --rtt-pings 1 "$@" > "$T/run.log" 2>&1 || {
+    cat "$T/run.log"
+    fail "$name np=$np $*: run failed"
+  }
+}
+
+# tokens NAME TAG: the last run's tokens must be llama.cpp's.
+tokens() {
+  local R="$G/reference/$1" n
+  n=$(wc -l < "$R/tokens.txt")
+  jq -r '.tokens[]' "$T/m.json" | head -n "$n" > "$T/tokens.txt"
+  diff -q "$T/tokens.txt" "$R/tokens.txt" >/dev/null || {
+    diff "$T/tokens.txt" "$R/tokens.txt" | head -4
+    fail "$2: tokens differ from llama.cpp's"
+  }
+}
+
+# check NAME NP [ARGS...]: tokens and logits (1e-4) of an F32 file against llama.cpp's.
+check() {
+  local name=$1 np=$2
+  shift 2
+  local R="$G/reference/$name" tag="$name np=$np $*"
+  run "$name" "$np" "$T/l.bin" "$@"
+  tokens "$name" "$tag"
+  "$CMP" "$T/l.bin" "$R/logits_f32le.bin" --cols 512 --rows "$(wc -l < "$R/tokens.txt")" \
+    --tol 1e-4 || fail "$tag: logits differ from llama.cpp's by more than 1e-4"
+  echo "ok: $tag"
+}
+
+for fam in qwen2 llama3 phi3; do
+  for ty in F32 Q8_0; do
+    "$CONVERT" --format gguf --file "$G/$fam-d128-$ty.gguf" --out "$T/$fam-d128-$ty.h5" --quiet
+  done
+done
+# What the import must have made of each family.
+h5dump -A -g /config "$T/qwen2-d128-F32.h5" | grep -A4 '"qkv_bias"' | grep -q '(0): 1' \
+  || fail "qwen2: /config qkv_bias is not 1"
+h5dump -A -g /config "$T/qwen2-d128-F32.h5" | grep -A10 '"rope_style"' | grep -q '"half"' \
+  || fail "qwen2: rope_style is not half"
+h5dump -A -g /config "$T/phi3-d128-F32.h5" | grep -A4 '"sliding_window"' | grep -q '(0): 512' \
+  || fail "phi3: /config sliding_window is not 512"
+h5dump -d /config/rope_freq_factors "$T/llama3-d128-F32.h5" > /dev/null 2>&1 \
+  || fail "llama3: /config/rope_freq_factors missing"
+
+for fam in qwen2 llama3 phi3; do
+  name=$fam-d128-F32
+  check "$name" 1
+  for part in layer head slice; do
+    check "$name" 5 --partition $part
+  done
+  name=$fam-d128-Q8_0
+  R="$G/reference/$name"
+  run "$name" 1 "$T/base.bin"
+  tokens "$name" "$name np=1"
+  echo "$name np=1 against llama.cpp: $("$CMP" "$T/base.bin" "$R/logits_f32le.bin" --cols 512 \
+    --rows "$(wc -l < "$R/tokens.txt")" --tol 2e-3 | tail -1 || true)"
+  # Before the first activation value rounds to another Q8_0 step (position 8 of llama3's,
+  # later in the others) the logits agree to about 2e-6: the first 5 positions hold 2e-3.
+  "$CMP" "$T/base.bin" "$R/logits_f32le.bin" --cols 512 --rows 5 --tol 2e-3 \
+    || fail "$name: the first 5 positions' logits differ from llama.cpp's by more than 2e-3"
+  for part in layer head; do
+    run "$name" 5 "$T/l.bin" --partition $part
+    "$CMP" "$T/l.bin" "$T/base.bin" --cols 512 --exact \
+      || fail "$name: --partition $part on 5 ranks is not bit-identical to one process"
+  done
+  run "$name" 5 "$T/l.bin" --partition slice
+  tokens "$name" "$name np=5 slice"
+  echo "ok: $name tokens as llama.cpp's; layer and head bit-identical to one process"
+done
+echo "PASS: qwen2, Llama 3.1 RoPE and phi3 GGUF files reproduce llama.cpp's tokens and logits"
