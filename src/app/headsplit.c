@@ -32,7 +32,9 @@ static int run_parse(Run *run, int argc, char **argv)
                  "and a worker); run with mpirun -np 2 or more");
     }
     if (prc != 0 && run->cm.rank == 0) {
-        if (prc > 0)
+        if (prc == 2)
+            options_version(stdout, "headsplit");
+        else if (prc > 0)
             options_usage(stdout);
         else
             fprintf(stderr, "headsplit: error: %s\n", err);
@@ -43,7 +45,10 @@ static int run_parse(Run *run, int argc, char **argv)
     if (o->verbose)
         util_set_log_level(2);
     kernels_set_matvec(o->matvec);
+    kernels_set_threads(o->threads ? o->threads : kernels_default_threads());
     run->distributed = run->cm.size > 1;
+    /* Between chat turns and requests the workers wait in the session's control broadcast,
+     * which has no deadline; --timeout still bounds every wait within a generation. */
     return 0;
 }
 
@@ -63,7 +68,14 @@ static int run_open(Run *run)
         return 1;
     if (run->distributed && startup_check_model(&run->cm, &run->cfg, o->model))
         return 1;
-    run->kv_cap = o->steps < run->cfg.context_length ? o->steps : run->cfg.context_length;
+    /* KV positions: --ctx-size, else the whole context where the length of what comes is
+     * not known (-n, --chat, --serve), else --steps as before. */
+    int want = o->ctx_size          ? o->ctx_size
+               : o->n_predict || o->chat || o->serve ? run->cfg.context_length
+                                                      : o->steps;
+    run->kv_cap = want < run->cfg.context_length ? want : run->cfg.context_length;
+    if (!o->steps_set && (o->n_predict || o->chat || o->serve || o->ctx_size))
+        run->o.steps = run->kv_cap;
     if (run->cm.rank == 0) {
         if (tokenizer_h5_read(&run->tok, run->file, o->model, err, sizeof err) == 0 &&
             tokenizer_vocab_size(run->tok) != run->cfg.vocab_size)
@@ -71,6 +83,8 @@ static int run_open(Run *run)
                      o->model, tokenizer_vocab_size(run->tok), run->cfg.vocab_size);
         if (!err[0])
             model_load_head(&run->head, &run->cfg, run->file, o->model, err, sizeof err);
+        if (!err[0])
+            session_choose_template(run, err, sizeof err);
     }
     return startup_agree(&run->cm, err);
 }
@@ -256,8 +270,22 @@ static int controller_generate(Run *run)
                                        : local_model_backend(run->local);
     FILE *lf = open_out(o->logits_out, "--logits-out", err, sizeof err);
     FILE *tf = err[0] ? NULL : open_out(o->transcript, "--transcript", err, sizeof err);
-    GenOptions g = {o->prompt, o->steps, o->temperature, o->top_p, o->seed,
-                    o->quiet ? NULL : stdout, lf, tf, NULL, 0, NULL, 0, o->model};
+    GenOptions g;
+    session_gen_options(run, &g);
+    g.stream = o->quiet ? NULL : stdout;
+    g.logits_out = lf;
+    g.transcript = tf;
+    char *templated = NULL;
+    if (o->chat_template && !err[0]) { /* --prompt as the user's message in the template */
+        ChatMessage msgs[2] = {{"system", o->system_prompt}, {"user", o->prompt}};
+        templated = chat_format(run->tmpl, msgs + !o->system_prompt, 1 + !!o->system_prompt, 1,
+                                err, sizeof err);
+        g.prompt = templated;
+        if (!o->n_stops) {
+            g.stops = &run->tmpl_stop;
+            g.n_stops = 1;
+        }
+    }
     int *rp = NULL, *rg = NULL, nrp = 0, nrg = 0;
     if (!err[0] && o->resume &&
         generate_read_transcript(o->resume, run->cfg.vocab_size, &rp, &nrp, &rg, &nrg, err,
@@ -275,6 +303,7 @@ static int controller_generate(Run *run)
         fprintf(stderr, "headsplit: error: %s\n", err);
         rc = 1;
     }
+    free(templated);
     free(rp);
     free(rg);
     if (lf)
@@ -302,7 +331,10 @@ static int run_generate(Run *run)
     if (run->distributed)
         transport_compute(&run->cm, 1);
     double t_gen = time_now();
-    if (run->cm.rank == 0)
+    if (run->o.chat || run->o.serve)
+        rc = run->cm.rank == 0 ? (run->o.chat ? session_chat(run) : serve_run(run))
+                               : session_worker(run);
+    else if (run->cm.rank == 0)
         rc = controller_generate(run);
     else
         dist_worker_loop(run->dist);
@@ -318,6 +350,8 @@ static int run_generate(Run *run)
 static void run_free(Run *run)
 {
     free(run->all_j);
+    free(run->hist);
+    options_free(&run->o);
     generate_result_free(&run->res);
     local_model_free(run->local);
     dist_free(run->dist);

@@ -326,10 +326,27 @@ static void matvec_blas(float *y, const float *w, const float *x, int n, int d, 
 #endif
 }
 
-/* y[d] = W x by the own kernel, whatever the switch says; rows ld floats apart. */
+/* A matrix-vector job for the pool: rows [lo, hi) of y = W x. */
+typedef struct {
+    float *y;
+    const float *w, *x;
+    int n;
+    size_t ld;
+} MvJob;
+
+static void mv_rows(void *arg, int lo, int hi)
+{
+    const MvJob *j = arg;
+    matvec_own(j->y + lo, j->w + (size_t)lo * j->ld, j->x, j->n, hi - lo, j->ld);
+}
+
+/* y[d] = W x by the own kernel, whatever the switch says; rows ld floats apart.  Rows are
+ * split over the kernel threads; each row's order depends only on n, so any split gives
+ * the same bits. */
 void kernels_matvec_own(float *y, const float *w, const float *x, int n, int d, size_t ld)
 {
-    matvec_own(y, w, x, n, d, ld);
+    MvJob j = {y, w, x, n, ld};
+    kernels_parallel_rows(mv_rows, &j, d, (long long)n * d);
 }
 
 /* y[d] = W x by the selected implementation; rows ld floats apart. */
@@ -338,7 +355,7 @@ void kernels_matvec_ld(float *y, const float *w, const float *x, int n, int d, s
     if (matvec_impl == MATVEC_BLAS)
         matvec_blas(y, w, x, n, d, ld);
     else
-        matvec_own(y, w, x, n, d, ld);
+        kernels_matvec_own(y, w, x, n, d, ld);
 }
 
 /* y[d] = W x for a contiguous W[d][n] by the selected implementation. */
