@@ -92,6 +92,7 @@ static json_t *metrics_json(const Run *run, json_t *dm, double ms, uint64_t sum)
     json_object_set_new(m, "n_forward", json_integer(res->n_forward));
     json_object_set_new(m, "stopped_by", json_string(res->stopped_by));
     json_object_set_new(m, "ms_per_token", json_real(ms));
+    json_object_set_new(m, "gen_text", json_string(res->gen_text ? res->gen_text : ""));
     json_object_set_new(m, "n_gen_tokens", json_integer(res->n_gen));
     json_object_set_new(m, "prompt_ms", json_real(res->prompt_ms));
     json_object_set_new(m, "gen_ms", json_real(res->gen_ms));
