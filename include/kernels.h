@@ -38,6 +38,8 @@ void kernels_matvec_ref(float *y, const float *w, const float *x, int n, int d);
 void kernels_matvec_ld(float *y, const float *w, const float *x, int n, int d, size_t ld);
 /* The own kernel whatever kernels_set_matvec chose (row stride ld >= n). */
 void kernels_matvec_own(float *y, const float *w, const float *x, int n, int d, size_t ld);
+/* The path kernels_matvec_own takes on this CPU, for --version and the metrics. */
+const char *kernels_matvec_path(void);
 /* Portable C (vector extensions) of the own kernel's order, the path on CPUs without AVX2
  * (NEON); bit-identical to kernels_matvec_own on every instruction set. */
 void kernels_matvec_portable(float *y, const float *w, const float *x, int n, int d,

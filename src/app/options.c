@@ -575,15 +575,7 @@ void options_version(FILE *out, const char *program)
 #else
     const char *native = "portable";
 #endif
-#if defined(__AVX512F__)
-    const char *simd = "avx512";
-#elif defined(__AVX2__)
-    const char *simd = "avx2";
-#elif defined(__ARM_NEON)
-    const char *simd = "neon";
-#else
-    const char *simd = "portable C vectors";
-#endif
+    const char *simd = kernels_matvec_path();
 #if defined(NDEBUG)
     const char *type = "release";
 #else
