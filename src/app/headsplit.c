@@ -52,6 +52,39 @@ static int run_parse(Run *run, int argc, char **argv)
     return 0;
 }
 
+/* A model file that is not HDF5: says which format it looks like and the headsplit-convert
+ * command that makes a HeadSplit file of it (appended to err). */
+static void format_hint(const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return;
+    unsigned char b[16] = {0};
+    size_t n = fread(b, 1, sizeof b, f);
+    fclose(f);
+    const char *hint = NULL;
+    size_t pl = strlen(path);
+    if (n >= 8 && !memcmp(b, "\x89HDF\r\n\x1a\n", 8))
+        return; /* HDF5 after all: the error says what is wrong inside */
+    if (n >= 4 && !memcmp(b, "GGUF", 4))
+        hint = "a GGUF file: convert %s with headsplit-convert's GGUF import (--format gguf, "
+               "see headsplit-convert --help) or the model's Hugging Face directory with "
+               "headsplit-convert --format hf --dir DIR --out M.h5";
+    else if (n >= 9 && b[8] == '{' && (pl > 12 && !strcmp(path + pl - 12, ".safetensors")))
+        hint = "a safetensors file: convert the Hugging Face directory that holds %s "
+               "(config.json, tokenizer.json) with headsplit-convert --format hf --dir DIR --out "
+               "M.h5";
+    else if (pl > 4 && !strcmp(path + pl - 4, ".bin"))
+        hint = "a llama2.c checkpoint (by its name): convert it with headsplit-convert "
+               "--format llama2c --checkpoint %s --tokenizer tokenizer.bin --out M.h5";
+    if (!hint)
+        return;
+    size_t used = strlen(err);
+    char msg[600];
+    snprintf(msg, sizeof msg, hint, path);
+    snprintf(err + used, errlen - used, "; %s looks like %s", path, msg);
+}
+
 /* Open: the model's configuration on every rank (the same file everywhere), the tokenizer,
  * embeddings and LM head on the controller. */
 static int run_open(Run *run)
@@ -60,6 +93,8 @@ static int run_open(Run *run)
     char err[1024] = "";
     run->t_start = time_now();
     run->file = h5io_open_read(o->model, err, sizeof err);
+    if (run->file < 0)
+        format_hint(o->model, err, sizeof err);
     if (run->file >= 0 && config_read(&run->cfg, run->file, o->model, err, sizeof err) < 0) {
         H5Fclose(run->file);
         run->file = -1;

@@ -5,15 +5,13 @@
 #include "chat.h"
 #include "quant.h"
 #include "util.h"
+#include "version.h"
 
 #include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef HEADSPLIT_GIT_REV
-#define HEADSPLIT_GIT_REV "unknown"
-#endif
 
 void options_usage(FILE *out)
 {
@@ -567,20 +565,4 @@ json_t *options_json(const Options *o, int n_ranks)
 }
 
 
-void options_version(FILE *out, const char *program)
-{
-    fprintf(out, "%s (HeadSplit) revision %s\n", program, HEADSPLIT_GIT_REV);
-#if defined(HEADSPLIT_NATIVE_BUILD)
-    const char *native = "native (-march=native)";
-#else
-    const char *native = "portable";
-#endif
-    const char *simd = kernels_matvec_path();
-#if defined(NDEBUG)
-    const char *type = "release";
-#else
-    const char *type = "debug";
-#endif
-    fprintf(out, "build: %s, %s; matvec SIMD path: %s; default threads: %d\n", type, native,
-            simd, kernels_default_threads());
-}
+void options_version(FILE *out, const char *program) { app_version(out, program); }

@@ -4,6 +4,7 @@
  * transition, times attention, projection and FFN per layer, measures the quality cost of
  * speculating at 0.02 / 0.05 / 0.10 (greedy token agreement, held-out perplexity), writes the
  * profile beside the model and prints the acceptance, quality and decision tables. */
+#include "version.h"
 #include "config_io.h"
 #include "generate.h"
 #include "h5io.h"
@@ -313,6 +314,10 @@ static void print_report(const Options *o, const Run *r, FILE *out)
 
 int main(int argc, char **argv)
 {
+    if (app_wants_version(argc, argv)) {
+        app_version(stdout, "headsplit-profile");
+        return 0;
+    }
     Options o;
     char err[1024] = "";
     int prc = parse_args(&o, argc, argv, err, sizeof err);

@@ -145,7 +145,7 @@ int report_write(Run *run, int rc)
         /* llama.cpp's closing figures: the prompt's positions (the last one samples the
          * first new token, so it counts as generation's) and the new tokens. */
         const GenResult *r = &run->res;
-        if (!run->o.quiet && r->n_forward > 0)
+        if (r->n_forward > 0)
             LOG_INFO("headsplit: prompt eval: %d tokens in %.1f ms (%.2f tokens/s); eval: %d "
                      "tokens in %.1f ms (%.2f tokens/s); %d thread%s per rank", r->n_prompt - 1,
                      r->prompt_ms, r->prompt_ms > 0 ? (r->n_prompt - 1) * 1e3 / r->prompt_ms : 0,

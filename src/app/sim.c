@@ -5,6 +5,7 @@
  *   headsplit-sim --shape tinyllama-1.1b --devices 4 --hetero 3 --solve
  *   headsplit-sim --calibrate run.json --predict other.json --json cal.json
  * See docs/simulator.md. */
+#include "version.h"
 #include "sim.h"
 #include "solver.h"
 #include "util.h"
@@ -533,6 +534,10 @@ static int run_sim(const SimArgs *a, const ModelConfig *c, const SimCluster *cl,
 
 int main(int argc, char **argv)
 {
+    if (app_wants_version(argc, argv)) {
+        app_version(stdout, "headsplit-sim");
+        return 0;
+    }
     SimArgs a;
     char err[1024] = "";
     int prc = parse_args(&a, argc, argv, err, sizeof err);

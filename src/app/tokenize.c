@@ -3,6 +3,7 @@
  *                                               the engine feeds them)
  *   headsplit-tokenize --model M.h5 --decode 1 403 407    or   --decode "[1, 403, 407]"
  *   TEXT "-" reads standard input. */
+#include "version.h"
 #include "h5io.h"
 #include "tokenizer.h"
 #include "util.h"
@@ -56,6 +57,10 @@ static int parse_ids(int argc, char **argv, int vocab, int **ids, size_t *n, cha
 
 int main(int argc, char **argv)
 {
+    if (app_wants_version(argc, argv)) {
+        app_version(stdout, "headsplit-tokenize");
+        return 0;
+    }
     const char *model = NULL;
     int decode = 0, first = -1;
     for (int i = 1; i < argc; i++) {
