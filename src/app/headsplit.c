@@ -11,6 +11,7 @@
 #include "transport_mpi.h"
 #include "h5io.h"
 #include "profile.h"
+#include "progress.h"
 #include "sim.h"
 #include "solver.h"
 #include "util.h"
@@ -18,6 +19,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* Parse: every rank parses the same argv; rank 0 speaks for all.  Returns -1 for --help
  * (exit 0), 2 on a bad command line, else 0. */
@@ -277,9 +279,25 @@ static int load_dist(Run *run)
     return bad;
 }
 
+static uint64_t file_bytes(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
 static int run_load(Run *run)
 {
+    /* a bar on the controller's terminal: the whole file for a single process, the
+     * controller's own share otherwise */
+    Progress *bar = NULL;
+    if (run->cm.rank == 0) {
+        char label[1100];
+        snprintf(label, sizeof label, "loading %s", run->o.model);
+        bar = progress_start(label, run->distributed ? 0 : file_bytes(run->o.model),
+                             0);
+    }
     int rc = run->distributed ? load_dist(run) : load_local(run);
+    progress_stop(bar);
     H5Fclose(run->file);
     run->file = -1;
     run->load_s = time_now() - run->t_start;
@@ -308,6 +326,9 @@ static int controller_generate(Run *run)
     GenOptions g;
     session_gen_options(run, &g);
     g.stream = o->quiet ? NULL : stdout;
+    /* --steps alone sizes the KV caches but, as before, a longer prompt is not an error (the
+     * warning says it leaves no room); --ctx-size is a hard limit */
+    g.ctx = o->ctx_size ? run->kv_cap : 0;
     g.logits_out = lf;
     g.transcript = tf;
     char *templated = NULL;

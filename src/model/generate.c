@@ -215,7 +215,7 @@ int generate_run(const ModelConfig *c, const Tokenizer *tok, const HeadW *head,
         end = p0 + (int)n_prompt - 1 + opt->n_predict;
         cap_reason = "n_predict";
     }
-    if (p0 + (long)n_prompt >= end && opt->stream)
+    if (p0 + (long)n_prompt >= end && !opt->on_text)
         fprintf(stderr, "headsplit: warning: the prompt's %zu tokens leave no room for new ones (--steps %d, "
                  "context %d): raise --steps/--ctx-size or use -n\n", n_prompt, opt->steps, ctx);
     const int steps = end - p0; /* positions run by this call */

@@ -63,4 +63,13 @@ for p in headsplit headsplit-convert headsplit-tokenize headsplit-profile headsp
   "$BUILD/$p" --version | grep -q "revision .*SIMD path" || "$BUILD/$p" --version | grep -q "SIMD path" \
     || fail "$p --version"
 done
+# progress: a bar on a terminal (script(1) gives one), nothing when stderr is a file
+gen --prompt "$P" --steps 4 2> "$T/plain.err" > /dev/null
+! grep -q "loading" "$T/plain.err" || fail "a progress bar was drawn into a file"
+if command -v script >/dev/null; then
+  script -qec "$HS --model $T/m.h5 --prompt x --steps 4 --quiet" /dev/null > "$T/tty.out" 2>&1 || true
+  grep -aq "loading $T/m.h5: \[" "$T/tty.out" || { cat "$T/tty.out"; fail "no loading bar on a terminal"; }
+  script -qec "$CONVERT --synthetic stories260k --out $T/y.h5" /dev/null > "$T/tty2.out" 2>&1 || true
+  grep -aq "headsplit-convert: writing: .*MB/s" "$T/tty2.out" || { cat "$T/tty2.out"; fail "no conversion progress on a terminal"; }
+fi
 echo "PASS: front options"
