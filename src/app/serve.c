@@ -214,11 +214,14 @@ static void job_run(Server *sv, Job *j)
     j->n_prompt = r->n_prompt + j->g.start_pos;
     j->n_gen = r->n_gen;
     j->text = xstrdup(r->gen_text ? r->gen_text : "");
-    if (j->stream && !j->failed) {
-        if (j->n_pend)
-            j->n_pend = 0; /* an unfinished character at the very end is dropped */
-        job_put_event(j, chunk_json(j, NULL, 0, j->finish, run->o.model));
+    if (j->stream) {
+        j->n_pend = 0; /* an unfinished character at the very end is dropped */
+        /* the status line has gone out already: an error travels as an event */
+        job_put_event(j, j->failed ? json_pack("{s:{s:s,s:s}}", "error", "message", j->err,
+                                               "type", "invalid_request_error")
+                                   : chunk_json(j, NULL, 0, j->finish, run->o.model));
         job_put(j, "data: [DONE]\n\n", 14);
+        j->failed = 0; /* the stream itself ends normally */
     }
     j->done = 1;
     pthread_cond_broadcast(&j->cv);

@@ -27,7 +27,7 @@ python3 -c "import json,sys; sys.stdout.write(json.load(open('$T/ref.json'))['ge
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 KEY=test-key-$$
 timeout -k 5 300 mpirun $MPI_FLAGS -np 3 "$HS" --model "$T/m.h5" --serve 127.0.0.1:$PORT \
-  --chat-template zephyr --api-key $KEY --max-body 4096 > "$T/serve.out" 2> "$T/serve.err" &
+  --chat-template zephyr --api-key $KEY --max-body 16384 > "$T/serve.out" 2> "$T/serve.err" &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null || true; wait $SERVER 2>/dev/null || true; rm -rf "$T"' EXIT
 URL=http://127.0.0.1:$PORT
@@ -80,11 +80,17 @@ expect_status "malformed JSON" 400 'malformed JSON' "${AUTH[@]}" -d '{"messages"
 expect_status "missing messages" 400 "'messages' must be" "${AUTH[@]}" -d '{"max_tokens": 4}' "$URL/v1/chat/completions"
 expect_status "missing prompt" 400 "'prompt' must be" "${AUTH[@]}" -d '{"max_tokens": 4}' "$URL/v1/completions"
 expect_status "bad max_tokens" 400 "max_tokens" "${AUTH[@]}" -d '{"prompt":"a","max_tokens":-3}' "$URL/v1/completions"
-head -c 8000 /dev/zero | tr '\0' a > "$T/big"
-expect_status "oversized body" 413 'larger than 4096' "${AUTH[@]}" --data-binary @"$T/big" "$URL/v1/completions"
+head -c 20000 /dev/zero | tr '\0' a > "$T/big"
+expect_status "oversized body" 413 'larger than 16384' "${AUTH[@]}" --data-binary @"$T/big" "$URL/v1/completions"
 expect_status "wrong key" 401 'API key' -H "Authorization: Bearer nope" -d '{"prompt":"a"}' "$URL/v1/completions"
 expect_status "no key" 401 'API key' "$URL/v1/models"
 expect_status "unknown route" 404 'no route' "${AUTH[@]}" "$URL/v2/nothing"
+# a prompt longer than the context: 400 before streaming, an error event while streaming
+LONG=$(python3 -c "print('once upon a time ' * 400)")
+expect_status "prompt too long" 400 'exceed the context' "${AUTH[@]}" -d "{\"prompt\":\"$LONG\"}" "$URL/v1/completions"
+curl -s -N "${AUTH[@]}" -d "{\"prompt\":\"$LONG\",\"stream\":true}" "$URL/v1/completions" > "$T/err.sse"
+grep -q '^data: {"error"' "$T/err.sse" && grep -q '^data: \[DONE\]' "$T/err.sse" \
+  || { cat "$T/err.sse"; fail "streamed error event missing"; }
 # the server survived all of it
 expect_status "completion after errors" 200 'text_completion' "${AUTH[@]}" -d '{"prompt":"a","max_tokens":2}' "$URL/v1/completions"
 kill -0 $SERVER || fail "the server died"
