@@ -106,8 +106,10 @@ int session_generate(Run *run, const char *text, GenOptions *g, GenResult *res, 
     }
     if (common > run->n_hist) /* cannot happen: common <= n_hist */
         common = run->n_hist;
-    memcpy(run->hist, ids, (size_t)common * sizeof(int));
-    memcpy(run->hist + common, res->tokens, (size_t)res->n_forward * sizeof(int));
+    if (common > 0)
+        memcpy(run->hist, ids, (size_t)common * sizeof(int));
+    if (res->n_forward > 0) /* none after an error before the first position */
+        memcpy(run->hist + common, res->tokens, (size_t)res->n_forward * sizeof(int));
     run->n_hist = held;
     free(ids);
     g->prompt_ids = NULL;
