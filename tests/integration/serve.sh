@@ -94,4 +94,21 @@ grep -q '^data: {"error"' "$T/err.sse" && grep -q '^data: \[DONE\]' "$T/err.sse"
 # the server survived all of it
 expect_status "completion after errors" 200 'text_completion' "${AUTH[@]}" -d '{"prompt":"a","max_tokens":2}' "$URL/v1/completions"
 kill -0 $SERVER || fail "the server died"
+kill $SERVER; wait $SERVER 2>/dev/null || true
+
+# a client that goes away ends its generation: a long streamed reply on a slower model, cut
+# after a second; the server says so and answers the next request at once
+"$CONVERT" --synthetic "llama:dim=512,layers=8,heads=8,kv_heads=8,head_dim=64,ffn=2048,vocab=4096,ctx=4096" \
+  --out "$T/slow.h5" > /dev/null
+timeout -k 5 120 mpirun $MPI_FLAGS -np 1 "$HS" --model "$T/slow.h5" --serve 127.0.0.1:$PORT \
+  --chat-template chatml --threads 1 > "$T/serve2.out" 2> "$T/serve2.err" &
+SERVER=$!
+for _ in $(seq 100); do curl -sf "$URL/health" > /dev/null 2>&1 && break; sleep 0.3; done
+curl -s -N --max-time 1.5 -d '{"prompt":"hello","max_tokens":3000,"stream":true}' "$URL/v1/completions" > "$T/cut.sse" || true
+grep -q '^data: {' "$T/cut.sse" || fail "no streamed data before the disconnect"
+t0=$(date +%s.%N)
+curl -s -d '{"prompt":"hello","max_tokens":2}' "$URL/v1/completions" | grep -q text_completion || fail "no reply after a disconnect"
+t1=$(date +%s.%N)
+python3 -c "import sys; sys.exit(0 if $t1 - $t0 < 10 else 1)" || fail "the abandoned generation ran on ($t0 .. $t1)"
+grep -q "client gone" "$T/serve2.err" || { cat "$T/serve2.err"; fail "the disconnect was not noticed"; }
 echo "PASS: serve ($(wc -c < "$T/ref.txt") bytes of text equal through openai streaming, curl and --prompt)"
