@@ -36,6 +36,22 @@ typedef struct {
     const int *prompt_ids; /* resume: prompt as token ids instead of text (NULL: encode) */
     int n_prompt_ids;
     const char *model_path; /* written into the transcript */
+    /* Since issue 18; zero means off (the caller memsets or names fields). */
+    int n_predict;      /* new tokens at most (0: no limit but steps and ctx) */
+    int ctx;            /* positions the KV caches hold (0: the model's context) */
+    int top_k;          /* 0: off */
+    float min_p;        /* 0: off */
+    float repeat_penalty; /* 0 or 1: off (llama.cpp semantics) */
+    int repeat_last_n;  /* tokens the penalty looks back over (0: 64) */
+    const char *const *stops; /* stop strings: the text ends before the first found */
+    int n_stops;
+    int special;        /* encode special-token text ("</s>") as the special token */
+    int start_pos;      /* continue: positions 0..start_pos-1 already hold earlier tokens */
+    int no_echo;        /* stream only the new text, not the prompt */
+    const volatile int *cancel; /* set (e.g. by SIGINT) to stop after the current token */
+    /* Called with each piece of new text (after stop-string hold-back); non-zero stops. */
+    int (*on_text)(void *ctx, const char *text, size_t n);
+    void *on_text_ctx;
 } GenOptions;
 
 typedef struct {
@@ -45,11 +61,17 @@ typedef struct {
     int n_forward;      /* forward passes done */
     char *text;         /* decoded text of tokens[1..] (prompt echoed), NUL-terminated */
     double *token_ms;   /* [n_forward] wall time of each position */
-    const char *stopped_by; /* "steps", "bos", "eos" or "context" */
+    const char *stopped_by; /* "steps", "bos", "eos", "context", "n_predict", "stop",
+                             * "cancel" or "client" */
+    char *gen_text;     /* the new text only, cut before a stop string */
+    int n_gen;          /* tokens sampled */
+    double prompt_ms, gen_ms; /* wall time of the prompt's positions and of the rest */
+    int next_pos;       /* first position not yet in the KV caches */
 } GenResult;
 
 /* Encodes the prompt and runs the loop: forced prompt tokens, then sampling; stops after
- * steps positions or at BOS/EOS.  Returns 0, or -1 with err (prompt too long, empty model). */
+ * steps positions, n_predict new tokens, at BOS/EOS, a stop string or cancel.  With start_pos
+ * the prompt continues a sequence whose KV entries are in place (chat turns).  Returns 0, or -1 with err (prompt too long, empty model). */
 int generate_run(const ModelConfig *c, const Tokenizer *tok, const HeadW *head,
                  LayerBackend *backend, const GenOptions *opt, GenResult *res, char *err,
                  size_t errlen);

@@ -15,6 +15,20 @@ MatvecImpl kernels_get_matvec(void);
 /* OpenBLAS's chosen core (openblas_get_corename), for the metrics. */
 const char *kernels_blas_corename(void);
 
+/* Threads of the row-parallel kernels (--threads): a persistent pool, made here once.
+ * Rows are split over the threads in contiguous ranges and every row is summed whole by one
+ * thread, so results are bit-identical for any count.  Returns the threads made (n clamped
+ * to 1..64). */
+int kernels_set_threads(int n);
+int kernels_get_threads(void);
+/* The cores this process may run on (sched_getaffinity), divided among the Open MPI ranks
+ * that share the host (OMPI_COMM_WORLD_LOCAL_SIZE); at least 1. */
+int kernels_default_threads(void);
+/* Runs fn(arg, lo, hi) over [0, rows) split among the pool's threads (work: the job's
+ * multiply-adds; small jobs, or a pool busy with another caller, run on the caller alone). */
+typedef void (*KernelsRowsFn)(void *arg, int lo, int hi);
+void kernels_parallel_rows(KernelsRowsFn fn, void *arg, int rows, long long work);
+
 /* y[d] = W[d][n] x[n].  Every y[i] is summed in an order that depends only on n, never on d
  * or on which rows a rank holds, so row slices of W give bit-identical rows of y.
  * y must not overlap w or x. */
@@ -24,6 +38,8 @@ void kernels_matvec_ref(float *y, const float *w, const float *x, int n, int d);
 void kernels_matvec_ld(float *y, const float *w, const float *x, int n, int d, size_t ld);
 /* The own kernel whatever kernels_set_matvec chose (row stride ld >= n). */
 void kernels_matvec_own(float *y, const float *w, const float *x, int n, int d, size_t ld);
+/* The path kernels_matvec_own takes on this CPU, for --version and the metrics. */
+const char *kernels_matvec_path(void);
 /* Portable C (vector extensions) of the own kernel's order, the path on CPUs without AVX2
  * (NEON); bit-identical to kernels_matvec_own on every instruction set. */
 void kernels_matvec_portable(float *y, const float *w, const float *x, int n, int d,

@@ -1,5 +1,5 @@
 /* sampler.h: next-token choice: greedy (temperature 0, lowest id on ties), temperature,
- * top-p (nucleus).  Random state is explicit. */
+ * top-k, min-p, top-p (nucleus), and llama.cpp's repeat penalty.  Random state is explicit. */
 #ifndef HEADSPLIT_SAMPLER_H
 #define HEADSPLIT_SAMPLER_H
 
@@ -13,10 +13,18 @@ typedef struct {
     uint64_t rng;      /* state, seeded from --seed */
     int vocab;
     struct SamplerCand *cand; /* [vocab] scratch for top-p */
+    int top_k;         /* 0: disabled */
+    float min_p;       /* 0: disabled; keeps p >= min_p * p_max */
 } Sampler;
 
 void sampler_init(Sampler *s, int vocab, float temperature, float top_p, uint64_t seed);
 void sampler_free(Sampler *s);
+/* Sets top-k and min-p (after sampler_init; both off by default).  With temperature > 0
+ * the order is temperature, softmax, top-k, min-p, top-p on what is left. */
+void sampler_set_filters(Sampler *s, int top_k, float min_p);
+/* llama.cpp's repeat penalty on logits[vocab]: each distinct id among recent[n] has its
+ * logit divided by penalty when positive, multiplied when negative (penalty 1: nothing). */
+void sampler_penalize(float *logits, int vocab, const int *recent, int n, float penalty);
 /* Chooses a token from logits[vocab] (modified in place when temperature > 0). */
 int sampler_sample(Sampler *s, float *logits);
 

@@ -69,6 +69,14 @@ int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, int **ids
  * or the post-processor's tokens (bpe_hf; Hugging Face add_special_tokens=False). */
 int tokenizer_encode_opts(const Tokenizer *t, const char *text, size_t len, int add_special,
                           int **ids, size_t *n_ids, char *err, size_t errlen);
+/* As tokenizer_encode, but text that spells a special or control token of the vocabulary
+ * ("<s>", "</s>", "<unk>", "<|...|>" pieces, "<start_of_turn>"/"<end_of_turn>") becomes
+ * that token, longest match first; the text between is encoded as by tokenizer_encode
+ * (BOS once, at the start).  src/model/tokenizer_special.c. */
+int tokenizer_encode_special(const Tokenizer *t, const char *text, size_t len, int **ids,
+                             size_t *n_ids, char *err, size_t errlen);
+/* 1 when piece id counts as special for tokenizer_encode_special. */
+int tokenizer_is_special(const Tokenizer *t, int id);
 
 /* Raw bytes of one token as it continues a sequence whose previous token is prev (-1 at the
  * start): strips the dummy-prefix space after BOS, maps <0xNN> to its byte, BOS/EOS to "".

@@ -56,6 +56,7 @@ LAYER = {
     "h5io.h": "model",
     "model.h": "model",
     "generate.h": "model",
+    "chat.h": "model",
     "sampler.h": "model",
     "tokenizer.h": "model",
     "profile.h": "model",

@@ -5,7 +5,11 @@ PKGS=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin libopenblas-de
       libhdf5-dev hdf5-tools libcmocka-dev libjansson-dev libpcre2-dev jq gnuplot-nox
       gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user  # NEON kernels under qemu
       python3                                                 # scripts/check_layering.py
-      nodejs npm)  # node and npm: tests/integration/tokenizers_hf.sh (skipped without them)
+      libmicrohttpd-dev                                       # headsplit --serve
+      tmux curl nodejs npm)
+# tmux: the --chat test; curl, nodejs, npm: the --serve test and tests/integration/
+# tokenizers_hf.sh (the npm packages are installed into caches at test time; both skip
+# without them).
 missing=()
 for p in "${PKGS[@]}"; do
   # node and npm installed otherwise (NodeSource's nodejs bundles npm) count as present

@@ -11,6 +11,7 @@
 #include "transport_mpi.h"
 #include "h5io.h"
 #include "profile.h"
+#include "progress.h"
 #include "sim.h"
 #include "solver.h"
 #include "util.h"
@@ -18,6 +19,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* Parse: every rank parses the same argv; rank 0 speaks for all.  Returns -1 for --help
  * (exit 0), 2 on a bad command line, else 0. */
@@ -32,7 +34,9 @@ static int run_parse(Run *run, int argc, char **argv)
                  "and a worker); run with mpirun -np 2 or more");
     }
     if (prc != 0 && run->cm.rank == 0) {
-        if (prc > 0)
+        if (prc == 2)
+            options_version(stdout, "headsplit");
+        else if (prc > 0)
             options_usage(stdout);
         else
             fprintf(stderr, "headsplit: error: %s\n", err);
@@ -43,8 +47,44 @@ static int run_parse(Run *run, int argc, char **argv)
     if (o->verbose)
         util_set_log_level(2);
     kernels_set_matvec(o->matvec);
+    kernels_set_threads(o->threads ? o->threads : kernels_default_threads());
     run->distributed = run->cm.size > 1;
+    /* Between chat turns and requests the workers wait in the session's control broadcast,
+     * which has no deadline; --timeout still bounds every wait within a generation. */
     return 0;
+}
+
+/* A model file that is not HDF5: says which format it looks like and the headsplit-convert
+ * command that makes a HeadSplit file of it (appended to err). */
+static void format_hint(const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return;
+    unsigned char b[16] = {0};
+    size_t n = fread(b, 1, sizeof b, f);
+    fclose(f);
+    const char *hint = NULL;
+    size_t pl = strlen(path);
+    if (n >= 8 && !memcmp(b, "\x89HDF\r\n\x1a\n", 8))
+        return; /* HDF5 after all: the error says what is wrong inside */
+    if (n >= 4 && !memcmp(b, "GGUF", 4))
+        hint = "a GGUF file: convert %s with headsplit-convert's GGUF import (--format gguf, "
+               "see headsplit-convert --help) or the model's Hugging Face directory with "
+               "headsplit-convert --format hf --dir DIR --out M.h5";
+    else if (n >= 9 && b[8] == '{' && (pl > 12 && !strcmp(path + pl - 12, ".safetensors")))
+        hint = "a safetensors file: convert the Hugging Face directory that holds %s "
+               "(config.json, tokenizer.json) with headsplit-convert --format hf --dir DIR --out "
+               "M.h5";
+    else if (pl > 4 && !strcmp(path + pl - 4, ".bin"))
+        hint = "a llama2.c checkpoint (by its name): convert it with headsplit-convert "
+               "--format llama2c --checkpoint %s --tokenizer tokenizer.bin --out M.h5";
+    if (!hint)
+        return;
+    size_t used = strlen(err);
+    char msg[600];
+    snprintf(msg, sizeof msg, hint, path);
+    snprintf(err + used, errlen - used, "; %s looks like %s", path, msg);
 }
 
 /* Open: the model's configuration on every rank (the same file everywhere), the tokenizer,
@@ -55,6 +95,8 @@ static int run_open(Run *run)
     char err[1024] = "";
     run->t_start = time_now();
     run->file = h5io_open_read(o->model, err, sizeof err);
+    if (run->file < 0)
+        format_hint(o->model, err, sizeof err);
     if (run->file >= 0 && config_read(&run->cfg, run->file, o->model, err, sizeof err) < 0) {
         H5Fclose(run->file);
         run->file = -1;
@@ -63,7 +105,14 @@ static int run_open(Run *run)
         return 1;
     if (run->distributed && startup_check_model(&run->cm, &run->cfg, o->model))
         return 1;
-    run->kv_cap = o->steps < run->cfg.context_length ? o->steps : run->cfg.context_length;
+    /* KV positions: --ctx-size, else the whole context where the length of what comes is
+     * not known (-n, --chat, --serve), else --steps as before. */
+    int want = o->ctx_size          ? o->ctx_size
+               : o->n_predict || o->chat || o->serve ? run->cfg.context_length
+                                                      : o->steps;
+    run->kv_cap = want < run->cfg.context_length ? want : run->cfg.context_length;
+    if (!o->steps_set && (o->n_predict || o->chat || o->serve || o->ctx_size))
+        run->o.steps = run->kv_cap;
     if (run->cm.rank == 0) {
         if (tokenizer_h5_read(&run->tok, run->file, o->model, err, sizeof err) == 0 &&
             tokenizer_vocab_size(run->tok) != run->cfg.vocab_size)
@@ -71,6 +120,8 @@ static int run_open(Run *run)
                      o->model, tokenizer_vocab_size(run->tok), run->cfg.vocab_size);
         if (!err[0])
             model_load_head(&run->head, &run->cfg, run->file, o->model, err, sizeof err);
+        if (!err[0])
+            session_choose_template(run, err, sizeof err);
     }
     return startup_agree(&run->cm, err);
 }
@@ -228,9 +279,25 @@ static int load_dist(Run *run)
     return bad;
 }
 
+static uint64_t file_bytes(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
 static int run_load(Run *run)
 {
+    /* a bar on the controller's terminal: the whole file for a single process, the
+     * controller's own share otherwise */
+    Progress *bar = NULL;
+    if (run->cm.rank == 0) {
+        char label[1100];
+        snprintf(label, sizeof label, "loading %s", run->o.model);
+        bar = progress_start(label, run->distributed ? 0 : file_bytes(run->o.model),
+                             0);
+    }
     int rc = run->distributed ? load_dist(run) : load_local(run);
+    progress_stop(bar);
     H5Fclose(run->file);
     run->file = -1;
     run->load_s = time_now() - run->t_start;
@@ -256,8 +323,25 @@ static int controller_generate(Run *run)
                                        : local_model_backend(run->local);
     FILE *lf = open_out(o->logits_out, "--logits-out", err, sizeof err);
     FILE *tf = err[0] ? NULL : open_out(o->transcript, "--transcript", err, sizeof err);
-    GenOptions g = {o->prompt, o->steps, o->temperature, o->top_p, o->seed,
-                    o->quiet ? NULL : stdout, lf, tf, NULL, 0, NULL, 0, o->model};
+    GenOptions g;
+    session_gen_options(run, &g);
+    g.stream = o->quiet ? NULL : stdout;
+    /* --steps alone sizes the KV caches but, as before, a longer prompt is not an error (the
+     * warning says it leaves no room); --ctx-size is a hard limit */
+    g.ctx = o->ctx_size ? run->kv_cap : 0;
+    g.logits_out = lf;
+    g.transcript = tf;
+    char *templated = NULL;
+    if (o->chat_template && !err[0]) { /* --prompt as the user's message in the template */
+        ChatMessage msgs[2] = {{"system", o->system_prompt}, {"user", o->prompt}};
+        templated = chat_format(run->tmpl, msgs + !o->system_prompt, 1 + !!o->system_prompt, 1,
+                                err, sizeof err);
+        g.prompt = templated;
+        if (!o->n_stops) {
+            g.stops = &run->tmpl_stop;
+            g.n_stops = 1;
+        }
+    }
     int *rp = NULL, *rg = NULL, nrp = 0, nrg = 0;
     if (!err[0] && o->resume &&
         generate_read_transcript(o->resume, run->cfg.vocab_size, &rp, &nrp, &rg, &nrg, err,
@@ -275,6 +359,7 @@ static int controller_generate(Run *run)
         fprintf(stderr, "headsplit: error: %s\n", err);
         rc = 1;
     }
+    free(templated);
     free(rp);
     free(rg);
     if (lf)
@@ -302,7 +387,10 @@ static int run_generate(Run *run)
     if (run->distributed)
         transport_compute(&run->cm, 1);
     double t_gen = time_now();
-    if (run->cm.rank == 0)
+    if (run->o.chat || run->o.serve)
+        rc = run->cm.rank == 0 ? (run->o.chat ? session_chat(run) : serve_run(run))
+                               : session_worker(run);
+    else if (run->cm.rank == 0)
         rc = controller_generate(run);
     else
         dist_worker_loop(run->dist);
@@ -318,6 +406,8 @@ static int run_generate(Run *run)
 static void run_free(Run *run)
 {
     free(run->all_j);
+    free(run->hist);
+    options_free(&run->o);
     generate_result_free(&run->res);
     local_model_free(run->local);
     dist_free(run->dist);

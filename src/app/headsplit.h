@@ -4,6 +4,7 @@
 #ifndef HEADSPLIT_APP_H
 #define HEADSPLIT_APP_H
 
+#include "chat.h"
 #include "dist.h"
 #include "energy.h"
 #include "generate.h"
@@ -46,11 +47,33 @@ typedef struct {
     int head_on_controller; /* --lm-head controller */
     int static_plan;
     double replace_threshold;
+    /* The front door (issue 18) */
+    const char *prompt_file;  /* --prompt-file (- : standard input) */
+    char *prompt_buf;         /* its contents (options_free) */
+    int steps_set;
+    int n_predict;            /* -n: new tokens (0: not given) */
+    int ctx_size;             /* --ctx-size: KV positions (0: not given) */
+    int top_k;
+    float min_p, repeat_penalty;
+    int repeat_last_n;
+    const char *stops[16];    /* --stop, repeatable */
+    int n_stops;
+    int no_special;
+    const char *chat_template;
+    int chat;                 /* --chat: multi-turn at the terminal */
+    const char *serve;        /* --serve ADDR:PORT */
+    const char *api_key;
+    const char *system_prompt;
+    int threads;              /* --threads (0: kernels_default_threads) */
+    long max_body;            /* --serve: request body limit in bytes */
 } Options;
 
 /* Parses argv; returns 0, 1 for --help, or -1 with err naming the option. */
 int options_parse(Options *o, int argc, char **argv, char *err, size_t errlen);
 void options_usage(FILE *out);
+void options_free(Options *o);
+/* --version's text: git revision, build options, SIMD path. */
+void options_version(FILE *out, const char *program);
 /* The "config" object of the metrics. */
 json_t *options_json(const Options *o, int n_ranks);
 
@@ -76,7 +99,31 @@ typedef struct {
     EnergyMeter meter;
     int have_energy;
     double *all_j;          /* [size] every rank's joules at rank 0 (-1: not measured) */
+    ChatTemplate tmpl;      /* controller: --chat-template, else the stored one's family */
+    int have_tmpl;
+    const char *tmpl_stop;  /* its end-of-turn text */
+    int *hist;              /* controller: the token ids the KV caches hold, by position */
+    int n_hist, hist_cap;
 } Run;
+
+/* session.c: generations that continue what the KV caches hold (--chat, --serve). */
+/* The chat template: --chat-template, else the family of /tokenizer's chat_template
+ * attribute; only --chat and --serve fail (err) without one. */
+int session_choose_template(Run *run, char *err, size_t errlen);
+/* GenOptions from the command line (no streams). */
+void session_gen_options(const Run *run, GenOptions *g);
+/* Generates from text, reusing the KV entries of the longest prefix already processed;
+ * in distributed runs wakes the workers and stops them again after.  0 or -1 with err. */
+int session_generate(Run *run, const char *text, GenOptions *g, GenResult *res, char *err,
+                     size_t errlen);
+/* --chat at the terminal (controller).  Returns the exit status. */
+int session_chat(Run *run);
+/* Workers of --chat/--serve: run generations until the controller ends the session. */
+int session_worker(Run *run);
+/* Controller: ends the session (workers leave session_worker). */
+void session_end(Run *run);
+/* serve.c: --serve ADDR:PORT (controller).  Returns the exit status. */
+int serve_run(Run *run);
 
 /* The report phase: prints the summary and the per-layer times and, where the generation
  * succeeded (rc 0), writes --metrics (rank 0).  Returns rc, or 1 when the metrics could not

@@ -2,16 +2,16 @@
  * option, and the options' JSON form for the metrics. */
 #include "headsplit.h"
 
+#include "chat.h"
+#include "quant.h"
 #include "util.h"
+#include "version.h"
 
 #include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef HEADSPLIT_GIT_REV
-#define HEADSPLIT_GIT_REV "unknown"
-#endif
 
 void options_usage(FILE *out)
 {
@@ -20,9 +20,6 @@ void options_usage(FILE *out)
         "  --model FILE          model in HeadSplit HDF5 format (headsplit-convert)\n"
         "  --prompt TEXT         prompt (default empty)\n"
         "  --steps N             positions to run, prompt included (default 256)\n"
-        "  --temperature T       0 = greedy, lowest id on ties (default 0)\n"
-        "  --top-p P             nucleus sampling mass (default 1 = off)\n"
-        "  --seed N              sampling and random-placement seed (default 42)\n"
         "  --partition layer|head|slice|auto  how the model is split over workers (default head):\n"
         "                        layer = whole layers (EdgeShard-style blocks), head = heads\n"
         "                        spread, FFN whole; slice = heads + FFN slices on every worker;\n"
@@ -77,13 +74,40 @@ void options_usage(FILE *out)
         "  --inject-kill R:P     test aid: rank R kills itself at position P\n"
         "  --quiet               do not stream the text\n"
         "  --help\n");
+    fprintf(out, "prompts, sampling, chat and server:\n"
+        "  --prompt-file FILE    prompt from a file (- : standard input)\n"
+        "  --no-special          encode special-token text such as </s> as plain text\n"
+        "  -n, --n-predict N     new tokens to generate at most (prompt not counted)\n"
+        "  --ctx-size N          KV-cache positions (default: the model's context with -n,\n"
+        "                        --chat or --serve, else --steps)\n"
+        "  --top-k K             keep the K most likely tokens (default 0 = off)\n"
+        "  --min-p P             drop tokens below P x the most likely one's probability\n"
+        "  --repeat-penalty F    llama.cpp's penalty on recent tokens (default 1 = off)\n"
+        "  --repeat-last-n N     tokens the penalty looks back over (default 64)\n"
+        "  --stop STRING         end the reply before STRING (repeatable)\n"
+        "  --chat                multi-turn chat at the terminal (/exit or end of input ends\n"
+        "                        it; Ctrl-C stops a reply)\n"
+        "  --chat-template NAME  zephyr|tinyllama|llama2|llama3|chatml|phi3|gemma (default:\n"
+        "                        recognised from the template stored with the model)\n"
+        "  --system TEXT         system message of --chat and of --prompt with a template\n"
+        "  --serve ADDR:PORT     OpenAI-compatible HTTP server on the controller\n"
+        "                        (/v1/chat/completions, /v1/completions, /v1/models, /health)\n"
+        "  --api-key KEY         Bearer key of --serve (required unless ADDR is 127.0.0.1)\n"
+        "  --threads N           kernel threads per rank (default: the cores the rank may use)\n"
+        "  --version             print the revision, build options and SIMD path\n"
+        "  --temperature T       0 = greedy, lowest id on ties (default 0)\n"
+        "  --top-p P             nucleus sampling mass (default 1 = off)\n"
+        "  --seed N              sampling and random-placement seed (default 42)\n"
+        "  --max-body BYTES      --serve: largest request body (default 1048576)\n");
 }
 
 enum { O_MODEL = 256, O_PROMPT, O_STEPS, O_TEMP, O_TOPP, O_SEED, O_METRICS, O_PART, O_PLACE,
    O_SHOW, O_WAIT, O_BUDGET, O_MATVEC, O_LOGITS, O_QUIET, O_HELP, O_TRANSCRIPT,
    O_EMU, O_MATRIX, O_PINGS, O_TIMEOUT, O_STALL, O_SPEC, O_TOL, O_MINACC, O_ADAPT,
    O_PROFILE, O_VERBOSE, O_RESUME, O_KILL, O_DEVICES, O_STATIC, O_THRESH,
-   O_ASSUME_RTT, O_SLOWDOWN, O_WIRE, O_LMHEAD };
+   O_ASSUME_RTT, O_SLOWDOWN, O_WIRE, O_LMHEAD, O_PFILE, O_NPRED, O_CTX, O_TOPK, O_MINP,
+   O_REPPEN, O_REPN, O_STOP, O_NOSPECIAL, O_CHATTPL, O_CHAT, O_SERVE, O_APIKEY, O_SYSTEM,
+   O_THREADS, O_VERSION, O_MAXBODY };
 
 static const struct option longopts[] = {
     {"model", required_argument, 0, O_MODEL}, {"prompt", required_argument, 0, O_PROMPT},
@@ -113,7 +137,132 @@ static const struct option longopts[] = {
     {"assume-rtt", required_argument, 0, O_ASSUME_RTT},
     {"emulate-slowdown", required_argument, 0, O_SLOWDOWN},
     {"wire", required_argument, 0, O_WIRE}, {"lm-head", required_argument, 0, O_LMHEAD},
+    {"prompt-file", required_argument, 0, O_PFILE},
+    {"n-predict", required_argument, 0, O_NPRED}, {"ctx-size", required_argument, 0, O_CTX},
+    {"top-k", required_argument, 0, O_TOPK}, {"min-p", required_argument, 0, O_MINP},
+    {"repeat-penalty", required_argument, 0, O_REPPEN},
+    {"repeat-last-n", required_argument, 0, O_REPN}, {"stop", required_argument, 0, O_STOP},
+    {"no-special", no_argument, 0, O_NOSPECIAL},
+    {"chat-template", required_argument, 0, O_CHATTPL}, {"chat", no_argument, 0, O_CHAT},
+    {"serve", required_argument, 0, O_SERVE}, {"api-key", required_argument, 0, O_APIKEY},
+    {"system", required_argument, 0, O_SYSTEM}, {"threads", required_argument, 0, O_THREADS},
+    {"max-body", required_argument, 0, O_MAXBODY},
+    {"version", no_argument, 0, O_VERSION},
     {"quiet", no_argument, 0, O_QUIET}, {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
+
+/* A count option's value in lo..hi: 0, or -1 with err naming the option. */
+static int parse_count(const char *opt, const char *arg, long lo, long hi, int *out, char *err,
+                       size_t errlen)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(arg, &end, 10);
+    if (!arg[0] || *end || errno || v < lo || v > hi)
+        return util_err(err, errlen, "%s: '%s' is not a count of %ld..%ld", opt, arg, lo, hi);
+    *out = (int)v;
+    return 0;
+}
+
+/* A float option's value in [lo, hi]: 0, or -1 with err naming the option. */
+static int parse_float(const char *opt, const char *arg, float lo, float hi, float *out,
+                       char *err, size_t errlen)
+{
+    char *end;
+    errno = 0;
+    float v = strtof(arg, &end);
+    if (!arg[0] || *end || errno || !(v >= lo && v <= hi))
+        return util_err(err, errlen, "%s: '%s' is not a number in %g..%g", opt, arg,
+                        (double)lo, (double)hi);
+    *out = v;
+    return 0;
+}
+
+/* The front door's options (prompts, sampling, chat, server, threads): 0 taken, -1 with
+ * err, 1 not one of these. */
+static int parse_front(Options *o, int ch, const char *arg, char *err, size_t errlen)
+{
+    switch (ch) {
+    case O_PFILE: o->prompt_file = arg; return 0;
+    case O_NPRED: return parse_count("-n/--n-predict", arg, 1, 1 << 22, &o->n_predict, err, errlen);
+    case O_CTX: return parse_count("--ctx-size", arg, 1, 1 << 22, &o->ctx_size, err, errlen);
+    case O_TOPK: return parse_count("--top-k", arg, 0, 1 << 24, &o->top_k, err, errlen);
+    case O_MINP: return parse_float("--min-p", arg, 0, 1, &o->min_p, err, errlen);
+    case O_REPPEN:
+        return parse_float("--repeat-penalty", arg, 0.01f, 100, &o->repeat_penalty, err, errlen);
+    case O_REPN:
+        return parse_count("--repeat-last-n", arg, 1, 1 << 22, &o->repeat_last_n, err, errlen);
+    case O_STOP:
+        if (!arg[0])
+            return util_err(err, errlen, "--stop: the string is empty");
+        if (o->n_stops == (int)(sizeof o->stops / sizeof o->stops[0]))
+            return util_err(err, errlen, "--stop: at most %d stop strings",
+                            (int)(sizeof o->stops / sizeof o->stops[0]));
+        o->stops[o->n_stops++] = arg;
+        return 0;
+    case O_NOSPECIAL: o->no_special = 1; return 0;
+    case O_CHATTPL: o->chat_template = arg; return 0;
+    case O_CHAT: o->chat = 1; return 0;
+    case O_SERVE: o->serve = arg; return 0;
+    case O_APIKEY: o->api_key = arg; return 0;
+    case O_SYSTEM: o->system_prompt = arg; return 0;
+    case O_THREADS: return parse_count("--threads", arg, 1, 64, &o->threads, err, errlen);
+    case O_MAXBODY: {
+        int bytes = 0;
+        if (parse_count("--max-body", arg, 16, 1 << 30, &bytes, err, errlen) < 0)
+            return -1;
+        o->max_body = bytes;
+        return 0;
+    }
+    default: return 1;
+    }
+}
+
+/* Reads --prompt-file (or standard input) into o->prompt_buf. */
+static int read_prompt_file(Options *o, char *err, size_t errlen)
+{
+    int from_stdin = strcmp(o->prompt_file, "-") == 0;
+    FILE *f = from_stdin ? stdin : fopen(o->prompt_file, "rb");
+    if (!f)
+        return util_err(err, errlen, "--prompt-file: cannot open %s: %s", o->prompt_file,
+                        strerror(errno));
+    size_t len = 0, cap = 4096;
+    char *buf = xmalloc(cap);
+    size_t got;
+    while ((got = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += got;
+        if (len + 1 == cap)
+            buf = xrealloc(buf, cap *= 2);
+        if (len > ((size_t)64 << 20)) {
+            free(buf);
+            if (!from_stdin)
+                fclose(f);
+            return util_err(err, errlen, "--prompt-file: %s is larger than 64 MiB",
+                            o->prompt_file);
+        }
+    }
+    int bad = ferror(f);
+    if (!from_stdin)
+        fclose(f);
+    if (bad) {
+        free(buf);
+        return util_err(err, errlen, "--prompt-file: cannot read %s", o->prompt_file);
+    }
+    buf[len] = '\0';
+    if (strlen(buf) != len) {
+        free(buf);
+        return util_err(err, errlen, "--prompt-file: %s holds a NUL byte (not text)",
+                        o->prompt_file);
+    }
+    o->prompt_buf = buf;
+    o->prompt = buf;
+    return 0;
+}
+
+void options_free(Options *o)
+{
+    free(o->prompt_buf);
+    o->prompt_buf = NULL;
+}
 
 static void options_defaults(Options *o)
 {
@@ -149,6 +298,7 @@ static int parse_generation(Options *o, int ch, const char *arg, char *err, size
         if (*end || errno || v < 1 || v > 1 << 22)
             return util_err(err, errlen, "--steps: '%s' is not a count of 1..4194304", arg);
         o->steps = (int)v;
+        o->steps_set = 1;
         break;
     }
     case O_TEMP:
@@ -309,12 +459,18 @@ int options_parse(Options *o, int argc, char **argv, char *err, size_t errlen)
     options_defaults(o);
     opterr = 0;
     int ch;
-    while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "n:", longopts, NULL)) != -1) {
         if (ch == O_HELP)
             return 1;
+        if (ch == O_VERSION)
+            return 2;
+        if (ch == 'n')
+            ch = O_NPRED;
         int rc = parse_generation(o, ch, optarg, err, errlen);
         if (rc == 1)
             rc = parse_runtime(o, ch, optarg, err, errlen);
+        if (rc == 1)
+            rc = parse_front(o, ch, optarg, err, errlen);
         if (rc < 0)
             return -1;
         if (rc == 1)
@@ -325,6 +481,21 @@ int options_parse(Options *o, int argc, char **argv, char *err, size_t errlen)
         return util_err(err, errlen, "unexpected argument '%s' (see --help)", argv[optind]);
     if (!o->model)
         return util_err(err, errlen, "--model is required (see --help)");
+    if (o->chat && o->serve)
+        return util_err(err, errlen, "--chat and --serve: choose one");
+    if (o->serve && !o->api_key && strncmp(o->serve, "127.0.0.1:", 10) != 0 &&
+        strncmp(o->serve, "localhost:", 10) != 0)
+        return util_err(err, errlen, "--serve %s: binding beyond 127.0.0.1 requires --api-key",
+                        o->serve);
+    if (o->prompt_file && read_prompt_file(o, err, errlen) < 0)
+        return -1;
+    if (o->chat_template) {
+        ChatTemplate t;
+        if (chat_template_parse(o->chat_template, &t, err, errlen) < 0)
+            return -1;
+    }
+    if (!o->max_body)
+        o->max_body = 1 << 20;
     if (o->solver) { /* the solvers choose their own partition */
         Partition want = o->solver == 1 ? PARTITION_LAYER : PARTITION_HEAD;
         if (o->partition_auto || (o->partition_set && o->partition != want))
@@ -372,8 +543,26 @@ json_t *options_json(const Options *o, int n_ranks)
     json_object_set_new(j, "wire", json_string(o->wire16 ? "f16" : "f32"));
     json_object_set_new(j, "lm_head", json_string(o->head_on_controller ? "controller"
                                                                           : "split"));
+    json_object_set_new(j, "n_predict", json_integer(o->n_predict));
+    json_object_set_new(j, "ctx_size", json_integer(o->ctx_size));
+    json_object_set_new(j, "top_k", json_integer(o->top_k));
+    json_object_set_new(j, "min_p", json_real(o->min_p));
+    json_object_set_new(j, "repeat_penalty", json_real(o->repeat_penalty > 0 ? o->repeat_penalty
+                                                                             : 1.0));
+    json_object_set_new(j, "repeat_last_n", json_integer(o->repeat_last_n ? o->repeat_last_n
+                                                                          : 64));
+    json_t *st = json_array();
+    for (int i = 0; i < o->n_stops; i++)
+        json_array_append_new(st, json_string(o->stops[i]));
+    json_object_set_new(j, "stop", st);
+    json_object_set_new(j, "special", json_boolean(!o->no_special));
+    json_object_set_new(j, "chat_template", o->chat_template ? json_string(o->chat_template)
+                                                             : json_null());
+    json_object_set_new(j, "threads", json_integer(kernels_get_threads()));
     json_object_set_new(j, "emulate_slowdown", o->su.slowdown > 0 ? json_real(o->su.slowdown)
                                                                : json_null());
     return j;
 }
 
+
+void options_version(FILE *out, const char *program) { app_version(out, program); }

@@ -4,6 +4,7 @@
  * transition, times attention, projection and FFN per layer, measures the quality cost of
  * speculating at 0.02 / 0.05 / 0.10 (greedy token agreement, held-out perplexity), writes the
  * profile beside the model and prints the acceptance, quality and decision tables. */
+#include "version.h"
 #include "config_io.h"
 #include "generate.h"
 #include "h5io.h"
@@ -37,7 +38,9 @@ static void usage(FILE *out)
         "  --out FILE             profile to write (default: the model path + .profile.json)\n"
         "  --heldout FILE         held-out text for perplexity (default: the last 10%% of the\n"
         "                         corpus, then excluded from the acceptance statistics)\n"
-        "  --gen-tokens N         greedy tokens compared with and without speculation (64)\n"
+        "  --gen-tokens N, -n N, --n-predict N  greedy tokens compared with and without\n"
+        "                         speculation (64)\n"
+        "  --threads N            kernel threads (default 1; as headsplit's --threads)\n"
         "  --prompt TEXT          prompt of the greedy runs (default: the corpus's first line)\n"
         "  --min-acceptance A     decision threshold on acceptance (default 0.7)\n"
         "  --tolerance T          tolerance of the decision table (default 0.05)\n"
@@ -84,12 +87,13 @@ static int parse_list(const char *s, float *out, int *n)
 static int parse_args(Options *o, int argc, char **argv, char *err, size_t errlen)
 {
     enum { O_MODEL = 256, O_CORPUS, O_TOKENS, O_OUT, O_HELDOUT, O_GEN, O_PROMPT, O_MINACC,
-           O_TOL, O_OVER, O_NOQ, O_QTOL, O_HELP };
+           O_TOL, O_OVER, O_NOQ, O_QTOL, O_HELP, O_THREADS };
     static const struct option longopts[] = {
         {"model", required_argument, 0, O_MODEL}, {"corpus", required_argument, 0, O_CORPUS},
         {"tokens", required_argument, 0, O_TOKENS}, {"out", required_argument, 0, O_OUT},
         {"heldout", required_argument, 0, O_HELDOUT},
         {"gen-tokens", required_argument, 0, O_GEN}, {"prompt", required_argument, 0, O_PROMPT},
+        {"n-predict", required_argument, 0, O_GEN}, {"threads", required_argument, 0, O_THREADS},
         {"min-acceptance", required_argument, 0, O_MINACC},
         {"tolerance", required_argument, 0, O_TOL},
         {"overhead-ms", required_argument, 0, O_OVER},
@@ -107,8 +111,19 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
     opterr = 0;
     int ch;
     double v;
-    while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "n:", longopts, NULL)) != -1) {
         switch (ch) {
+        case 'n': /* as headsplit's -n: new tokens */
+        case O_GEN:
+            if (parse_double(optarg, 1, 1 << 20, &v) < 0 || v != (int)v)
+                return util_err(err, errlen, "--gen-tokens/-n: '%s' is not a count", optarg);
+            o->gen_tokens = (int)v;
+            break;
+        case O_THREADS:
+            if (parse_double(optarg, 1, 64, &v) < 0 || v != (int)v)
+                return util_err(err, errlen, "--threads: '%s' is not a count of 1..64", optarg);
+            kernels_set_threads((int)v);
+            break;
         case O_MODEL: o->model = optarg; break;
         case O_CORPUS: o->corpus = optarg; break;
         case O_OUT: o->out = optarg; break;
@@ -119,11 +134,6 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
             if (parse_double(optarg, 1, 1e9, &v) < 0 || v != (long)v)
                 return util_err(err, errlen, "--tokens: '%s' is not a count of 1..1e9", optarg);
             o->tokens = (long)v;
-            break;
-        case O_GEN:
-            if (parse_double(optarg, 1, 1 << 20, &v) < 0 || v != (int)v)
-                return util_err(err, errlen, "--gen-tokens: '%s' is not a count", optarg);
-            o->gen_tokens = (int)v;
             break;
         case O_MINACC:
             if (parse_double(optarg, 0, 1, &v) < 0)
@@ -313,6 +323,10 @@ static void print_report(const Options *o, const Run *r, FILE *out)
 
 int main(int argc, char **argv)
 {
+    if (app_wants_version(argc, argv)) {
+        app_version(stdout, "headsplit-profile");
+        return 0;
+    }
     Options o;
     char err[1024] = "";
     int prc = parse_args(&o, argc, argv, err, sizeof err);

@@ -92,6 +92,16 @@ static json_t *metrics_json(const Run *run, json_t *dm, double ms, uint64_t sum)
     json_object_set_new(m, "n_forward", json_integer(res->n_forward));
     json_object_set_new(m, "stopped_by", json_string(res->stopped_by));
     json_object_set_new(m, "ms_per_token", json_real(ms));
+    json_object_set_new(m, "gen_text", json_string(res->gen_text ? res->gen_text : ""));
+    json_object_set_new(m, "n_gen_tokens", json_integer(res->n_gen));
+    json_object_set_new(m, "prompt_ms", json_real(res->prompt_ms));
+    json_object_set_new(m, "gen_ms", json_real(res->gen_ms));
+    json_object_set_new(m, "prompt_tokens_per_s",
+                        json_real(res->prompt_ms > 0 ? (res->n_prompt - 1) * 1e3 / res->prompt_ms
+                                                     : 0));
+    json_object_set_new(m, "gen_tokens_per_s",
+                        json_real(res->gen_ms > 0 ? res->n_gen * 1e3 / res->gen_ms : 0));
+    json_object_set_new(m, "threads", json_integer(kernels_get_threads()));
     json_object_set_new(m, "token_ms", tms);
     json_object_set_new(m, "generate_s", json_real(run->gen_s));
     json_object_set_new(m, "load_s", json_real(run->load_s));
@@ -132,6 +142,15 @@ int report_write(Run *run, int rc)
         LOG_INFO("headsplit: %d positions, %.2f ms/token (median), checksum %016llx, %s",
                  run->res.n_forward, ms, (unsigned long long)sum,
                  run->distributed ? "distributed" : "single process");
+        /* llama.cpp's closing figures: the prompt's positions (the last one samples the
+         * first new token, so it counts as generation's) and the new tokens. */
+        const GenResult *r = &run->res;
+        if (r->n_forward > 0)
+            LOG_INFO("headsplit: prompt eval: %d tokens in %.1f ms (%.2f tokens/s); eval: %d "
+                     "tokens in %.1f ms (%.2f tokens/s); %d thread%s per rank", r->n_prompt - 1,
+                     r->prompt_ms, r->prompt_ms > 0 ? (r->n_prompt - 1) * 1e3 / r->prompt_ms : 0,
+                     r->n_gen, r->gen_ms, r->gen_ms > 0 ? r->n_gen * 1e3 / r->gen_ms : 0,
+                     kernels_get_threads(), kernels_get_threads() == 1 ? "" : "s");
         if (run->o.metrics) {
             json_t *m = metrics_json(run, dm, ms, sum);
             if (json_dump_file(m, run->o.metrics, JSON_INDENT(1) | JSON_ENSURE_ASCII) != 0) {

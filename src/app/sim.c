@@ -5,6 +5,7 @@
  *   headsplit-sim --shape tinyllama-1.1b --devices 4 --hetero 3 --solve
  *   headsplit-sim --calibrate run.json --predict other.json --json cal.json
  * See docs/simulator.md. */
+#include "version.h"
 #include "sim.h"
 #include "solver.h"
 #include "util.h"
@@ -68,7 +69,7 @@ static void usage(FILE *out)
         "  --kv-horizon N          dynamic: KV positions the first plan reserves (default 128)\n"
         "  --show-placement        print the placement\n"
         " run and output:\n"
-        "  --tokens N              tokens to generate (default 256)\n"
+        "  --tokens N, --n-predict N  tokens to generate (default 256)\n"
         "  --seed S                jitter and speculation seed (default 1)\n"
         "  --csv FILE              per-token latency\n"
         "  --json FILE             summary (stdout when absent)\n"
@@ -128,7 +129,8 @@ static const struct option lo[] = {
     {"policy", 1, 0, O_POLICY}, {"engine-placement", 1, 0, O_EPLACE},
     {"speculate", 1, 0, O_SPEC}, {"replan-at", 1, 0, O_REPLAN},
     {"kv-horizon", 1, 0, O_HORIZON}, {"show-placement", 0, 0, O_SHOW},
-    {"tokens", 1, 0, O_TOKENS}, {"seed", 1, 0, O_SEED}, {"csv", 1, 0, O_CSV},
+    {"tokens", 1, 0, O_TOKENS}, {"n-predict", 1, 0, O_TOKENS}, {"seed", 1, 0, O_SEED},
+    {"csv", 1, 0, O_CSV},
     {"json", 1, 0, O_JSON}, {"trace", 1, 0, O_TRACE}, {"solve", 0, 0, O_SOLVE},
     {"solve-pos", 1, 0, O_SPOS}, {"solve-limit", 1, 0, O_SLIMIT},
     {"calibrate", 1, 0, O_CAL}, {"predict", 1, 0, O_PRED},
@@ -533,6 +535,10 @@ static int run_sim(const SimArgs *a, const ModelConfig *c, const SimCluster *cl,
 
 int main(int argc, char **argv)
 {
+    if (app_wants_version(argc, argv)) {
+        app_version(stdout, "headsplit-sim");
+        return 0;
+    }
     SimArgs a;
     char err[1024] = "";
     int prc = parse_args(&a, argc, argv, err, sizeof err);

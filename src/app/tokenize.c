@@ -8,6 +8,7 @@
  *   ("-": standard input) and prints one JSON list per line.
  *   headsplit-tokenize --tokenizer tokenizer.json --save-h5 OUT.h5   writes the tokenizer alone
  *   as the /tokenizer group of a new HDF5 file (readable with --model). */
+#include "version.h"
 #include "h5io.h"
 #include "tokenizer.h"
 #include "util.h"
@@ -141,6 +142,10 @@ static int encode_batch(const Tokenizer *tok, const char *path, int hex, int add
 
 int main(int argc, char **argv)
 {
+    if (app_wants_version(argc, argv)) {
+        app_version(stdout, "headsplit-tokenize");
+        return 0;
+    }
     const char *model = NULL, *tokfile = NULL, *batch = NULL, *save = NULL;
     int decode = 0, first = -1, add_special = 1, hex = 0;
     for (int i = 1; i < argc; i++) {

@@ -65,6 +65,11 @@ int writer_put_tensor(ModelWriter *w, const char *path, int rank, const uint64_t
                       const float *data, char *err, size_t errlen);
 /* Writes /tokenizer. */
 int writer_put_tokenizer(ModelWriter *w, const Tokenizer *t, char *err, size_t errlen);
+/* The model's chat template (HF tokenizer_config.json chat_template, GGUF
+ * tokenizer.chat_template) as /tokenizer attribute chat_template, which --chat and --serve
+ * recognise by family; len bytes, not NUL-terminated; nothing when tmpl is NULL or empty. */
+int writer_put_chat_template(ModelWriter *w, const char *tmpl, size_t len, char *err,
+                             size_t errlen);
 /* Closes the file and renames it to its final name; 0 or -1 (the partial file is removed). */
 int writer_finish_file(ModelWriter *w, char *err, size_t errlen);
 /* Closes and removes the partial file (safe on a writer that never opened). */

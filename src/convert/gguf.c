@@ -484,6 +484,14 @@ int convert_from_gguf(const char *path, const char *out, ConvertStats *stats, ch
         goto fail;
     if (writer_put_tokenizer(&w, tok, err, errlen) < 0)
         goto fail;
+    {
+        const char *ct;
+        size_t ctl;
+        char cerr[256];
+        if (gguf_get_string(g, "tokenizer.chat_template", &ct, &ctl, cerr, sizeof cerr) == 1 &&
+            writer_put_chat_template(&w, ct, ctl, err, errlen) < 0)
+            goto fail;
+    }
     if (stats) {
         stats->config = c;
         stats->n_tensors = w.n_tensors;

@@ -597,6 +597,31 @@ static int hf_gpt2(HfRun *r, const ModelConfig *c)
 
 #undef DST
 
+/* tokenizer_config.json's chat_template in dir: a string, or a list of {name, template} of
+ * which "default" (else the first) is taken; NULL when absent (malloc'ed). */
+static char *hf_chat_template(const char *dir)
+{
+    size_t n = strlen(dir) + 32;
+    char *path = xmalloc(n);
+    snprintf(path, n, "%s/tokenizer_config.json", dir);
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    free(path);
+    const json_t *t = root ? json_object_get(root, "chat_template") : NULL;
+    if (json_is_array(t)) {
+        const json_t *pick = NULL;
+        for (size_t i = 0; i < json_array_size(t); i++) {
+            const json_t *e = json_array_get(t, i);
+            if (!pick || json_equal(json_object_get(e, "name"), json_string("default")))
+                pick = e;
+        }
+        t = pick ? json_object_get(pick, "template") : NULL;
+    }
+    char *s = json_is_string(t) ? xstrdup(json_string_value(t)) : NULL;
+    json_decref(root);
+    return s;
+}
+
 int convert_from_hf(const char *dir, const char *out, const char *quantize, ConvertStats *stats,
                     char *err, size_t errlen)
 {
@@ -634,6 +659,13 @@ int convert_from_hf_tok(const char *dir, const char *tokenizer, const char *out,
     if ((c.arch == ARCH_LLAMA ? hf_llama(&r, &c) : hf_gpt2(&r, &c)) < 0 ||
         writer_put_tokenizer(&w, tok, err, errlen) < 0)
         goto fail;
+    {
+        char *ct = hf_chat_template(dir);
+        int crc = ct ? writer_put_chat_template(&w, ct, strlen(ct), err, errlen) : 0;
+        free(ct);
+        if (crc < 0)
+            goto fail;
+    }
     if (stats) {
         stats->config = c;
         stats->n_tensors = w.n_tensors;

@@ -304,6 +304,24 @@ int writer_put_tokenizer(ModelWriter *w, const Tokenizer *t, char *err, size_t e
     return 0;
 }
 
+int writer_put_chat_template(ModelWriter *w, const char *tmpl, size_t len, char *err,
+                             size_t errlen)
+{
+    if (!tmpl || !len)
+        return 0;
+    char *s = xmalloc(len + 1);
+    memcpy(s, tmpl, len);
+    s[len] = '\0';
+    int rc = 0;
+    hid_t g = H5Gopen2(w->file, "/tokenizer", H5P_DEFAULT);
+    if (g < 0 || h5io_attr_write_string(g, "chat_template", s) < 0)
+        rc = util_err(err, errlen, "%s: tokenizer: cannot write chat_template", w->out_path);
+    if (g >= 0)
+        H5Gclose(g);
+    free(s);
+    return rc;
+}
+
 int writer_finish_file(ModelWriter *w, char *err, size_t errlen)
 {
     int rc = 0;

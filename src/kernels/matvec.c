@@ -21,8 +21,14 @@
 #include <cblas.h>
 #endif
 
-#if defined(__AVX512F__) || defined(__AVX2__)
+/* x86: the AVX-512 and AVX2 paths are compiled in every build (target attributes), so a
+ * portable build (-DHEADSPLIT_NATIVE=OFF) chooses among them at run time by cpuid; a native
+ * build calls the one its -march allows.  All paths give the same bits. */
+#if defined(__x86_64__) || defined(__i386__)
+#define MV_X86 1
 #include <immintrin.h>
+#define MV_T512 __attribute__((target("avx512f"), unused))
+#define MV_T256 __attribute__((target("avx2"), unused))
 #endif
 
 #define MV_LANES 32
@@ -135,7 +141,7 @@ void kernels_matvec_portable(float *y, const float *w, const float *x, int n, in
     }
 }
 
-#if defined(__AVX512F__)
+#if defined(MV_X86)
 
 /* ---- AVX-512: lanes 0..15 in the first register, 16..31 in the second ---- */
 
@@ -143,7 +149,7 @@ void kernels_matvec_portable(float *y, const float *w, const float *x, int n, in
  * ~0.9 of a plain read's bandwidth on Zen 5; four reach ~0.83 (bench/matvec_bench.c). */
 #define MV_ROWS 8
 
-static inline float mv_reduce512(__m512 a0, __m512 a1)
+static inline MV_T512 float mv_reduce512(__m512 a0, __m512 a1)
 {
     __m512 s = _mm512_add_ps(a0, a1); /* h = 16 */
     __m256 lo = _mm512_castps512_ps256(s);
@@ -169,8 +175,8 @@ static inline float mv_reduce512(__m512 a0, __m512 a1)
         a1 = _mm512_add_ps(a1, _mm512_mul_ps(_mm512_maskz_loadu_ps(m1, (wr) + (j) + 16), x1)); \
     } while (0)
 
-static void matvec_own(float *restrict y, const float *restrict w, const float *restrict x,
-                       int n, int d, size_t ld)
+static MV_T512 void matvec_512(float *restrict y, const float *restrict w,
+                               const float *restrict x, int n, int d, size_t ld)
 {
     const int nb = n & ~(MV_LANES - 1);
     const int rem = n - nb;
@@ -213,15 +219,12 @@ static void matvec_own(float *restrict y, const float *restrict w, const float *
     }
 }
 
-#elif defined(__AVX2__)
-
 /* ---- AVX2: lanes 0..7, 8..15, 16..23, 24..31 in four registers ---- */
 
 /* Rows per pass: as on AVX-512, eight row streams beat two (0.5 -> ~0.8 of a plain read); the
  * 32 accumulators partly live in L1, which costs nothing next to the memory stream. */
-#define MV_ROWS 8
 
-static inline float mv_reduce256(__m256 a0, __m256 a1, __m256 a2, __m256 a3)
+static inline MV_T256 float mv_reduce256(__m256 a0, __m256 a1, __m256 a2, __m256 a3)
 {
     __m256 b0 = _mm256_add_ps(a0, a2); /* h = 16, lanes 0..7 */
     __m256 b1 = _mm256_add_ps(a1, a3); /* h = 16, lanes 8..15 */
@@ -247,8 +250,8 @@ static inline float mv_reduce256(__m256 a0, __m256 a1, __m256 a2, __m256 a3)
                 a[q_], _mm256_mul_ps(_mm256_maskload_ps((wr) + (j) + 8 * q_, mk[q_]), xv[q_])); \
     } while (0)
 
-static void matvec_own(float *restrict y, const float *restrict w, const float *restrict x,
-                       int n, int d, size_t ld)
+static MV_T256 void matvec_256(float *restrict y, const float *restrict w,
+                               const float *restrict x, int n, int d, size_t ld)
 {
     const int nb = n & ~(MV_LANES - 1);
     const int rem = n - nb;
@@ -298,15 +301,45 @@ static void matvec_own(float *restrict y, const float *restrict w, const float *
     }
 }
 
-#else
+#endif
 
+/* The fastest path this CPU has: fixed at compile time in a native build, by cpuid in a
+ * portable one. */
 static void matvec_own(float *restrict y, const float *restrict w, const float *restrict x,
                        int n, int d, size_t ld)
 {
+#if defined(__AVX512F__)
+    matvec_512(y, w, x, n, d, ld);
+#elif defined(__AVX2__)
+    matvec_256(y, w, x, n, d, ld);
+#elif defined(MV_X86)
+    if (__builtin_cpu_supports("avx512f"))
+        matvec_512(y, w, x, n, d, ld);
+    else if (__builtin_cpu_supports("avx2"))
+        matvec_256(y, w, x, n, d, ld);
+    else
+        kernels_matvec_portable(y, w, x, n, d, ld);
+#else
     kernels_matvec_portable(y, w, x, n, d, ld);
+#endif
 }
 
+const char *kernels_matvec_path(void)
+{
+#if defined(__AVX512F__)
+    return "avx512 (native)";
+#elif defined(__AVX2__)
+    return "avx2 (native)";
+#elif defined(MV_X86)
+    return __builtin_cpu_supports("avx512f") ? "avx512 (chosen at run time)"
+           : __builtin_cpu_supports("avx2")  ? "avx2 (chosen at run time)"
+                                             : "portable C (chosen at run time)";
+#elif defined(__ARM_NEON)
+    return "neon (portable C vectors)";
+#else
+    return "portable C vectors";
 #endif
+}
 
 /* OpenBLAS sgemv: fast, but its summation order may depend on d and on the slice, so the
  * row-slice bit-identity promised by kernels.h holds only for the own kernel. */
@@ -326,10 +359,27 @@ static void matvec_blas(float *y, const float *w, const float *x, int n, int d, 
 #endif
 }
 
-/* y[d] = W x by the own kernel, whatever the switch says; rows ld floats apart. */
+/* A matrix-vector job for the pool: rows [lo, hi) of y = W x. */
+typedef struct {
+    float *y;
+    const float *w, *x;
+    int n;
+    size_t ld;
+} MvJob;
+
+static void mv_rows(void *arg, int lo, int hi)
+{
+    const MvJob *j = arg;
+    matvec_own(j->y + lo, j->w + (size_t)lo * j->ld, j->x, j->n, hi - lo, j->ld);
+}
+
+/* y[d] = W x by the own kernel, whatever the switch says; rows ld floats apart.  Rows are
+ * split over the kernel threads; each row's order depends only on n, so any split gives
+ * the same bits. */
 void kernels_matvec_own(float *y, const float *w, const float *x, int n, int d, size_t ld)
 {
-    matvec_own(y, w, x, n, d, ld);
+    MvJob j = {y, w, x, n, ld};
+    kernels_parallel_rows(mv_rows, &j, d, (long long)n * d);
 }
 
 /* y[d] = W x by the selected implementation; rows ld floats apart. */
@@ -338,7 +388,7 @@ void kernels_matvec_ld(float *y, const float *w, const float *x, int n, int d, s
     if (matvec_impl == MATVEC_BLAS)
         matvec_blas(y, w, x, n, d, ld);
     else
-        matvec_own(y, w, x, n, d, ld);
+        kernels_matvec_own(y, w, x, n, d, ld);
 }
 
 /* y[d] = W x for a contiguous W[d][n] by the selected implementation. */

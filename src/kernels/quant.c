@@ -121,6 +121,28 @@ float quant_vec_dot(QType t, const void *w_row, const void *x_act, int64_t n)
     return quant_dot_row(t, w_row, x_act, n);
 }
 
+/* One thread's rows [lo, hi) of quant_matvec. */
+typedef struct {
+    float *y;
+    const void *w;
+    QType t;
+    size_t row_stride;
+    const void *x_act;
+    int64_t n;
+} QmvJob;
+
+static void quant_matvec_rows(float *y, const void *w, QType t, size_t row_stride,
+                              const void *x_act, int64_t n, int d);
+
+static void qmv_rows(void *arg, int lo, int hi)
+{
+    const QmvJob *j = arg;
+    quant_matvec_rows(j->y + lo, (const char *)j->w + (size_t)lo * j->row_stride, j->t,
+                      j->row_stride, j->x_act, j->n, hi - lo);
+}
+
+/* Rows are split over the kernel threads (kernels_parallel_rows); each row's dot product
+ * is computed whole, so the split changes no bit. */
 void quant_matvec(float *y, const void *w, QType t, size_t row_stride, const void *x_act,
                   int64_t n, int d)
 {
@@ -132,6 +154,13 @@ void quant_matvec(float *y, const void *w, QType t, size_t row_stride, const voi
         kernels_matvec_own(y, w, x_act, (int)n, d, row_stride / sizeof(float));
         return;
     }
+    QmvJob j = {y, w, t, row_stride, x_act, n};
+    kernels_parallel_rows(qmv_rows, &j, d, (long long)n * d);
+}
+
+static void quant_matvec_rows(float *y, const void *w, QType t, size_t row_stride,
+                              const void *x_act, int64_t n, int d)
+{
 #if defined(QUANT_HAVE_AVX2)
     const QuantPath p = quant_best_path();
     if (quant_x86_matvec(p == QUANT_PATH_VNNI, t, y, w, row_stride, x_act, n, d))

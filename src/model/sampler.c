@@ -1,4 +1,4 @@
-/* sampler.c: greedy, temperature and top-p sampling. */
+/* sampler.c: greedy, temperature, top-k, min-p and top-p sampling; the repeat penalty. */
 #include "sampler.h"
 
 #include "kernels.h"
@@ -18,6 +18,31 @@ void sampler_init(Sampler *s, int vocab, float temperature, float top_p, uint64_
     s->rng = seed;
     s->vocab = vocab;
     s->cand = xmalloc((size_t)vocab * sizeof *s->cand);
+    s->top_k = 0;
+    s->min_p = 0;
+}
+
+void sampler_set_filters(Sampler *s, int top_k, float min_p)
+{
+    s->top_k = top_k;
+    s->min_p = min_p;
+}
+
+void sampler_penalize(float *logits, int vocab, const int *recent, int n, float penalty)
+{
+    if (penalty == 1.0f || n <= 0)
+        return;
+    for (int i = 0; i < n; i++) {
+        int id = recent[i];
+        if (id < 0 || id >= vocab)
+            continue;
+        int seen = 0; /* each distinct id once, as llama.cpp counts them */
+        for (int j = 0; j < i && !seen; j++)
+            seen = recent[j] == id;
+        if (seen)
+            continue;
+        logits[id] = logits[id] > 0 ? logits[id] / penalty : logits[id] * penalty;
+    }
 }
 
 void sampler_free(Sampler *s)
@@ -46,7 +71,8 @@ int sampler_sample(Sampler *s, float *logits)
         logits[i] /= s->temperature;
     kernels_softmax(logits, n);
     float r = rng_float(&s->rng);
-    if (s->top_p <= 0 || s->top_p >= 1) {
+    const int filtered = s->top_k > 0 || s->min_p > 0;
+    if (!filtered && (s->top_p <= 0 || s->top_p >= 1)) {
         float cdf = 0;
         for (int i = 0; i < n; i++) {
             cdf += logits[i];
@@ -59,11 +85,29 @@ int sampler_sample(Sampler *s, float *logits)
     for (int i = 0; i < n; i++)
         s->cand[i] = (struct SamplerCand){logits[i], i};
     qsort(s->cand, (size_t)n, sizeof *s->cand, cmp_prob_desc);
+    int keep = n;
+    float total = 1.0f;
+    if (filtered) {
+        /* top-k, then min-p relative to the most likely; top-p over the mass left */
+        if (s->top_k > 0 && s->top_k < keep)
+            keep = s->top_k;
+        if (s->min_p > 0) {
+            const float floor_p = s->min_p * s->cand[0].p;
+            int k = 1;
+            while (k < keep && s->cand[k].p >= floor_p)
+                k++;
+            keep = k;
+        }
+        total = 0;
+        for (int i = 0; i < keep; i++)
+            total += s->cand[i].p;
+    }
+    const float top_p = s->top_p > 0 && s->top_p < 1 ? s->top_p : 1.0f;
     float mass = 0;
-    int last = n - 1;
-    for (int i = 0; i < n; i++) {
+    int last = keep - 1;
+    for (int i = 0; i < keep; i++) {
         mass += s->cand[i].p;
-        if (mass >= s->top_p) {
+        if (mass >= top_p * total) {
             last = i;
             break;
         }

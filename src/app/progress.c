@@ -1,0 +1,118 @@
+/* progress.c: the progress bar of progress.h, a thread sampling /proc/self/io. */
+#include "progress.h"
+
+#include "util.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+struct Progress {
+    char label[128];
+    uint64_t total, base;
+    int writes;
+    double t0;
+    pthread_t tid;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop;
+};
+
+/* rchar or wchar of this process (bytes through read/write calls), or -1. */
+static int64_t io_bytes(int writes)
+{
+    FILE *f = fopen("/proc/self/io", "r");
+    if (!f)
+        return -1;
+    char line[128];
+    int64_t v = -1;
+    const char *key = writes ? "wchar:" : "rchar:";
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, key, 6) == 0)
+            v = strtoll(line + 6, NULL, 10);
+    fclose(f);
+    return v;
+}
+
+static void progress_draw(Progress *p, int final)
+{
+    int64_t now = io_bytes(p->writes);
+    uint64_t done = now > 0 && (uint64_t)now > p->base ? (uint64_t)now - p->base : 0;
+    if (p->total && done > p->total)
+        done = p->total;
+    double dt = time_now() - p->t0;
+    double rate = dt > 0 ? done / dt : 0;
+    char bar[32] = "";
+    if (p->total) {
+        int fill = (int)(20.0 * (double)done / (double)p->total);
+        for (int i = 0; i < 20; i++)
+            bar[i] = i < fill ? '#' : '.';
+        bar[20] = '\0';
+        fprintf(stderr, "\r%s: [%s] %6.2f / %.2f GB  %6.1f MB/s%s", p->label, bar, done / 1e9,
+                p->total / 1e9, rate / 1e6, final ? "\n" : "  ");
+    } else {
+        fprintf(stderr, "\r%s: %6.2f GB  %6.1f MB/s%s", p->label, done / 1e9, rate / 1e6,
+                final ? "\n" : "  ");
+    }
+    fflush(stderr);
+}
+
+static void *progress_main(void *arg)
+{
+    Progress *p = arg;
+    pthread_mutex_lock(&p->mu);
+    while (!p->stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 250000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+        if (!p->stop)
+            progress_draw(p, 0);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+Progress *progress_start(const char *label, uint64_t total, int writes)
+{
+    if (!isatty(STDERR_FILENO))
+        return NULL;
+    int64_t base = io_bytes(writes);
+    if (base < 0)
+        return NULL;
+    Progress *p = xcalloc(1, sizeof *p);
+    snprintf(p->label, sizeof p->label, "%s", label);
+    p->total = total;
+    p->writes = writes;
+    p->base = (uint64_t)base;
+    p->t0 = time_now();
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    if (pthread_create(&p->tid, NULL, progress_main, p) != 0) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+void progress_stop(Progress *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    pthread_join(p->tid, NULL);
+    progress_draw(p, 1);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    free(p);
+}

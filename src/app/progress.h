@@ -1,0 +1,18 @@
+/* progress.h: a progress bar on stderr for long reads and writes (loading a model, converting
+ * one), drawn only when stderr is a terminal.  It watches the process's own I/O counters
+ * (/proc/self/io), so the code doing the I/O needs no hooks. */
+#ifndef HEADSPLIT_APP_PROGRESS_H
+#define HEADSPLIT_APP_PROGRESS_H
+
+#include <stdint.h>
+
+typedef struct Progress Progress;
+
+/* Starts drawing "label: bytes [of total] rate" every quarter second; total 0 when unknown;
+ * writes: count bytes written instead of read.  NULL (nothing drawn) when stderr is not a
+ * terminal or the counters cannot be read. */
+Progress *progress_start(const char *label, uint64_t total, int writes);
+/* Draws the last figures, ends the line and frees p (NULL is fine). */
+void progress_stop(Progress *p);
+
+#endif

@@ -1,0 +1,237 @@
+/* session.c: generations that continue one another (--chat, --serve).  The controller keeps
+ * the token ids its KV caches hold; a new request is the whole conversation rendered by the
+ * chat template, and only what follows the longest prefix already processed is run (a chat
+ * turn processes its new tokens only; positions past the prefix are overwritten, and a
+ * position's attention reads only earlier ones, so the results equal a fresh run's).
+ * Between generations the workers wait in a control broadcast without a deadline. */
+#include "headsplit.h"
+
+#include "h5io.h"
+#include "util.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+int session_choose_template(Run *run, char *err, size_t errlen)
+{
+    const Options *o = &run->o;
+    if (o->chat_template) {
+        run->have_tmpl = chat_template_parse(o->chat_template, &run->tmpl, err, errlen) == 0;
+    } else {
+        /* The template stored with the model at conversion (HF chat_template, GGUF
+         * tokenizer.chat_template), recognised by its family's markers. */
+        size_t cap = 1 << 16;
+        char *jinja = xmalloc(cap), aerr[256];
+        if (H5Aexists_by_name(run->file, "/tokenizer", "chat_template", H5P_DEFAULT) > 0 &&
+            h5io_attr_read_string(run->file, "/tokenizer", "chat_template", jinja, cap, o->model, aerr,
+                                  sizeof aerr) == 0)
+            run->have_tmpl = chat_template_detect(jinja, &run->tmpl) == 0;
+        free(jinja);
+        if (!run->have_tmpl && (o->chat || o->serve))
+            return util_err(err, errlen, "%s: no recognised chat template stored with the "
+                            "model; give --chat-template NAME (zephyr, tinyllama, llama2, "
+                            "llama3, chatml, phi3, gemma)", o->model);
+    }
+    if (run->have_tmpl)
+        run->tmpl_stop = chat_template_stop(run->tmpl);
+    return run->have_tmpl || !o->chat_template ? 0 : -1;
+}
+
+void session_gen_options(const Run *run, GenOptions *g)
+{
+    const Options *o = &run->o;
+    memset(g, 0, sizeof *g);
+    g->prompt = o->prompt;
+    g->steps = o->steps;
+    g->temperature = o->temperature;
+    g->top_p = o->top_p;
+    g->seed = o->seed;
+    g->model_path = o->model;
+    g->n_predict = o->n_predict;
+    g->ctx = run->kv_cap;
+    g->top_k = o->top_k;
+    g->min_p = o->min_p;
+    g->repeat_penalty = o->repeat_penalty;
+    g->repeat_last_n = o->repeat_last_n;
+    g->stops = o->stops;
+    g->n_stops = o->n_stops;
+    g->special = !o->no_special;
+}
+
+/* The control word of the session: 1 a generation follows, 0 the session ends. */
+static void session_word(Run *run, int word)
+{
+    transport_bcast_all(&run->cm, &word, sizeof word);
+}
+
+int session_generate(Run *run, const char *text, GenOptions *g, GenResult *res, char *err,
+                     size_t errlen)
+{
+    int *ids = NULL;
+    size_t n = 0;
+    int rc = g->special ? tokenizer_encode_special(run->tok, text, strlen(text), &ids, &n, err,
+                                                   errlen)
+                        : tokenizer_encode(run->tok, text, strlen(text), &ids, &n, err, errlen);
+    if (rc < 0)
+        return -1;
+    if (n == 0) {
+        free(ids);
+        return util_err(err, errlen, "the prompt encodes to no tokens");
+    }
+    /* The longest prefix already in the KV caches; at least one token is run. */
+    int common = 0;
+    while (common < run->n_hist && common < (int)n && run->hist[common] == ids[common])
+        common++;
+    if (common == (int)n)
+        common--;
+    g->prompt_ids = ids + common;
+    g->n_prompt_ids = (int)n - common;
+    g->start_pos = common;
+    g->ctx = run->kv_cap;
+    if (!g->steps || g->steps > run->kv_cap)
+        g->steps = run->kv_cap;
+    if (run->distributed)
+        session_word(run, 1);
+    LayerBackend be = run->distributed ? dist_backend(run->dist)
+                                       : local_model_backend(run->local);
+    rc = generate_run(&run->cfg, run->tok, &run->head, &be, g, res, err, errlen);
+    if (run->distributed)
+        dist_controller_stop(run->dist);
+    /* What the KV caches now hold: the prefix, then every token fed. */
+    int held = common + res->n_forward;
+    if (held > run->hist_cap) {
+        run->hist_cap = held * 2 + 64;
+        run->hist = xrealloc(run->hist, (size_t)run->hist_cap * sizeof(int));
+    }
+    if (common > run->n_hist) /* cannot happen: common <= n_hist */
+        common = run->n_hist;
+    if (common > 0)
+        memcpy(run->hist, ids, (size_t)common * sizeof(int));
+    if (res->n_forward > 0) /* none after an error before the first position */
+        memcpy(run->hist + common, res->tokens, (size_t)res->n_forward * sizeof(int));
+    run->n_hist = held;
+    free(ids);
+    g->prompt_ids = NULL;
+    return rc;
+}
+
+void session_end(Run *run)
+{
+    if (run->distributed)
+        session_word(run, 0);
+}
+
+int session_worker(Run *run)
+{
+    signal(SIGINT, SIG_IGN); /* Ctrl-C is the controller's: it stops a reply, not a worker */
+    for (;;) {
+        int word = 0;
+        transport_bcast_all(&run->cm, &word, sizeof word);
+        if (!word)
+            return 0;
+        dist_worker_loop(run->dist);
+    }
+}
+
+static volatile int chat_cancel;
+
+static void chat_on_sigint(int sig)
+{
+    (void)sig;
+    chat_cancel = 1;
+}
+
+/* Removes trailing white space (the reply as stored in the conversation). */
+static void rstrip(char *s)
+{
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == '\t'))
+        s[--n] = '\0';
+}
+
+int session_chat(Run *run)
+{
+    const Options *o = &run->o;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = chat_on_sigint;
+    sa.sa_flags = SA_RESTART; /* a Ctrl-C at the prompt does not end the chat */
+    sigaction(SIGINT, &sa, NULL);
+    int cap = 16, n = 0, rc = 0;
+    ChatMessage *msgs = xmalloc((size_t)cap * sizeof *msgs);
+    char **owned = xmalloc((size_t)cap * sizeof *owned);
+    if (o->system_prompt) {
+        msgs[n] = (ChatMessage){"system", o->system_prompt};
+        owned[n++] = NULL;
+    }
+    const char *stops[17];
+    int n_stops = 0;
+    stops[n_stops++] = run->tmpl_stop;
+    for (int i = 0; i < o->n_stops; i++)
+        stops[n_stops++] = o->stops[i];
+    fprintf(stderr, "headsplit: chat (%s template); /exit or end of input ends it, Ctrl-C "
+            "stops a reply\n", chat_template_name(run->tmpl));
+    char *line = NULL;
+    size_t lcap = 0;
+    for (;;) {
+        fputs("> ", stdout);
+        fflush(stdout);
+        ssize_t got = getline(&line, &lcap, stdin);
+        if (got < 0)
+            break;
+        rstrip(line);
+        if (strcmp(line, "/exit") == 0)
+            break;
+        if (!line[0])
+            continue;
+        if (n + 2 > cap) {
+            cap *= 2;
+            msgs = xrealloc(msgs, (size_t)cap * sizeof *msgs);
+            owned = xrealloc(owned, (size_t)cap * sizeof *owned);
+        }
+        owned[n] = xstrdup(line);
+        msgs[n] = (ChatMessage){"user", owned[n]};
+        n++;
+        char err[1024] = "";
+        char *text = chat_format(run->tmpl, msgs, n, 1, err, sizeof err);
+        GenOptions g;
+        session_gen_options(run, &g);
+        g.stream = stdout;
+        g.no_echo = 1;
+        g.stops = stops;
+        g.n_stops = n_stops;
+        g.cancel = &chat_cancel;
+        g.steps = 0; /* up to the context, or -n per reply */
+        chat_cancel = 0;
+        generate_result_free(&run->res);
+        if (!text || session_generate(run, text, &g, &run->res, err, sizeof err) < 0) {
+            fprintf(stderr, "\nheadsplit: error: %s\n", err);
+            free(text);
+            rc = 1;
+            break;
+        }
+        free(text);
+        fputc('\n', stdout);
+        if (chat_cancel)
+            fputs("[stopped]\n", stdout);
+        fflush(stdout);
+        char *reply = xstrdup(run->res.gen_text ? run->res.gen_text : "");
+        rstrip(reply);
+        owned[n] = reply;
+        msgs[n] = (ChatMessage){"assistant", reply};
+        n++;
+        if (!strcmp(run->res.stopped_by, "context")) {
+            fprintf(stderr, "headsplit: the conversation fills the context (%d positions)\n",
+                    run->kv_cap);
+            break;
+        }
+    }
+    free(line);
+    for (int i = 0; i < n; i++)
+        free(owned[i]);
+    free(owned);
+    free(msgs);
+    session_end(run);
+    return rc;
+}
