@@ -458,7 +458,7 @@ static void test_simd_equals_ref(void **state)
         }
         assert_memory_equal(wq, wr, rb * d);
         quant_quantize_act(xa, x, t, n);
-        quant_quantize_row_ref(xr, x, vt, n);
+        quant_quantize_act_ref(xr, x, t, n);
         assert_memory_equal(xa, xr, quant_row_bytes(vt, n));
         float *y = xmalloc((size_t)n * sizeof *y), *yr = xmalloc((size_t)n * sizeof *yr);
         quant_dequantize_row(y, wq, t, n);
