@@ -45,7 +45,8 @@ const char *kernels_matvec_path(void);
 void kernels_matvec_portable(float *y, const float *w, const float *x, int n, int d,
                              size_t ld);
 
-/* out = x / sqrt(mean(x^2) + eps) * w */
+/* out = x / sqrt(mean(x^2) + eps) * w, as llama.cpp's CPU backend computes it (squares summed
+ * in double, (x * scale) * w). */
 void kernels_rmsnorm(float *out, const float *x, const float *w, float eps, int n);
 void kernels_rmsnorm_ref(float *out, const float *x, const float *w, float eps, int n);
 /* out = (x - mean) / sqrt(var + eps) * w + b, biased variance */
@@ -54,7 +55,8 @@ void kernels_layernorm_ref(float *out, const float *x, const float *w, const flo
                            int n);
 
 /* Rotates n_heads heads of head_dim floats in place at position pos.
- * interleaved: pairs (2i, 2i+1), freq = theta^(-2i/hd); half: pairs (i, i+hd/2), same freqs. */
+ * interleaved: pairs (2i, 2i+1), freq = theta^(-2i/hd); half: pairs (i, i+hd/2), same freqs.
+ * Angles and rotation as ggml's rope (pos * theta_scale^i by repeated multiplication, FMA). */
 void kernels_rope(float *x, int n_heads, int head_dim, int pos, float theta, int interleaved);
 void kernels_rope_ref(float *x, int n_heads, int head_dim, int pos, float theta, int interleaved);
 /* kernels_rope with frequency i divided by factors[i] (head_dim / 2 of them: Llama 3.1 RoPE
@@ -66,7 +68,7 @@ void kernels_rope_factors(float *x, int n_heads, int head_dim, int pos, float th
 void kernels_softmax(float *x, int n);
 void kernels_softmax_ref(float *x, int n);
 
-/* gate[i] = silu(gate[i]) * up[i] */
+/* gate[i] = silu(gate[i]) * up[i], silu by ggml's vectorised expf (AVX2 build), bit for bit */
 void kernels_swiglu(float *gate, const float *up, int n);
 void kernels_swiglu_ref(float *gate, const float *up, int n);
 /* x[i] = 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))) */
@@ -78,7 +80,8 @@ void kernels_add(float *y, const float *x, int n);
 
 /* Attention of n_q query heads sharing one KV group over positions 0..n_pos-1.
  * q: [n_q][hd]; k_cache, v_cache: [n_pos][hd] (row stride hd); out: [n_q][hd];
- * scratch: at least n_pos floats.  Scores are scaled by 1/sqrt(hd). */
+ * scratch: at least n_pos floats.  Scores are scaled by 1/sqrt(hd).  llama.cpp's arithmetic
+ * (F32 KV cache, no flash attention): ggml_vec_dot_f32 orders, ggml's softmax. */
 void kernels_attention(float *out, const float *q, const float *k_cache, const float *v_cache,
                        float *scratch, int n_q, int head_dim, int n_pos);
 void kernels_attention_ref(float *out, const float *q, const float *k_cache,

@@ -60,9 +60,12 @@ void quant_dequantize_row_ref(float *y, const void *x, QType t, int64_t n);
 void quant_quantize_row(void *y, const float *x, QType t, int64_t n);
 void quant_quantize_row_ref(void *y, const float *x, QType t, int64_t n);
 
-/* The activation x[n] in the vec-dot type of weight type t: out must hold
- * quant_row_bytes(quant_vec_dot_type(t), n) bytes. */
+/* The activation x[n] in the vec-dot type of weight type t, block for block what llama.cpp's
+ * x86 CPU backend feeds its dot products (for Q8_0 and Q8_1: id = 127 / amax, rounded half
+ * to even, not quant_quantize_row's reference rounding; Q8_K, F16, BF16 as
+ * quant_quantize_row): out must hold quant_row_bytes(quant_vec_dot_type(t), n) bytes. */
 void quant_quantize_act(void *out, const float *x, QType t, int64_t n);
+void quant_quantize_act_ref(void *out, const float *x, QType t, int64_t n);
 
 /* Dot product of one weight row of type t with an activation already in its vec-dot type. */
 float quant_vec_dot(QType t, const void *w_row, const void *x_act, int64_t n);

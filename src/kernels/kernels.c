@@ -5,22 +5,158 @@
 #include "kernels.h"
 
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #define GELU_TWO_OVER_PI ((float)(2.0 / 3.14159265358979323846))
 #define ROPE_CHUNK 64 /* rotation pairs whose cos/sin are computed once for all heads */
 
-/* out = x / sqrt(mean(x^2) + eps) * w, in run.c's order: w[j] * (inv * x[j]). */
+/* ---------------------------------------------------------------- ggml's float arithmetic
+ * llama.cpp's CPU backend (ggml-cpu, built for x86 with AVX-512) computes the attention
+ * softmax and SiLU with its own vectorised expf (ggml_v_expf) and sums the softmax in
+ * double, one 16-lane vector at a time.  Every operation below is a lane-wise IEEE operation
+ * (fmaf is one rounding, as the vector FMA), so these scalar loops give its bits exactly on
+ * every CPU (fmaf is a libm call where the CPU has no FMA: slower, same bits). */
+#ifndef KERNELS_GGML_LANES
+#define KERNELS_GGML_LANES 8 /* ggml's F32 vector width on the reference build (AVX-512) */
+#endif
+
+static inline uint32_t f2u(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float u2f(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* ggml_v_expf: n = round(x / ln 2) by the 1.5 * 2^23 shift, b = x - n ln 2 in two FMA steps,
+ * exp(b) - 1 by a degree-5 polynomial; then scaled by 2^n. */
+static inline float ggml_expf(float x)
+{
+    const float r = 0x1.8p23f;
+    const float z = fmaf(x, 0x1.715476p+0f, r);
+    const float n = z - r;
+    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+    const float u = b * b;
+#if KERNELS_GGML_LANES == 16
+    /* AVX-512: j = exp(b) by the polynomial, result = scalef(j, n) = j * 2^n. */
+    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
+                              fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                         u, fmaf(0x1.ffffecp-1f, b, 1.0f));
+    if (fabsf(n) > 192.0f)
+        return n <= 0.0f ? 0.0f : INFINITY;
+    return ldexpf(j, (int)n);
+#else
+    /* AVX2: j = exp(b) - 1, k = 2^n built in the exponent bits, result = k + k j. */
+    const uint32_t e = f2u(z) << 23;
+    const float k = u2f(e + f2u(1.0f));
+    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
+                              fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                         u, 0x1.ffffecp-1f * b);
+    if (!(fabsf(n) > 126.0f))
+        return fmaf(k, j, k);
+    const uint32_t g = n <= 0.0f ? 0x82000000u : 0u;
+    const float s1 = u2f(g + 0x7f000000u), s2 = u2f(e - g);
+    if (fabsf(n) > 192.0f)
+        return s1 * s1;
+    return fmaf(s2, j, s2) * s1;
+#endif
+}
+
+/* The horizontal sum of one vector of KERNELS_GGML_LANES floats as ggml reduces it (halves
+ * added pairwise down to 4 lanes, then (l0 + l2) + (l1 + l3)). */
+static inline float ggml_lane_sum(float *v)
+{
+    for (int w = KERNELS_GGML_LANES / 2; w >= 4; w /= 2)
+        for (int i = 0; i < w; i++)
+            v[i] = v[i] + v[i + w];
+    return (v[0] + v[2]) + (v[1] + v[3]);
+}
+
+#ifndef KERNELS_GGML_CONTRACT
+#define KERNELS_GGML_CONTRACT 0 /* ggml's scalar tails compiled with FMA contraction (gnu11) */
+#endif
+
+/* ggml_vec_dot_f32(n, x, y) with x strided by xs: 4 vector accumulators of
+ * KERNELS_GGML_LANES lanes over whole steps of 4 vectors (FMA), reduced (0 + 2, 1 + 3, then
+ * 0 + 1, then across lanes), then the remaining values added one by one.  n_pad >= n is the
+ * length ggml sees (the values past n are zeros: llama.cpp's KV length padded to 32). */
+static float ggml_dot_f32(const float *x, size_t xs, const float *y, int n, int n_pad)
+{
+    enum { L = KERNELS_GGML_LANES, STEP = 4 * KERNELS_GGML_LANES };
+    const int np = n_pad - n_pad % STEP;
+    float sumf = 0.0f;
+    if (np > 0) {
+        float acc[4][L];
+        memset(acc, 0, sizeof acc);
+        for (int i = 0; i < np && i < n; i++)
+            acc[(i / L) % 4][i % L] = fmaf(x[(size_t)i * xs], y[i], acc[(i / L) % 4][i % L]);
+        for (int l = 0; l < L; l++) {
+            acc[0][l] = acc[0][l] + acc[2][l];
+            acc[1][l] = acc[1][l] + acc[3][l];
+            acc[0][l] = acc[0][l] + acc[1][l];
+        }
+#if KERNELS_GGML_LANES == 16
+        sumf = ggml_lane_sum(acc[0]);
+#else
+        float t[4];
+        for (int l = 0; l < 4; l++)
+            t[l] = acc[0][l] + acc[0][l + 4];
+        sumf = (t[0] + t[1]) + (t[2] + t[3]); /* two _mm_hadd_ps */
+#endif
+    }
+    for (int i = np; i < n; i++) {
+#if KERNELS_GGML_CONTRACT
+        sumf = fmaf(x[(size_t)i * xs], y[i], sumf);
+#else
+        sumf += x[(size_t)i * xs] * y[i];
+#endif
+    }
+    return sumf;
+}
+
+/* ggml_vec_soft_max_f32 after ggml_vec_max_f32, then ggml_vec_scale_f32 by 1 / sum: x[i] =
+ * ggml_expf(x[i] - max), summed in double one vector at a time (llama.cpp pads the KV length
+ * with masked positions, whose exp is 0, so every value takes the vector path). */
+static void ggml_softmax(float *x, int n)
+{
+    float max = -INFINITY;
+    for (int i = 0; i < n; i++)
+        max = x[i] > max ? x[i] : max;
+    double sum = 0.0;
+    for (int i0 = 0; i0 < n; i0 += KERNELS_GGML_LANES) {
+        float v[KERNELS_GGML_LANES];
+        for (int l = 0; l < KERNELS_GGML_LANES; l++) {
+            v[l] = i0 + l < n ? ggml_expf(x[i0 + l] - max) : 0.0f;
+            if (i0 + l < n)
+                x[i0 + l] = v[l];
+        }
+        sum += (double)ggml_lane_sum(v);
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int i = 0; i < n; i++)
+        x[i] *= inv;
+}
+
+/* out = x / sqrt(mean(x^2) + eps) * w as ggml computes it (ggml_compute_forward_rms_norm_f32,
+ * then the weight as a separate multiply): squares in float summed in double, the mean
+ * rounded to float, scale = 1 / sqrtf(mean + eps), out = (x * scale) * w. */
 void kernels_rmsnorm(float *restrict out, const float *restrict x, const float *restrict w,
                      float eps, int n)
 {
-    float ss = 0.0f;
+    double sum = 0.0;
     for (int j = 0; j < n; j++)
-        ss += x[j] * x[j];
-    ss /= (float)n;
-    ss += eps;
-    ss = 1.0f / sqrtf(ss);
+        sum += (double)(x[j] * x[j]);
+    const float mean = (float)(sum / (double)n);
+    const float scale = 1.0f / sqrtf(mean + eps);
     for (int j = 0; j < n; j++)
-        out[j] = w[j] * (ss * x[j]);
+        out[j] = (x[j] * scale) * w[j];
 }
 
 /* out = (x - mean) * rstd * w + b, biased variance, in llm.c's order. */
@@ -44,18 +180,23 @@ void kernels_layernorm(float *restrict out, const float *restrict x, const float
     }
 }
 
-/* Rotates every head in place; cos/sin of each frequency computed once, not once per head. */
+/* Rotates every head in place; cos/sin of each frequency computed once, not once per head.
+ * The angles as ggml_rope_cache_init makes them: theta_scale = powf(base, -2 / head_dim), the
+ * angle of pair k is pos * theta_scale^k by repeated float multiplication, then cosf, sinf;
+ * the rotation as ggml's rope compiles with FMA contraction: x0 c - x1 s = fma(x0, c, -(x1 s)),
+ * x0 s + x1 c = fma(x0, s, x1 c). */
 void kernels_rope(float *x, int n_heads, int head_dim, int pos, float theta, int interleaved)
 {
     const int pairs = head_dim / 2;
+    const float theta_scale = powf(theta, -2.0f / (float)head_dim);
     float fcr[ROPE_CHUNK], fci[ROPE_CHUNK];
+    float angle = (float)pos;
     for (int c0 = 0; c0 < pairs; c0 += ROPE_CHUNK) {
         const int cn = pairs - c0 < ROPE_CHUNK ? pairs - c0 : ROPE_CHUNK;
         for (int k = 0; k < cn; k++) {
-            float freq = 1.0f / powf(theta, (float)(2 * (c0 + k)) / (float)head_dim);
-            float val = (float)pos * freq;
-            fcr[k] = cosf(val);
-            fci[k] = sinf(val);
+            fcr[k] = cosf(angle);
+            fci[k] = sinf(angle);
+            angle *= theta_scale;
         }
         for (int h = 0; h < n_heads; h++) {
             float *v = x + (size_t)h * (size_t)head_dim;
@@ -63,16 +204,16 @@ void kernels_rope(float *x, int n_heads, int head_dim, int pos, float theta, int
                 float *p = v + 2 * c0;
                 for (int k = 0; k < cn; k++) {
                     float v0 = p[2 * k], v1 = p[2 * k + 1];
-                    p[2 * k] = v0 * fcr[k] - v1 * fci[k];
-                    p[2 * k + 1] = v0 * fci[k] + v1 * fcr[k];
+                    p[2 * k] = fmaf(v0, fcr[k], -(v1 * fci[k]));
+                    p[2 * k + 1] = fmaf(v0, fci[k], v1 * fcr[k]);
                 }
             } else {
                 float *restrict lo = v + c0;
                 float *restrict hi = v + pairs + c0;
                 for (int k = 0; k < cn; k++) {
                     float v0 = lo[k], v1 = hi[k];
-                    lo[k] = v0 * fcr[k] - v1 * fci[k];
-                    hi[k] = v0 * fci[k] + v1 * fcr[k];
+                    lo[k] = fmaf(v0, fcr[k], -(v1 * fci[k]));
+                    hi[k] = fmaf(v0, fci[k], v1 * fcr[k]);
                 }
             }
         }
@@ -96,13 +237,12 @@ void kernels_softmax(float *x, int n)
         x[i] /= sum;
 }
 
-/* gate[i] = gate[i] / (1 + expf(-gate[i])) * up[i]. */
+/* gate[i] = silu(gate[i]) * up[i], silu as ggml_v_silu: x / (1 + ggml_expf(0 - x)). */
 void kernels_swiglu(float *restrict gate, const float *restrict up, int n)
 {
     for (int i = 0; i < n; i++) {
-        float val = gate[i];
-        val = val / (1.0f + expf(-val));
-        gate[i] = val * up[i];
+        const float val = gate[i];
+        gate[i] = (val / (1.0f + ggml_expf(0.0f - val))) * up[i];
     }
 }
 
@@ -124,28 +264,24 @@ void kernels_add(float *restrict y, const float *restrict x, int n)
         y[i] += x[i];
 }
 
-/* Scores K q by the own matvec (canonical order), / sqrtf(hd), softmax, then out = sum_t a_t v_t
- * accumulated over t in increasing order. */
+/* llama.cpp's attention (F32 KV cache, no flash attention, V stored transposed): scores
+ * k_t . q by ggml_vec_dot_f32, times kq_scale = 1 / sqrtf(hd), ggml's softmax, then out[i] =
+ * ggml_vec_dot_f32 of V's column i with the weights over the KV length padded to 32. */
 void kernels_attention(float *restrict out, const float *restrict q,
                        const float *restrict k_cache, const float *restrict v_cache,
                        float *restrict scratch, int n_q, int head_dim, int n_pos)
 {
-    const float scale = sqrtf((float)head_dim);
+    const float scale = 1.0f / sqrtf((float)head_dim);
+    const int n_pad = (n_pos + 31) / 32 * 32;
     for (int h = 0; h < n_q; h++) {
         const float *qh = q + (size_t)h * (size_t)head_dim;
-        kernels_matvec_own(scratch, k_cache, qh, head_dim, n_pos, (size_t)head_dim);
         for (int t = 0; t < n_pos; t++)
-            scratch[t] /= scale;
-        kernels_softmax(scratch, n_pos);
+            scratch[t] = ggml_dot_f32(k_cache + (size_t)t * (size_t)head_dim, 1, qh, head_dim,
+                                      head_dim) * scale;
+        ggml_softmax(scratch, n_pos);
         float *restrict o = out + (size_t)h * (size_t)head_dim;
         for (int i = 0; i < head_dim; i++)
-            o[i] = 0.0f;
-        for (int t = 0; t < n_pos; t++) {
-            const float *restrict v = v_cache + (size_t)t * (size_t)head_dim;
-            const float a = scratch[t];
-            for (int i = 0; i < head_dim; i++)
-                o[i] += a * v[i];
-        }
+            o[i] = ggml_dot_f32(v_cache + i, (size_t)head_dim, scratch, n_pos, n_pad);
     }
 }
 

@@ -1,9 +1,12 @@
 /* kernels_ref.c: plain-loop twins of the kernels, written as directly as possible after
- * llama2.c run.c (RMSNorm, RoPE, softmax, SwiGLU, attention, matmul) and llm.c (LayerNorm,
- * GELU).  The unit tests compare the optimised kernels against these. */
+ * llama.cpp's ggml CPU backend (RMSNorm, RoPE, SwiGLU: the arithmetic its reference outputs
+ * imply), llama2.c run.c (softmax, attention, matmul) and llm.c (LayerNorm, GELU).  The unit
+ * tests compare the optimised kernels against these. */
 #include "kernels.h"
 
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 /* llm.c: GELU_SCALING_FACTOR = sqrtf(2.0f / M_PI), i.e. sqrtf of the double 2/pi as a float. */
 #define GELU_TWO_OVER_PI ((float)(2.0 / 3.14159265358979323846))
@@ -19,17 +22,20 @@ void kernels_matvec_ref(float *y, const float *w, const float *x, int n, int d)
     }
 }
 
-/* run.c rmsnorm: ss = sum x^2 / n + eps, out = w * ((1 / sqrtf(ss)) * x). */
+/* ggml_compute_forward_rms_norm_f32, then ggml_mul by the weight. */
 void kernels_rmsnorm_ref(float *out, const float *x, const float *w, float eps, int n)
 {
-    float ss = 0.0f;
-    for (int j = 0; j < n; j++)
-        ss += x[j] * x[j];
-    ss /= (float)n;
-    ss += eps;
-    ss = 1.0f / sqrtf(ss);
-    for (int j = 0; j < n; j++)
-        out[j] = w[j] * (ss * x[j]);
+    double sum = 0.0;
+    for (int j = 0; j < n; j++) {
+        const float sq = x[j] * x[j];
+        sum += (double)sq;
+    }
+    const float mean = (float)(sum / (double)n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    for (int j = 0; j < n; j++) {
+        const float y = x[j] * scale;
+        out[j] = y * w[j];
+    }
 }
 
 /* llm.c layernorm: mean, biased variance of x - mean, rstd = 1 / sqrtf(v + eps). */
@@ -53,30 +59,22 @@ void kernels_layernorm_ref(float *out, const float *x, const float *w, const flo
     }
 }
 
-/* run.c RoPE per element pair, cos/sin recomputed for every head; half = HF rotate_half. */
+/* ggml_rope_cache_init's angles (theta *= theta_scale per pair) recomputed for every head,
+ * the rotation with ggml's contracted FMAs; half = HF rotate_half (ggml's NEOX mode). */
 void kernels_rope_ref(float *x, int n_heads, int head_dim, int pos, float theta, int interleaved)
 {
+    const float theta_scale = powf(theta, -2.0f / (float)head_dim);
+    const int half = head_dim / 2;
     for (int h = 0; h < n_heads; h++) {
         float *v = x + (size_t)h * (size_t)head_dim;
-        if (interleaved) {
-            for (int i = 0; i < head_dim; i += 2) {
-                float freq = 1.0f / powf(theta, (float)i / (float)head_dim);
-                float val = (float)pos * freq;
-                float fcr = cosf(val), fci = sinf(val);
-                float v0 = v[i], v1 = v[i + 1];
-                v[i] = v0 * fcr - v1 * fci;
-                v[i + 1] = v0 * fci + v1 * fcr;
-            }
-        } else {
-            int half = head_dim / 2;
-            for (int i = 0; i < half; i++) {
-                float freq = 1.0f / powf(theta, (float)(2 * i) / (float)head_dim);
-                float val = (float)pos * freq;
-                float fcr = cosf(val), fci = sinf(val);
-                float v0 = v[i], v1 = v[i + half];
-                v[i] = v0 * fcr - v1 * fci;
-                v[i + half] = v0 * fci + v1 * fcr;
-            }
+        float angle = (float)pos;
+        for (int i = 0; i < half; i++) {
+            const float c = cosf(angle), s = sinf(angle);
+            const int i0 = interleaved ? 2 * i : i, i1 = interleaved ? 2 * i + 1 : i + half;
+            const float v0 = v[i0], v1 = v[i1];
+            v[i0] = fmaf(v0, c, -(v1 * s));
+            v[i1] = fmaf(v0, s, v1 * c);
+            angle = angle * theta_scale;
         }
     }
 }
@@ -99,13 +97,42 @@ void kernels_softmax_ref(float *x, int n)
         x[i] /= sum;
 }
 
-/* gate = gate / (1 + expf(-gate)) * up. */
+/* ggml_v_expf (AVX2 build) one value at a time: n = round(x / ln 2), b = x - n ln 2,
+ * exp(b) - 1 = j by a polynomial, 2^n put into the exponent bits; |n| > 126 scaled twice. */
+static float ggml_expf_ref(float x)
+{
+    const float z = fmaf(x, 0x1.715476p+0f, 0x1.8p23f);
+    const float n = z - 0x1.8p23f;
+    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+    uint32_t zb, one;
+    const float onef = 1.0f;
+    memcpy(&zb, &z, sizeof zb);
+    memcpy(&one, &onef, sizeof one);
+    const uint32_t e = zb << 23, kb = e + one;
+    float k;
+    memcpy(&k, &kb, sizeof k);
+    const float u = b * b;
+    const float p1 = fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f);
+    const float p2 = fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f);
+    const float j = fmaf(fmaf(p1, u, p2), u, 0x1.ffffecp-1f * b);
+    if (fabsf(n) <= 126.0f)
+        return fmaf(k, j, k);
+    const uint32_t g = n <= 0.0f ? 0x82000000u : 0u, s1b = g + 0x7f000000u, s2b = e - g;
+    float s1, s2;
+    memcpy(&s1, &s1b, sizeof s1);
+    memcpy(&s2, &s2b, sizeof s2);
+    if (fabsf(n) > 192.0f)
+        return s1 * s1;
+    return fmaf(s2, j, s2) * s1;
+}
+
+/* gate = (gate / (1 + ggml_expf(0 - gate))) * up: ggml_v_silu, then ggml_mul. */
 void kernels_swiglu_ref(float *gate, const float *up, int n)
 {
     for (int i = 0; i < n; i++) {
-        float val = gate[i];
-        val = val / (1.0f + expf(-val));
-        gate[i] = val * up[i];
+        const float val = gate[i];
+        const float silu = val / (1.0f + ggml_expf_ref(0.0f - val));
+        gate[i] = silu * up[i];
     }
 }
 

@@ -100,7 +100,13 @@ void quant_quantize_row(void *y, const float *x, QType t, int64_t n)
 
 void quant_quantize_act(void *out, const float *x, QType t, int64_t n)
 {
-    quant_quantize_row(out, x, quant_vec_dot_type(t), n);
+#if defined(QUANT_HAVE_AVX2)
+    const QType vt = quant_vec_dot_type(t);
+    (void)quant_row_bytes(vt, n); /* checks n against the block size */
+    if (quant_x86_quantize_act(vt, out, x, n))
+        return;
+#endif
+    quant_quantize_act_ref(out, x, t, n);
 }
 
 /* One row's dot on the fastest path; n already checked against t's block size. */

@@ -114,6 +114,9 @@ float quant_dot_row_path(QuantPath p, QType t, const void *w_row, const void *x_
 int quant_x86_dot(int vnni, QType t, const void *w, const void *x, int64_t n, float *out);
 /* y = x quantized to t on the x86 path if it has t's quantizer (returns 1; Q8_0), else 0. */
 int quant_x86_quantize(QType t, void *y, const float *x, int64_t n);
+/* y = the activation x in vec-dot type t (quant_quantize_act_ref's blocks) if the x86 path
+ * has t's activation quantizer (returns 1; Q8_0), else 0. */
+int quant_x86_quantize_act(QType t, void *y, const float *x, int64_t n);
 /* y[d] = W x on the x86 path if it has a whole-matrix kernel for t (returns 1), else 0. */
 int quant_x86_matvec(int vnni, QType t, float *y, const void *w, size_t stride,
                      const void *x, int64_t n, int d);

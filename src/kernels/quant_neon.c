@@ -1,18 +1,18 @@
 /* quant_neon.c: NEON row dots of the quantized types for ARMv8.0 (Cortex-A72: no dot-product
- * extension), by vmull_s8 (8 x 8 -> 16-bit products, exact) and vpadalq_s16 (pairwise sums into
- * 32-bit lanes, exact).
+ * extension), by vmull_s8 (8 x 8 -> 16-bit products, exact) and pairwise adds into 32-bit
+ * lanes (exact).
  *
- * As on x86, the integer block sums are exact and the float steps after them are the plain-C
- * twin's operations in its order (quant_ref.c): blocks b..b+3 and b+4..b+7 side by side in two
- * float32x4 accumulators, lane b % 8 as the twin's; AArch64 NEON arithmetic is IEEE with
- * subnormals kept, and -ffp-contract=off keeps multiply and add apart.  So every result equals
- * the twin's bit for bit (tests/aarch64/quant_check.c checks it under qemu).
+ * As on x86, the integer lane sums are exact and the float steps after them are the plain-C
+ * twin's operations in its order (quant_ref.c, llama.cpp's AVX2 order): 8 lanes (lane l:
+ * values 4l..4l+3 of a 32-value block or chunk) in two float32x4 accumulators, advanced by
+ * vfmaq_f32 (one rounding, as the twin's fmaf); AArch64 NEON arithmetic is IEEE with
+ * subnormals kept, and -ffp-contract=off keeps every other multiply and add apart.  So every
+ * result equals the twin's bit for bit (tests/aarch64/quant_check.c checks it under qemu).
  *
- * Types: Q8_0, Q4_0, Q5_0 (a matvec over the activation's scales and block sums taken once
- * per call; the stored quants of Q4_0/Q5_0 multiplied as they are, the offset taken back with
- * those sums), Q4_K, Q5_K, Q6_K, F16, BF16; the rest use the C twins. */
+ * Types: Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K, F16, BF16; the rest use the C twins. */
 #include "quant_impl.h"
 
+#include <math.h>
 #include <string.h>
 
 #if defined(QUANT_HAVE_NEON)
@@ -30,21 +30,26 @@ static inline int8x16_t bits16_to_0x10(uint32_t x)
     return vreinterpretq_s8_u8(vandq_u8(set, vdupq_n_u8(0x10)));
 }
 
-/* sum_j q_j a_j of a 32-value block, the quants as stored (Q4_0/Q5_0: before their offset,
- * which the caller takes back with the activation's block sum).  vmlal_s8 accumulates in 16
- * bits: four products of a 5-bit quant (<= 4 * 31 * 127) or two of Q8_0's (<= 2 * 128 * 127)
- * stay below 2^15, so the sums are exact. */
-static inline int32x4_t block_dot(QType t, const uint8_t *blk, const int8_t *a)
+/* The 8 integer lanes of 32 signed quants q0 (values 0..15), q1 (16..31) times the 32
+ * activation quants a: lane l = sum of values 4l..4l+3, lanes 0..3 in *lo, 4..7 in *hi.  Each
+ * 16-bit product is at most 128 * 127: exact. */
+static inline void lanes32(int8x16_t q0, int8x16_t q1, const int8_t *a, int32x4_t *lo,
+                           int32x4_t *hi)
 {
     const int8x16_t a0 = vld1q_s8(a), a1 = vld1q_s8(a + 16);
+    *lo = vpaddq_s32(vpaddlq_s16(vmull_s8(vget_low_s8(q0), vget_low_s8(a0))),
+                     vpaddlq_s16(vmull_s8(vget_high_s8(q0), vget_high_s8(a0))));
+    *hi = vpaddq_s32(vpaddlq_s16(vmull_s8(vget_low_s8(q1), vget_low_s8(a1))),
+                     vpaddlq_s16(vmull_s8(vget_high_s8(q1), vget_high_s8(a1))));
+}
+
+/* A 32-value block's quants less their offset: values 0..15 in *q0, 16..31 in *q1. */
+static inline void block_quants(QType t, const uint8_t *blk, int8x16_t *q0, int8x16_t *q1)
+{
     if (t == QTYPE_Q8_0) {
-        const int8x16_t w0 = vld1q_s8((const int8_t *)(blk + 2));
-        const int8x16_t w1 = vld1q_s8((const int8_t *)(blk + 18));
-        int16x8_t p0 = vmull_s8(vget_low_s8(w0), vget_low_s8(a0));
-        p0 = vmlal_s8(p0, vget_high_s8(w0), vget_high_s8(a0));
-        int16x8_t p1 = vmull_s8(vget_low_s8(w1), vget_low_s8(a1));
-        p1 = vmlal_s8(p1, vget_high_s8(w1), vget_high_s8(a1));
-        return vpadalq_s16(vpaddlq_s16(p0), p1);
+        *q0 = vld1q_s8((const int8_t *)(blk + 2));
+        *q1 = vld1q_s8((const int8_t *)(blk + 18));
+        return;
     }
     const uint8x16_t q = vld1q_u8(blk + (t == QTYPE_Q4_0 ? 2 : 6));
     int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F)));
@@ -55,11 +60,9 @@ static inline int32x4_t block_dot(QType t, const uint8_t *blk, const int8_t *a)
         lo = vorrq_s8(lo, bits16_to_0x10(qh & 0xFFFF));
         hi = vorrq_s8(hi, bits16_to_0x10(qh >> 16));
     }
-    int16x8_t p = vmull_s8(vget_low_s8(lo), vget_low_s8(a0));
-    p = vmlal_s8(p, vget_high_s8(lo), vget_high_s8(a0));
-    p = vmlal_s8(p, vget_low_s8(hi), vget_low_s8(a1));
-    p = vmlal_s8(p, vget_high_s8(hi), vget_high_s8(a1));
-    return vpaddlq_s16(p);
+    const int8x16_t off = vdupq_n_s8(t == QTYPE_Q4_0 ? 8 : 16);
+    *q0 = vsubq_s8(lo, off);
+    *q1 = vsubq_s8(hi, off);
 }
 
 /* 4 halves (fp16 bit patterns) to floats, exactly. */
@@ -68,108 +71,57 @@ static inline float32x4_t half4(const uint16_t *h)
     return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h)));
 }
 
-/* ---------------------------------------------------------------- 32-value blocks */
-
-#define NPREP_MAX 1024 /* blocks: rows of up to 32768 values; longer ones go block by block */
-
-/* The activation's scales as floats and block sums times the weights' offset, once per call. */
-typedef struct {
-    float da[NPREP_MAX];
-    int32_t off[NPREP_MAX];
-} NeonPrep;
-
-static void neon_prep(NeonPrep *p, QType t, const BlockQ8_0 *a, int64_t nb)
+/* hsum_float_8 of lanes 0..3 in a, 4..7 in b: l + (l + 4), then (0 + 2) + (1 + 3). */
+static inline float hsum8(float32x4_t a, float32x4_t b)
 {
-    const int offset = t == QTYPE_Q4_0 ? 8 : t == QTYPE_Q5_0 ? 16 : 0;
-    for (int64_t b = 0; b < nb; b++) {
-        p->da[b] = quant_fp16_to_fp32(a[b].d);
-        p->off[b] = offset ? offset * (vaddlvq_s8(vld1q_s8(a[b].qs)) +
-                                       vaddlvq_s8(vld1q_s8(a[b].qs + 16)))
-                           : 0;
-    }
+    const float32x4_t r = vaddq_f32(a, b);
+    const float32x2_t s = vadd_f32(vget_low_f32(r), vget_high_f32(r));
+    return vget_lane_f32(s, 0) + vget_lane_f32(s, 1);
 }
 
-static float row_q8_0_family(QType t, const uint8_t *w, const NeonPrep *p, const BlockQ8_0 *a,
-                             int64_t nb)
+/* ---------------------------------------------------------------- 32-value blocks */
+
+/* Q5_0, Q8_0: acc = fma(dw * da, lanes, acc) per block; Q4_0: the repacked gemv's
+ * sum = fma(S, dw * da, sum) (the twin's orders). */
+static float dot_q8_0_family(QType t, const uint8_t *w, const BlockQ8_0 *a, int64_t nb)
 {
     const size_t wb = t == QTYPE_Q8_0 ? sizeof(BlockQ8_0)
                     : t == QTYPE_Q4_0 ? sizeof(BlockQ4_0) : sizeof(BlockQ5_0);
-    float32x4_t acc[2] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
-    int64_t b = 0;
-    for (; b + 8 <= nb; b += 8) {
-        for (int h = 0; h < 2; h++) { /* blocks b + 4h .. b + 4h + 3 in acc[h] */
-            const int64_t b0 = b + 4 * h;
-            int32x4_t s[4];
-            uint16x4_t dw = vdup_n_u16(0);
-            for (int k = 0; k < 4; k++) {
-                const uint8_t *blk = w + wb * (size_t)(b0 + k);
-                s[k] = block_dot(t, blk, a[b0 + k].qs);
-                dw = vld1_lane_u16((const uint16_t *)(const void *)blk, dw, 0);
-                dw = vext_u16(dw, dw, 1); /* rotate: lane k ends in place after 4 loads */
-            }
-            const int32x4_t sumi = vsubq_s32(vpaddq_s32(vpaddq_s32(s[0], s[1]),
-                                                        vpaddq_s32(s[2], s[3])),
-                                             vld1q_s32(p->off + b0));
-            const float32x4_t dwf = vcvt_f32_f16(vreinterpret_f16_u16(dw));
-            const float32x4_t prod = vmulq_f32(dwf, vld1q_f32(p->da + b0));
-            acc[h] = vaddq_f32(acc[h], vmulq_f32(vcvtq_f32_s32(sumi), prod));
-        }
-    }
-    float lanes[8];
-    vst1q_f32(lanes, acc[0]);
-    vst1q_f32(lanes + 4, acc[1]);
-    for (; b < nb; b++) {
+    float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = vdupq_n_f32(0.0f);
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = w + wb * (size_t)b;
-        const int sumi = vaddvq_s32(block_dot(t, blk, a[b].qs)) - p->off[b];
         uint16_t dw;
         memcpy(&dw, blk, 2);
-        lanes[b % 8] = lanes[b % 8] + (float)sumi * (quant_fp16_to_fp32(dw) * p->da[b]);
+        const float d = quant_fp16_to_fp32(dw) * quant_fp16_to_fp32(a[b].d);
+        int8x16_t q0, q1;
+        int32x4_t lo, hi;
+        block_quants(t, blk, &q0, &q1);
+        lanes32(q0, q1, a[b].qs, &lo, &hi);
+        if (t == QTYPE_Q4_0) {
+            sum = fmaf((float)vaddvq_s32(vaddq_s32(lo, hi)), d, sum);
+        } else {
+            acc0 = vfmaq_f32(acc0, vcvtq_f32_s32(lo), vdupq_n_f32(d));
+            acc1 = vfmaq_f32(acc1, vcvtq_f32_s32(hi), vdupq_n_f32(d));
+        }
     }
-    return quant_reduce8(lanes);
+    return t == QTYPE_Q4_0 ? sum : hsum8(acc0, acc1);
 }
 
-/* y[d] for the 32-value types; 0 if the row is too long for NeonPrep (then row by row). */
 static int matvec_q8_0_family(QType t, float *y, const uint8_t *w, size_t stride,
                               const BlockQ8_0 *a, int64_t nb, int d)
 {
-    if (nb > NPREP_MAX)
-        return 0;
-    NeonPrep p;
-    neon_prep(&p, t, a, nb);
     for (int i = 0; i < d; i++)
-        y[i] = row_q8_0_family(t, w + stride * (size_t)i, &p, a, nb);
+        y[i] = dot_q8_0_family(t, w + stride * (size_t)i, a, nb);
     return 1;
-}
-
-/* One row of a 32-value type whatever its length. */
-static float dot_q8_0_family(QType t, const uint8_t *w, const BlockQ8_0 *a, int64_t nb)
-{
-    float y = 0;
-    if (matvec_q8_0_family(t, &y, w, 0, a, nb, 1))
-        return y;
-    float lanes[8] = {0}; /* rows past NeonPrep: block by block, the same lanes */
-    const size_t wb = t == QTYPE_Q8_0 ? sizeof(BlockQ8_0)
-                    : t == QTYPE_Q4_0 ? sizeof(BlockQ4_0) : sizeof(BlockQ5_0);
-    const int offset = t == QTYPE_Q4_0 ? 8 : t == QTYPE_Q5_0 ? 16 : 0;
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = w + wb * (size_t)b;
-        const int off = offset ? offset * (vaddlvq_s8(vld1q_s8(a[b].qs)) +
-                                           vaddlvq_s8(vld1q_s8(a[b].qs + 16)))
-                               : 0;
-        const int sumi = vaddvq_s32(block_dot(t, blk, a[b].qs)) - off;
-        uint16_t dw;
-        memcpy(&dw, blk, 2);
-        lanes[b % 8] = lanes[b % 8] +
-                       (float)sumi * (quant_fp16_to_fp32(dw) * quant_fp16_to_fp32(a[b].d));
-    }
-    return quant_reduce8(lanes);
 }
 
 /* ---------------------------------------------------------------- K-quants */
 
 static float dot_q45_k(QType t, const void *vw, const BlockQ8_K *a, int64_t nb)
 {
-    float sum = 0;
+    float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = vdupq_n_f32(0.0f), accm = vdupq_n_f32(0.0f);
+    float summs = 0.0f;
     for (int64_t b = 0; b < nb; b++) {
         const BlockQ4_K *w4 = (const BlockQ4_K *)vw + b;
         const BlockQ5_K *w5 = (const BlockQ5_K *)vw + b;
@@ -181,48 +133,52 @@ static float dot_q45_k(QType t, const void *vw, const BlockQ8_K *a, int64_t nb)
             hb[0] = vld1q_u8(w5->qh);
             hb[1] = vld1q_u8(w5->qh + 16);
         }
-        int S = 0, M = 0;
-        for (int c = 0; c < 4; c++) { /* values 64c..64c+31 (low nibbles), +32..+63 (high) */
-            uint8_t sc0, m0, sc1, m1;
-            quant_scale_min_k4(2 * c, scales, &sc0, &m0);
-            quant_scale_min_k4(2 * c + 1, scales, &sc1, &m1);
-            /* 16-bit sums of four products (<= 4 * 31 * 127) per lane: exact */
-            int16x8_t p0 = vdupq_n_s16(0), p1 = vdupq_n_s16(0);
+        int32x4_t L0 = vdupq_n_s32(0), L1 = vdupq_n_s32(0);
+        int32_t mk[4] = {0, 0, 0, 0};
+        for (int s = 0; s < 8; s++) { /* sub-block s: values 32s..32s+31 */
+            const int c = s / 2;
+            uint8_t sc, m;
+            quant_scale_min_k4(s, scales, &sc, &m);
+            uint8x16_t v[2];
             for (int half = 0; half < 2; half++) {
                 const uint8x16_t raw = vld1q_u8(qs + 32 * c + 16 * half);
-                uint8x16_t lo = vandq_u8(raw, m4), hi = vshrq_n_u8(raw, 4);
-                if (t == QTYPE_Q5_K) {
-                    const int8x16_t s0 = vdupq_n_s8((int8_t)-(2 * c));
-                    const int8x16_t s1 = vdupq_n_s8((int8_t)-(2 * c + 1));
-                    lo = vorrq_u8(lo, vshlq_n_u8(vandq_u8(vshlq_u8(hb[half], s0), one), 4));
-                    hi = vorrq_u8(hi, vshlq_n_u8(vandq_u8(vshlq_u8(hb[half], s1), one), 4));
+                v[half] = s % 2 ? vshrq_n_u8(raw, 4) : vandq_u8(raw, m4);
+                if (t == QTYPE_Q5_K) { /* bit s of qh[l] for value 32s + l */
+                    const int8x16_t sh = vdupq_n_s8((int8_t)-s);
+                    v[half] = vorrq_u8(v[half],
+                                       vshlq_n_u8(vandq_u8(vshlq_u8(hb[half], sh), one), 4));
                 }
-                const int8x16_t al = vld1q_s8(a[b].qs + 64 * c + 16 * half);
-                const int8x16_t ah = vld1q_s8(a[b].qs + 64 * c + 32 + 16 * half);
-                const int8x16_t sl = vreinterpretq_s8_u8(lo), sh = vreinterpretq_s8_u8(hi);
-                p0 = vmlal_s8(p0, vget_low_s8(sl), vget_low_s8(al));
-                p0 = vmlal_s8(p0, vget_high_s8(sl), vget_high_s8(al));
-                p1 = vmlal_s8(p1, vget_low_s8(sh), vget_low_s8(ah));
-                p1 = vmlal_s8(p1, vget_high_s8(sh), vget_high_s8(ah));
             }
-            S += sc0 * vaddlvq_s16(p0) + sc1 * vaddlvq_s16(p1);
-            M += m0 * (a[b].bsums[4 * c] + a[b].bsums[4 * c + 1]);
-            M += m1 * (a[b].bsums[4 * c + 2] + a[b].bsums[4 * c + 3]);
+            int32x4_t lo, hi;
+            lanes32(vreinterpretq_s8_u8(v[0]), vreinterpretq_s8_u8(v[1]), a[b].qs + 32 * s,
+                    &lo, &hi);
+            L0 = vmlaq_n_s32(L0, lo, sc);
+            L1 = vmlaq_n_s32(L1, hi, sc);
+            mk[s / 2] += m * (a[b].bsums[2 * s] + a[b].bsums[2 * s + 1]);
         }
-        const float d = quant_fp16_to_fp32(t == QTYPE_Q4_K ? w4->d : w5->d) * a[b].d;
-        const float dmin = quant_fp16_to_fp32(t == QTYPE_Q4_K ? w4->dmin : w5->dmin) * a[b].d;
-        sum = sum + (d * (float)S - dmin * (float)M);
+        const float d = a[b].d * quant_fp16_to_fp32(t == QTYPE_Q4_K ? w4->d : w5->d);
+        const float dmin = -a[b].d * quant_fp16_to_fp32(t == QTYPE_Q4_K ? w4->dmin : w5->dmin);
+        acc0 = vfmaq_f32(acc0, vcvtq_f32_s32(L0), vdupq_n_f32(d));
+        acc1 = vfmaq_f32(acc1, vcvtq_f32_s32(L1), vdupq_n_f32(d));
+        if (t == QTYPE_Q4_K)
+            accm = vfmaq_f32(accm, vcvtq_f32_s32(vld1q_s32(mk)), vdupq_n_f32(dmin));
+        else
+            summs = fmaf(dmin, (float)((mk[0] + mk[1]) + (mk[2] + mk[3])), summs);
     }
-    return sum;
+    if (t == QTYPE_Q4_K) {
+        const float32x2_t m2 = vadd_f32(vget_low_f32(accm), vget_high_f32(accm));
+        return hsum8(acc0, acc1) + (vget_lane_f32(m2, 0) + vget_lane_f32(m2, 1));
+    }
+    return hsum8(acc0, acc1) + summs;
 }
 
 static float dot_q6_k(const BlockQ6_K *w, const BlockQ8_K *a, int64_t nb)
 {
     const uint8x16_t m4 = vdupq_n_u8(0x0F), m2 = vdupq_n_u8(3);
     const int8x16_t k32 = vdupq_n_s8(32);
-    float sum = 0;
+    float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = vdupq_n_f32(0.0f);
     for (int64_t b = 0; b < nb; b++) {
-        int S = 0;
+        int32x4_t L[2] = {vdupq_n_s32(0), vdupq_n_s32(0)};
         for (int h = 0; h < 2; h++) {
             for (int g = 0; g < 2; g++) { /* l = 16g .. 16g + 15 of the 32 in this half */
                 const uint8x16_t ql0 = vld1q_u8(w[b].ql + 64 * h + 16 * g);
@@ -237,16 +193,18 @@ static float dot_q6_k(const BlockQ6_K *w, const BlockQ8_K *a, int64_t nb)
                     const int grp = 8 * h + 2 * k + g;
                     const int8x16_t qv = vsubq_s8(vreinterpretq_s8_u8(q[k]), k32);
                     const int8x16_t av = vld1q_s8(a[b].qs + 16 * grp);
-                    /* two products (<= 2 * 32 * 127) per 16-bit lane: exact */
-                    const int16x8_t dd = vmlal_s8(vmull_s8(vget_low_s8(qv), vget_low_s8(av)),
-                                                  vget_high_s8(qv), vget_high_s8(av));
-                    S += w[b].scales[grp] * vaddlvq_s16(dd);
+                    const int32x4_t quad =
+                        vpaddq_s32(vpaddlq_s16(vmull_s8(vget_low_s8(qv), vget_low_s8(av))),
+                                   vpaddlq_s16(vmull_s8(vget_high_s8(qv), vget_high_s8(av))));
+                    L[g] = vmlaq_n_s32(L[g], quad, w[b].scales[grp]);
                 }
             }
         }
-        sum = sum + (quant_fp16_to_fp32(w[b].d) * a[b].d) * (float)S;
+        const float d = a[b].d * quant_fp16_to_fp32(w[b].d);
+        acc0 = vfmaq_f32(acc0, vcvtq_f32_s32(L[0]), vdupq_n_f32(d));
+        acc1 = vfmaq_f32(acc1, vcvtq_f32_s32(L[1]), vdupq_n_f32(d));
     }
-    return sum;
+    return hsum8(acc0, acc1);
 }
 
 /* ---------------------------------------------------------------- F16, BF16 */

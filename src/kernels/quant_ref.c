@@ -10,12 +10,12 @@
  * Dot products (the order the SIMD paths in quant.c reproduce):
  *   - F32, F16, BF16: the fp32 matvec's canonical order (32 lanes, lane l takes j = 32t + l,
  *     the tail zero-padded, then the halving tree 16, 8, 4, 2, 1), on the values as floats;
- *   - Q4_0, Q5_0, Q8_0 with Q8_0 and Q4_1, Q5_1, Q8_1 with Q8_1: per 32-value block b an exact
- *     integer sum s_b, then p_b = (float)s_b * (dw*da) (Q4_1/Q5_1: (dw*da)*(float)s_b + mw*sa),
- *     added into lane b % 8 of 8 accumulators, reduced by the halving tree 4, 2, 1;
- *   - K-quants with Q8_K: per super-block the exact integer sums S (scaled quants) and M (mins
- *     times the activation's group sums), p = (dw*da)*(float)S - (dminw*da)*(float)M, summed in
- *     block order.
+ *   - Q5_0, Q8_0 with Q8_0 and Q4_1, Q5_1, Q8_1 with Q8_1: ggml's AVX2 order: per block
+ *     8 exact integer lanes (lane l: values 4l..4l+3), acc_l = fma(dw*da, lane_l, acc_l),
+ *     hsum_float_8 at the end (Q4_1/Q5_1: plus the running fma sum of mw*sa); Q4_0 as the
+ *     repacked gemv: sum = fma(S_b, dw*da, sum) block after block;
+ *   - K-quants with Q8_K: ggml's AVX2 order (dot_k below): 8 integer lanes per super-block,
+ *     8 float accumulators by FMA across super-blocks, hsum_float_8, plus the mins' sum.
  */
 #include "quant_impl.h"
 
@@ -604,6 +604,55 @@ void quant_quantize_row_ref(void *y, const float *x, QType t, int64_t n)
     }
 }
 
+/* ---------------------------------------------------------------- activation quantizers
+ * What llama.cpp's x86 CPU backend does to a matvec input (quantize_row_q8_0 / _q8_1 in
+ * ggml-cpu, AVX2 and AVX-512 builds alike): not the reference quantizer but id = 127 / amax
+ * (0 for an all-zero block) and rounding half to even (_mm256_round_ps to nearest); d is
+ * amax / 127 as in the reference.  Q8_K on x86 is the reference quantizer (quantize_row_q8_K
+ * calls quantize_row_q8_K_ref there), F16 and BF16 the plain conversions. */
+static void act_q8_0(BlockQ8_0 *y, const float *x, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += QK) {
+        float amax = 0.0f;
+        for (int j = 0; j < QK; j++)
+            amax = QMAX(amax, fabsf(x[j]));
+        const float d = amax / 127.f;
+        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+        y[i].d = F2H(d);
+        for (int j = 0; j < QK; j++)
+            y[i].qs[j] = (int8_t)nearest_int(x[j] * id);
+    }
+}
+
+static void act_q8_1(BlockQ8_1 *y, const float *x, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += QK) {
+        float amax = 0.0f;
+        for (int j = 0; j < QK; j++)
+            amax = QMAX(amax, fabsf(x[j]));
+        const float d = amax / 127.f;
+        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+        y[i].d = F2H(d);
+        int sum = 0;
+        for (int j = 0; j < QK; j++) {
+            y[i].qs[j] = (int8_t)nearest_int(x[j] * id);
+            sum += y[i].qs[j];
+        }
+        y[i].s = F2H(d * (float)sum);
+    }
+}
+
+void quant_quantize_act_ref(void *out, const float *x, QType t, int64_t n)
+{
+    const QType vt = quant_vec_dot_type(t);
+    const int64_t nb = qblocks(vt, n);
+    switch (vt) {
+    case QTYPE_Q8_0: act_q8_0(out, x, nb); break;
+    case QTYPE_Q8_1: act_q8_1(out, x, nb); break;
+    default: quant_quantize_row_ref(out, x, vt, n); break;
+    }
+}
+
 /* ---------------------------------------------------------------- dequantization */
 
 void quant_dequantize_row_ref(float *y, const void *vx, QType t, int64_t n)
@@ -798,72 +847,108 @@ static float dot_bf16(const uint16_t *w, const uint16_t *x, int64_t n)
 #undef GX
 }
 
-/* sum_j q_j a_j over a 32-value block whose 4-bit quants sit in qs (low nibbles: values 0..15,
- * high nibbles: 16..31), the fifth bits in qh (NULL: none), minus offset from every quant. */
-static int block_isum(const uint8_t *qs, const uint8_t *qh4, int offset, const int8_t *a)
+/* Quant j (0..31) of a 32-value block: 4-bit quants in qs (low nibbles: values 0..15, high
+ * nibbles: 16..31), the fifth bits in qh4 (NULL: none), minus offset. */
+static inline int block_q(const uint8_t *qs, uint32_t qh, int has_qh, int offset, int j)
 {
-    uint32_t qh = 0;
-    if (qh4)
-        memcpy(&qh, qh4, sizeof qh);
-    int sumi = 0;
-    for (int j = 0; j < QK / 2; j++) {
-        const int lo = (qs[j] & 0x0F) | (int)(((qh >> j) & 1u) << 4);
-        const int hi = (qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1u) << 4);
-        sumi += (lo - offset) * a[j];
-        sumi += (hi - offset) * a[j + QK / 2];
-    }
-    return sumi;
+    const int q = j < QK / 2 ? (qs[j] & 0x0F) : (qs[j - QK / 2] >> 4);
+    return (q | (has_qh ? (int)(((qh >> j) & 1u) << 4) : 0)) - offset;
 }
 
+/* hsum_float_8: lanes l + (l + 4), then (0 + 2) + (1 + 3). */
+static inline float hsum8(const float *v)
+{
+    const float r0 = v[0] + v[4], r1 = v[1] + v[5], r2 = v[2] + v[6], r3 = v[3] + v[7];
+    return (r0 + r2) + (r1 + r3);
+}
+
+/* The 8 integer lanes of one 32-value block: lane l = sum of q_j a_j for j = 4l .. 4l + 3. */
+static void block_lanes(QType t, const void *vw, int64_t b, const int8_t *a, int lane[8])
+{
+    const uint8_t *qs = NULL;
+    uint32_t qh = 0;
+    int has_qh = 0, offset = 0;
+    const int8_t *q8 = NULL;
+    switch (t) {
+    case QTYPE_Q4_0: qs = ((const BlockQ4_0 *)vw)[b].qs; offset = 8; break;
+    case QTYPE_Q4_1: qs = ((const BlockQ4_1 *)vw)[b].qs; break;
+    case QTYPE_Q5_0:
+        qs = ((const BlockQ5_0 *)vw)[b].qs;
+        memcpy(&qh, ((const BlockQ5_0 *)vw)[b].qh, sizeof qh);
+        has_qh = 1, offset = 16;
+        break;
+    case QTYPE_Q5_1:
+        qs = ((const BlockQ5_1 *)vw)[b].qs;
+        memcpy(&qh, ((const BlockQ5_1 *)vw)[b].qh, sizeof qh);
+        has_qh = 1;
+        break;
+    case QTYPE_Q8_1: q8 = ((const BlockQ8_1 *)vw)[b].qs; break;
+    default: q8 = ((const BlockQ8_0 *)vw)[b].qs; break;
+    }
+    for (int l = 0; l < 8; l++) {
+        int s = 0;
+        for (int j = 4 * l; j < 4 * l + 4; j++)
+            s += (q8 ? q8[j] : block_q(qs, qh, has_qh, offset, j)) * a[j];
+        lane[l] = s;
+    }
+}
+
+/* Q5_0, Q8_0 rows with Q8_0 in ggml's AVX2 order (ggml_vec_dot_q8_0_q8_0 and kin): per block
+ * d = dw * da and 8 integer lanes, acc_l = fma(d, lane_l, acc_l), then hsum_float_8.  Q4_0
+ * rows as llama.cpp's CPU backend multiplies them on AVX2 after repacking the matrix into
+ * 8-row groups (ggml_gemv_q4_0_8x8_q8_0): per block the whole integer sum S, and
+ * sum = fma(S, dw * da, sum) block after block. */
 static float dot_q8_0_family(QType t, const void *vw, const BlockQ8_0 *a, int64_t nb)
 {
     float acc[8] = {0};
-    for (int64_t b = 0; b < nb; b++) {
-        int sumi = 0;
-        float dw = 0;
-        if (t == QTYPE_Q4_0) {
-            const BlockQ4_0 *w = (const BlockQ4_0 *)vw + b;
-            sumi = block_isum(w->qs, NULL, 8, a[b].qs);
-            dw = H2F(w->d);
-        } else if (t == QTYPE_Q5_0) {
-            const BlockQ5_0 *w = (const BlockQ5_0 *)vw + b;
-            sumi = block_isum(w->qs, w->qh, 16, a[b].qs);
-            dw = H2F(w->d);
-        } else {
-            const BlockQ8_0 *w = (const BlockQ8_0 *)vw + b;
-            for (int j = 0; j < QK; j++)
-                sumi += w->qs[j] * a[b].qs[j];
-            dw = H2F(w->d);
+    if (t == QTYPE_Q4_0) { /* llama.cpp repacks Q4_0 matrices: ggml_gemv_q4_0_8x8_q8_0 */
+        float sum = 0;
+        for (int64_t b = 0; b < nb; b++) {
+            int lane[8];
+            block_lanes(t, vw, b, a[b].qs, lane);
+            int S = 0;
+            for (int l = 0; l < 8; l++)
+                S += lane[l];
+            sum = fmaf((float)S, H2F(((const BlockQ4_0 *)vw)[b].d) * H2F(a[b].d), sum);
         }
-        acc[b % 8] = acc[b % 8] + (float)sumi * (dw * H2F(a[b].d));
+        return sum;
     }
-    return quant_reduce8(acc);
+    for (int64_t b = 0; b < nb; b++) {
+        int lane[8];
+        block_lanes(t, vw, b, a[b].qs, lane);
+        const uint16_t dh = t == QTYPE_Q4_0   ? ((const BlockQ4_0 *)vw)[b].d
+                          : t == QTYPE_Q5_0 ? ((const BlockQ5_0 *)vw)[b].d
+                                            : ((const BlockQ8_0 *)vw)[b].d;
+        const float d = H2F(dh) * H2F(a[b].d);
+        for (int l = 0; l < 8; l++)
+            acc[l] = fmaf(d, (float)lane[l], acc[l]);
+    }
+    return hsum8(acc);
 }
 
+/* Q4_1, Q5_1, Q8_1 rows with Q8_1 (ggml_vec_dot_q4_1_q8_1's AVX2 order): the lanes as above
+ * with d = dw * da, and the min terms mw * sa added by FMA into one running sum. */
 static float dot_q8_1_family(QType t, const void *vw, const BlockQ8_1 *a, int64_t nb)
 {
-    float acc[8] = {0};
+    float acc[8] = {0}, summs = 0;
     for (int64_t b = 0; b < nb; b++) {
-        int sumi = 0;
-        float p;
-        const float da = H2F(a[b].d);
+        int lane[8];
+        block_lanes(t, vw, b, a[b].qs, lane);
+        float dw;
         if (t == QTYPE_Q4_1) {
-            const BlockQ4_1 *w = (const BlockQ4_1 *)vw + b;
-            sumi = block_isum(w->qs, NULL, 0, a[b].qs);
-            p = (H2F(w->d) * da) * (float)sumi + H2F(w->m) * H2F(a[b].s);
+            dw = H2F(((const BlockQ4_1 *)vw)[b].d);
+            summs = fmaf(H2F(((const BlockQ4_1 *)vw)[b].m), H2F(a[b].s), summs);
         } else if (t == QTYPE_Q5_1) {
-            const BlockQ5_1 *w = (const BlockQ5_1 *)vw + b;
-            sumi = block_isum(w->qs, w->qh, 0, a[b].qs);
-            p = (H2F(w->d) * da) * (float)sumi + H2F(w->m) * H2F(a[b].s);
+            dw = H2F(((const BlockQ5_1 *)vw)[b].d);
+            summs = fmaf(H2F(((const BlockQ5_1 *)vw)[b].m), H2F(a[b].s), summs);
         } else {
-            const BlockQ8_1 *w = (const BlockQ8_1 *)vw + b;
-            for (int j = 0; j < QK; j++)
-                sumi += w->qs[j] * a[b].qs[j];
-            p = (H2F(w->d) * da) * (float)sumi;
+            dw = H2F(((const BlockQ8_1 *)vw)[b].d);
         }
-        acc[b % 8] = acc[b % 8] + p;
+        const float d = dw * H2F(a[b].d);
+        for (int l = 0; l < 8; l++)
+            acc[l] = fmaf(d, (float)lane[l], acc[l]);
     }
-    return quant_reduce8(acc);
+    return hsum8(acc) + summs;
 }
 
 /* Value j (0..255) of a Q4_K/Q5_K super-block without its min: 0..15 or 0..31. */
@@ -888,46 +973,65 @@ static inline int q6k_val(const BlockQ6_K *w, int j)
     return (lo | (((qh[l] >> (2 * quarter)) & 3) << 4)) - 32;
 }
 
+/* K-quant rows with Q8_K in ggml's AVX2 order (ggml_vec_dot_q4_K_q8_K and the Q5_K, Q6_K
+ * ones): value j of a super-block adds its exact integer product (times its sub-block scale)
+ * into integer lane (j % 32) / 4; each super-block then adds its 8 lanes into 8 float
+ * accumulators, acc_l = fma(d, lane_l, acc_l) with d = da * dw; the mins of Q4_K go the same
+ * way into 4 accumulators (lane k: sub-blocks 2k and 2k + 1) with -da * dminw, Q5_K's into one
+ * running sum.  Result: hsum8(acc) plus the mins' sum. */
 static float dot_k(QType t, const void *vw, const BlockQ8_K *a, int64_t nb)
 {
-    float sum = 0;
+    if (t == QTYPE_Q8_K) { /* not a weight type llama.cpp stores: block order */
+        float sum = 0;
+        for (int64_t b = 0; b < nb; b++) {
+            const BlockQ8_K *w = (const BlockQ8_K *)vw + b;
+            int S = 0;
+            for (int j = 0; j < QK_K; j++)
+                S += w->qs[j] * a[b].qs[j];
+            sum = sum + (w->d * a[b].d) * (float)S;
+        }
+        return sum;
+    }
+    float acc[8] = {0}, accm[4] = {0}, summs = 0;
     for (int64_t b = 0; b < nb; b++) {
-        int S = 0, M = 0;
-        float p;
+        int lane[8] = {0};
         if (t == QTYPE_Q4_K || t == QTYPE_Q5_K) {
             const BlockQ4_K *w4 = (const BlockQ4_K *)vw + b;
             const BlockQ5_K *w5 = (const BlockQ5_K *)vw + b;
             const uint8_t *scales = t == QTYPE_Q4_K ? w4->scales : w5->scales;
+            int mk[4] = {0};
             for (int s = 0; s < QK_K / 32; s++) {
                 uint8_t sc, m;
                 quant_scale_min_k4(s, scales, &sc, &m);
-                int dot = 0;
                 for (int j = 32 * s; j < 32 * s + 32; j++)
-                    dot += (t == QTYPE_Q4_K ? q4k_val(w4, j) : q5k_val(w5, j)) * a[b].qs[j];
-                S += sc * dot;
-                M += m * (a[b].bsums[2 * s] + a[b].bsums[2 * s + 1]);
+                    lane[(j % 32) / 4] +=
+                        sc * (t == QTYPE_Q4_K ? q4k_val(w4, j) : q5k_val(w5, j)) * a[b].qs[j];
+                mk[s / 2] += m * (a[b].bsums[2 * s] + a[b].bsums[2 * s + 1]);
             }
-            const float d = H2F(t == QTYPE_Q4_K ? w4->d : w5->d) * a[b].d;
-            const float dmin = H2F(t == QTYPE_Q4_K ? w4->dmin : w5->dmin) * a[b].d;
-            p = d * (float)S - dmin * (float)M;
-        } else if (t == QTYPE_Q6_K) {
+            const float d = a[b].d * H2F(t == QTYPE_Q4_K ? w4->d : w5->d);
+            const float dmin = -a[b].d * H2F(t == QTYPE_Q4_K ? w4->dmin : w5->dmin);
+            for (int l = 0; l < 8; l++)
+                acc[l] = fmaf(d, (float)lane[l], acc[l]);
+            if (t == QTYPE_Q4_K) {
+                for (int k = 0; k < 4; k++)
+                    accm[k] = fmaf(dmin, (float)mk[k], accm[k]);
+            } else {
+                summs = fmaf(dmin, (float)((mk[0] + mk[1]) + (mk[2] + mk[3])), summs);
+            }
+        } else { /* Q6_K */
             const BlockQ6_K *w = (const BlockQ6_K *)vw + b;
-            for (int g = 0; g < QK_K / 16; g++) {
-                int dot = 0;
-                for (int j = 16 * g; j < 16 * g + 16; j++)
-                    dot += q6k_val(w, j) * a[b].qs[j];
-                S += w->scales[g] * dot;
-            }
-            p = (H2F(w->d) * a[b].d) * (float)S;
-        } else {
-            const BlockQ8_K *w = (const BlockQ8_K *)vw + b;
             for (int j = 0; j < QK_K; j++)
-                S += w->qs[j] * a[b].qs[j];
-            p = (w->d * a[b].d) * (float)S;
+                lane[(j % 32) / 4] += w->scales[j / 16] * q6k_val(w, j) * a[b].qs[j];
+            const float d = a[b].d * H2F(w->d);
+            for (int l = 0; l < 8; l++)
+                acc[l] = fmaf(d, (float)lane[l], acc[l]);
         }
-        sum = sum + p;
     }
-    return sum;
+    if (t == QTYPE_Q4_K)
+        return hsum8(acc) + ((accm[0] + accm[2]) + (accm[1] + accm[3]));
+    if (t == QTYPE_Q5_K)
+        return hsum8(acc) + summs;
+    return hsum8(acc);
 }
 
 float quant_dot_ref_row(QType t, const void *w, const void *x, int64_t n)

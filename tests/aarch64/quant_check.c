@@ -101,7 +101,7 @@ int main(void)
                 }
             }
             quant_quantize_act(xa, x, t, n);
-            quant_quantize_row_ref(xr, x, vt, n);
+            quant_quantize_act_ref(xr, x, t, n);
             if (memcmp(xa, xr, ab) != 0)
                 fail_at("quantize_act", t, n, 0, 0);
             float y[5], yr[5];

@@ -401,6 +401,44 @@ static double dequant_dot(QType t, const void *w, const void *a, int64_t n, doub
 
 static const int64_t dot_ns[] = {256, 512, 2048, 2304, 5632};
 
+/* The activation quantizer is llama.cpp's x86 backend's, not the reference quantizer: with
+ * amax = 127 the scale is exactly 1, so x.5 values show the rounding (half to even there,
+ * half away from zero in quantize_row_q8_0_ref), for Q8_0 and Q8_1 (block sum included), on
+ * every path; Q8_K activations are the reference quantizer's blocks. */
+static void test_activation_rounding(void **state)
+{
+    (void)state;
+    float x[QK_K];
+    for (int j = 0; j < QK_K; j++)
+        x[j] = (float)(j % 7) - 3.0f;
+    x[0] = 127.0f;
+    x[1] = 2.5f, x[2] = 3.5f, x[3] = -2.5f, x[4] = 0.5f, x[5] = -0.5f, x[6] = 126.5f;
+    const int8_t even[7] = {127, 2, 4, -2, 0, 0, 126}, away[7] = {127, 3, 4, -3, 1, -1, 127};
+    BlockQ8_0 a[QK_K / QK], r[QK_K / QK];
+    quant_quantize_act(a, x, QTYPE_Q4_0, QK_K);
+    quant_quantize_row_ref(r, x, QTYPE_Q8_0, QK_K);
+    for (int j = 0; j < 7; j++) {
+        assert_int_equal(a[0].qs[j], even[j]);
+        assert_int_equal(r[0].qs[j], away[j]);
+    }
+    assert_int_equal(a[0].d, r[0].d); /* d = amax / 127 in both */
+    BlockQ8_0 ar[QK_K / QK];
+    quant_quantize_act_ref(ar, x, QTYPE_Q8_0, QK_K);
+    assert_memory_equal(a, ar, sizeof a);
+    BlockQ8_1 b[QK_K / QK];
+    quant_quantize_act(b, x, QTYPE_Q4_1, QK_K);
+    int sum = 0;
+    for (int j = 0; j < QK; j++)
+        sum += b[0].qs[j];
+    for (int j = 0; j < 7; j++)
+        assert_int_equal(b[0].qs[j], even[j]);
+    assert_int_equal(b[0].s, quant_fp32_to_fp16((float)sum)); /* d = 1 here */
+    BlockQ8_K k[1], kr[1];
+    quant_quantize_act(k, x, QTYPE_Q6_K, QK_K);
+    quant_quantize_row_ref(kr, x, QTYPE_Q8_K, QK_K);
+    assert_memory_equal(k, kr, sizeof k);
+}
+
 static void test_vec_dot_matches_dequantized(void **state)
 {
     (void)state;
@@ -458,7 +496,7 @@ static void test_simd_equals_ref(void **state)
         }
         assert_memory_equal(wq, wr, rb * d);
         quant_quantize_act(xa, x, t, n);
-        quant_quantize_row_ref(xr, x, vt, n);
+        quant_quantize_act_ref(xr, x, t, n);
         assert_memory_equal(xa, xr, quant_row_bytes(vt, n));
         float *y = xmalloc((size_t)n * sizeof *y), *yr = xmalloc((size_t)n * sizeof *yr);
         quant_dequantize_row(y, wq, t, n);
@@ -789,6 +827,7 @@ int main(void)
         cmocka_unit_test(test_half_rounding_matches_ggml),
         cmocka_unit_test(test_hand_computed_blocks),
         cmocka_unit_test(test_round_trip_bounds),
+        cmocka_unit_test(test_activation_rounding),
         cmocka_unit_test(test_vec_dot_matches_dequantized),
         cmocka_unit_test(test_simd_equals_ref),
         cmocka_unit_test(test_every_path_equals_ref),
