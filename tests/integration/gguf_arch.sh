@@ -2,12 +2,12 @@
 # rotate-halves RoPE, llama with Llama 3.1 rope_freqs factors, phi3 with fused attn_qkv and
 # ffn_up), written and quantized by llama.cpp: every file converts and reproduces llama.cpp's
 # greedy tokens at every position, in one process and on 5 ranks with the layer, head and
-# slice partitions.  F32 logits hold to 1e-4 of llama.cpp's.  Q8_0 logits are reported: they
-# agree to ~2e-6 until one activation value rounds to another Q8_0 step than ggml's x86
-# quantizer (127/max, half to even) gives it, then miss 2e-3 (llama3 0.14 from position 8,
-# phi3 0.12, qwen2 0.007), the signature that keeps rand-llama-d256-Q8_0 out of gguf.sh's
-# exact list; there the first 5 positions hold 2e-3, the PIPE plans must give the single
-# process's logits bit for bit, and every plan llama.cpp's tokens.
+# slice partitions.  F32 logits hold to 1e-4 of llama.cpp's.  Q8_0: qwen2 holds 2e-3 at every
+# position (bit for bit with llama.cpp's arithmetic); llama3 (0.018) and phi3 (0.17) still
+# meet an activation value that rounds to another Q8_0 step than ggml's somewhere (which
+# float operation differs is not found yet), so they hold 2e-3 on the first 5 positions, the
+# PIPE plans must give the single process's logits bit for bit, and every plan llama.cpp's
+# tokens.
 . "$(dirname "$0")/common.sh"
 G="$SHARED/gguf-arch"
 skip_without "$G/qwen2-d128-F32.gguf"
@@ -78,6 +78,13 @@ for fam in qwen2 llama3 phi3; do
   # later in the others) the logits agree to about 2e-6: the first 5 positions hold 2e-3.
   "$CMP" "$T/base.bin" "$R/logits_f32le.bin" --cols 512 --rows 5 --tol 2e-3 \
     || fail "$name: the first 5 positions' logits differ from llama.cpp's by more than 2e-3"
+  # With llama.cpp's activation quantizer and dot-product orders (docs/quantization.md),
+  # qwen2's Q8_0 file matches at every position (bit for bit, as measured).
+  if [ "$fam" = qwen2 ]; then
+    "$CMP" "$T/base.bin" "$R/logits_f32le.bin" --cols 512 \
+      --rows "$(wc -l < "$R/tokens.txt")" --tol 2e-3 \
+      || fail "$name: logits differ from llama.cpp's by more than 2e-3"
+  fi
   for part in layer head; do
     run "$name" 5 "$T/l.bin" --partition $part
     "$CMP" "$T/l.bin" "$T/base.bin" --cols 512 --exact \
