@@ -5,6 +5,7 @@
 #ifndef HEADSPLIT_PLAN_H
 #define HEADSPLIT_PLAN_H
 
+#include "cluster.h"
 #include "config.h"
 
 #include <jansson.h>
@@ -81,6 +82,14 @@ typedef struct {
     const double *lat_ms;
     double bw_Bps;
     double ref_Bps;
+    /* The medium of the network (netmodel.h; zeroes: switched): on a shared one every
+     * message's airtime (bytes / bw_Bps + frame_s, doubled through an access point) queues on
+     * one channel. */
+    Medium medium;
+    int relay_ap;
+    double frame_s;
+    /* Bytes per element of a SLICE partial sum on the wire (--wire: 4 f32, 2 f16; 0: 4). */
+    int wire_bytes;
     /* Greedy: the share of each budget it may fill with layers (0: all of it); the engine
      * leaves room below its re-placement threshold for the KV cache to grow. */
     double fill;
