@@ -161,6 +161,9 @@ double plan_expected_max_normal(int n);
 /* The cost model's pieces: ms for rank to stream bytes of weights; ms for a message a -> b. */
 double plan_cost_work_ms(const PlanRequest *req, int rank, double bytes);
 double plan_cost_hop_ms(const PlanRequest *req, int a, int b, double bytes);
+/* req's network as one link of netmodel.h (bandwidth, medium, relay, frame overhead): a
+ * message's airtime is net_airtime_s(&l, bytes), a burst's net_burst_s. */
+NetLink plan_cost_net(const PlanRequest *req);
 
 /* Human-readable table (--show-placement). */
 void plan_print(const Plan *plan, const ModelConfig *c, FILE *out);
