@@ -26,6 +26,8 @@ typedef enum {
     PLACEMENT_RANDOM = 2,
     PLACEMENT_LAYER = 3,
     PLACEMENT_WATERFILL = 4, /* SLICE layers, parts and FFN columns by speed within budgets */
+    PLACEMENT_SPREAD = 5,    /* the reference design: FFN and projection by the greedy's rule,
+                              * the heads spread over the workers whatever the links */
 } PlacementKind;
 
 typedef struct {

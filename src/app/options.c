@@ -27,7 +27,8 @@ void options_usage(FILE *out)
         "                        layer = whole layers (EdgeShard-style blocks), head = heads\n"
         "                        spread, FFN whole; slice = heads + FFN slices on every worker;\n"
         "                        auto = the fastest predicted from measured speeds and RTTs\n"
-        "  --placement greedy|roundrobin|random|layer|waterfill|dp|exact   (default greedy);\n"
+        "  --placement greedy|spread|roundrobin|random|layer|waterfill|dp|exact (default\n"
+        "                        greedy); spread: FFN as greedy, heads over the workers;\n"
         "                        waterfill: SLICE layers, parts and FFN columns in proportion\n"
         "                        to speed within the memory budgets; dp: whole\n"
         "                        layers in contiguous blocks by dynamic programming, exact:\n"
@@ -181,8 +182,8 @@ static int parse_generation(Options *o, int ch, const char *arg, char *err, size
         if (o->solver)
             o->partition = o->solver == 1 ? PARTITION_LAYER : PARTITION_HEAD;
         else if (plan_parse_placement(arg, &o->placement) < 0)
-            return util_err(err, errlen, "--placement: '%s' is not greedy, roundrobin, "
-                            "random, layer, waterfill, dp or exact", arg);
+            return util_err(err, errlen, "--placement: '%s' is not greedy, spread, "
+                            "roundrobin, random, layer, waterfill, dp or exact", arg);
         o->placement_set = 1;
         break;
     case O_SHOW: o->show_placement = 1; break;

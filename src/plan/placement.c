@@ -15,8 +15,9 @@ const char *plan_partition_name(Partition p)
 
 const char *plan_placement_name(PlacementKind k)
 {
-    static const char *names[] = {"greedy", "roundrobin", "random", "layer", "waterfill"};
-    return (unsigned)k < 5 ? names[k] : "?";
+    static const char *names[] = {"greedy", "roundrobin", "random", "layer", "waterfill",
+                                  "spread"};
+    return (unsigned)k < 6 ? names[k] : "?";
 }
 
 int plan_parse_partition(const char *s, Partition *out)
@@ -34,7 +35,7 @@ int plan_parse_partition(const char *s, Partition *out)
 
 int plan_parse_placement(const char *s, PlacementKind *out)
 {
-    for (int k = 0; k < 5; k++)
+    for (int k = 0; k < 6; k++)
         if (strcmp(s, plan_placement_name((PlacementKind)k)) == 0) {
             *out = (PlacementKind)k;
             return 0;
@@ -310,8 +311,10 @@ static int build_greedy(Plan *p, Tally *t, char *err, size_t errlen)
             layer_busy[q] = 0;
         for (int k = 0; k < lp->n_parts; k++) {
             size_t pb = part_bytes(c, &lp->parts[k], t->req->kv_positions);
-            int pr = t->req->lat_ms ? pick_soonest(t, pb, producer, r, layer_busy)
-                                    : pick_least(t, pb, used);
+            /* spread (the reference design): over the devices whatever the links */
+            int pr = t->req->lat_ms && t->req->placement != PLACEMENT_SPREAD
+                         ? pick_soonest(t, pb, producer, r, layer_busy)
+                         : pick_least(t, pb, used);
             if (pr < 0) {
                 rc = util_err(err, errlen, "attention part %d of layer %d fits no device's "
                               "memory budget", k, l);
@@ -435,7 +438,8 @@ int plan_build(Plan *plan, const ModelConfig *c, const PlanRequest *req, char *e
             plan->placement = PLACEMENT_GREEDY;
     } else switch (req->placement) {
     case PLACEMENT_LAYER: rc = build_layerwise(plan, &t, err, errlen); break;
-    case PLACEMENT_GREEDY: rc = build_greedy(plan, &t, err, errlen); break;
+    case PLACEMENT_GREEDY:
+    case PLACEMENT_SPREAD: rc = build_greedy(plan, &t, err, errlen); break;
     case PLACEMENT_ROUNDROBIN: build_roundrobin(plan, c, n); break;
     case PLACEMENT_RANDOM: build_random(plan, c, n, req->seed); break;
     case PLACEMENT_WATERFILL: break; /* always SLICE: above */

@@ -265,6 +265,46 @@ static void test_links_and_auto(void **state)
     }
 }
 
+/* spread: the FFN and projection together by the greedy's rule, the heads over the workers
+ * even where the greedy keeps them with the projection (a 10 ms network). */
+static void test_spread_placement(void **state)
+{
+    (void)state;
+    ModelConfig c = tinyllama();
+    const int n = 4, P = n + 1;
+    double lat[25];
+    for (int i = 0; i < P * P; i++)
+        lat[i] = i / P == i % P ? 0 : 5.0;
+    PlanRequest req = {.partition = PARTITION_HEAD, .placement = PLACEMENT_GREEDY, .seed = 1,
+                       .n_workers = n, .kv_positions = 64, .lat_ms = lat, .ref_Bps = 4e9};
+    Plan g, s;
+    char err[256];
+    PlacementKind k;
+    assert_int_equal(plan_parse_placement("spread", &k), 0);
+    assert_int_equal(k, PLACEMENT_SPREAD);
+    assert_string_equal(plan_placement_name(k), "spread");
+    assert_int_equal(plan_build(&g, &c, &req, err, sizeof err), 0);
+    req.placement = PLACEMENT_SPREAD;
+    assert_int_equal(plan_build(&s, &c, &req, err, sizeof err), 0);
+    int sum_s = 0, sum_g = 0;
+    for (int l = 0; l < c.n_layers; l++) {
+        /* by the greedy's rule (the devices' loads differ, so not always the same device) */
+        assert_int_equal(s.layers[l].proj_rank, s.layers[l].ffn_rank);
+        int used[5] = {0}, ranks = 0, gused[5] = {0}, granks = 0;
+        for (int p = 0; p < s.layers[l].n_parts; p++) {
+            ranks += !used[s.layers[l].parts[p].rank]++;
+            granks += !gused[g.layers[l].parts[p].rank]++;
+        }
+        assert_true(ranks >= n - 1); /* 4 KV groups off the projection rank first */
+        sum_s += ranks;
+        sum_g += granks;
+    }
+    /* the greedy keeps most of them with the projection */
+    assert_true(sum_g <= c.n_layers * 2 && sum_s >= c.n_layers * (n - 1));
+    plan_free(&g);
+    plan_free(&s);
+}
+
 /* The medium: on a shared channel a slice exchange's n(n-1) transmissions queue (11 more
  * airtimes than a switched network's each, for 4 members), through an access point each
  * takes the air twice, and --wire f16 halves the exchange's bytes. */
@@ -397,6 +437,7 @@ int main(void)
         cmocka_unit_test(test_links_and_auto),
         cmocka_unit_test(test_prediction_terms),
         cmocka_unit_test(test_prediction_medium),
+        cmocka_unit_test(test_spread_placement),
         cmocka_unit_test(test_head_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
