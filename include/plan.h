@@ -42,6 +42,20 @@ typedef struct {
     int f0, f1;
 } FfnSlice;
 
+/* How the members of a SLICE layer combine their partial sums.  Every pattern adds the
+ * partials to the layer input in member order, element by element, so all give the same
+ * bits.  AUTO (requests only): the one plan_predict_ms finds fastest. */
+typedef enum {
+    EXCHANGE_AUTO = 0,
+    EXCHANGE_ALL = 1,    /* each member to every other: 1 hop, n(n-1) messages of the sum */
+    EXCHANGE_REDUCE = 2, /* to the first member, which adds and sends the sum back: 2 hops,
+                          * 2(n-1) messages */
+    EXCHANGE_RSAG = 3,   /* reduce-scatter then all-gather, member to member: member i adds
+                          * the i-th of n chunks and sends it to every other: 2 hops,
+                          * 2n(n-1) messages of 1/n (a ring's bytes and transmissions in 2
+                          * hops instead of 2(n-1)) */
+} SliceExchange;
+
 typedef struct {
     LayerMode mode;
     int n_parts;
@@ -57,6 +71,7 @@ typedef struct {
     int n_workers;
     Partition partition;
     PlacementKind placement;
+    SliceExchange exchange; /* SLICE layers: ALL, REDUCE or RSAG (AUTO in a plan: ALL) */
     LayerPlan *layers; /* [n_layers] */
     double build_ms;   /* time the placement function took */
     /* The LM head split by vocabulary rows over the last layer's members (it is SLICE: every
@@ -92,6 +107,8 @@ typedef struct {
     double frame_s;
     /* Bytes per element of a SLICE partial sum on the wire (--wire: 4 f32, 2 f16; 0: 4). */
     int wire_bytes;
+    /* SLICE: the exchange pattern (--exchange; AUTO: the fastest predicted). */
+    SliceExchange exchange;
     /* Greedy: the share of each budget it may fill with layers (0: all of it); the engine
      * leaves room below its re-placement threshold for the KV cache to grow. */
     double fill;
@@ -176,5 +193,8 @@ const char *plan_partition_name(Partition p);
 const char *plan_placement_name(PlacementKind k);
 int plan_parse_partition(const char *s, Partition *out);
 int plan_parse_placement(const char *s, PlacementKind *out);
+/* "auto", "all", "reduce", "rsag"; parse returns 0, or -1 for another name. */
+const char *plan_exchange_name(SliceExchange x);
+int plan_parse_exchange(const char *s, SliceExchange *out);
 
 #endif

@@ -43,6 +43,7 @@ typedef struct {
     int verbose;
     const char *resume;
     int wire16;             /* --wire f16 */
+    SliceExchange exchange; /* --exchange (EXCHANGE_AUTO: the cost model's choice) */
     int head_on_controller; /* --lm-head controller */
     int static_plan;
     double replace_threshold;

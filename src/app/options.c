@@ -49,6 +49,8 @@ void options_usage(FILE *out)
         "                        wifi and ethernet, e.g. wifi,rtt=20ms)\n"
         "  --wire f32|f16        SLICE partial sums on the wire: f32 (default, exact) or IEEE\n"
         "                        half (half the bytes; tokens may differ)\n"
+        "  --exchange auto|all|reduce|rsag  SLICE partial sums: all-to-all, to one member and\n"
+        "                        back, or reduce-scatter/all-gather (default auto: predicted)\n"
         "  --lm-head split|controller  where the last layer is sliced, its members compute the\n"
         "                        final norm and LM head by vocabulary rows and send the\n"
         "                        controller logits (split, the default; exact) or the\n"
@@ -84,7 +86,7 @@ enum { O_MODEL = 256, O_PROMPT, O_STEPS, O_TEMP, O_TOPP, O_SEED, O_METRICS, O_PA
    O_SHOW, O_WAIT, O_BUDGET, O_MATVEC, O_LOGITS, O_QUIET, O_HELP, O_TRANSCRIPT,
    O_EMU, O_MATRIX, O_PINGS, O_TIMEOUT, O_STALL, O_SPEC, O_TOL, O_MINACC, O_ADAPT,
    O_PROFILE, O_VERBOSE, O_RESUME, O_KILL, O_DEVICES, O_STATIC, O_THRESH,
-   O_ASSUME_RTT, O_SLOWDOWN, O_WIRE, O_LMHEAD };
+   O_ASSUME_RTT, O_SLOWDOWN, O_WIRE, O_LMHEAD, O_EXCHANGE };
 
 static const struct option longopts[] = {
     {"model", required_argument, 0, O_MODEL}, {"prompt", required_argument, 0, O_PROMPT},
@@ -114,6 +116,7 @@ static const struct option longopts[] = {
     {"assume-rtt", required_argument, 0, O_ASSUME_RTT},
     {"emulate-slowdown", required_argument, 0, O_SLOWDOWN},
     {"wire", required_argument, 0, O_WIRE}, {"lm-head", required_argument, 0, O_LMHEAD},
+    {"exchange", required_argument, 0, O_EXCHANGE},
     {"quiet", no_argument, 0, O_QUIET}, {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
 
 static void options_defaults(Options *o)
@@ -254,6 +257,11 @@ static int parse_runtime(Options *o, int ch, const char *arg, char *err, size_t 
             return util_err(err, errlen, "--wire: '%s' is not f32 or f16", arg);
         o->wire16 = strcmp(arg, "f16") == 0;
         break;
+    case O_EXCHANGE:
+        if (plan_parse_exchange(arg, &o->exchange) < 0)
+            return util_err(err, errlen, "--exchange: '%s' is not auto, all, reduce or rsag",
+                            arg);
+        break;
     case O_LMHEAD:
         if (strcmp(arg, "split") && strcmp(arg, "controller"))
             return util_err(err, errlen, "--lm-head: '%s' is not split or controller",
@@ -371,6 +379,7 @@ json_t *options_json(const Options *o, int n_ranks)
                                                          : json_null());
     json_object_set_new(j, "timeout_s", json_real(o->su.timeout_s));
     json_object_set_new(j, "wire", json_string(o->wire16 ? "f16" : "f32"));
+    json_object_set_new(j, "exchange", json_string(plan_exchange_name(o->exchange)));
     json_object_set_new(j, "lm_head", json_string(o->head_on_controller ? "controller"
                                                                           : "split"));
     json_object_set_new(j, "emulate_slowdown", o->su.slowdown > 0 ? json_real(o->su.slowdown)

@@ -17,6 +17,8 @@ typedef struct {
     int shared;
     double chan; /* shared medium: ms at which the channel is next free */
     int *order;  /* [n] scratch: ranks in order of readiness */
+    int *members; /* [n] scratch: a SLICE layer's members */
+    double *arr, *at; /* [n] scratch: arrivals, readiness by rank */
 } Cost;
 
 NetLink plan_cost_net(const PlanRequest *req)
@@ -105,41 +107,70 @@ static double part_bytes(const ModelConfig *c, const AttnPart *p, int slice)
     return b;
 }
 
-/* A SLICE exchange: every member sends its partial sum (ready at busy[r]) to every other
- * member; returns when the last one has arrived.  Switched: each message its own hop;
- * shared: the members' transmissions queue on the channel in order of readiness. */
-static double exchange_ms(Cost *k, const LayerPlan *lp, const double *busy, double msg)
+/* One phase of messages: every rank of from[0..nf) sends `bytes` to every other rank of
+ * to[0..nt) when it is ready (at[sender]); arr[receiver] becomes the last arrival (a rank in
+ * both lists counts its own readiness).  Switched: each message its own hop; shared: the
+ * transmissions queue on the channel in order of readiness.  Returns the last arrival. */
+static double phase_ms(Cost *k, const int *from, int nf, const double *at, const int *to,
+                       int nt, double bytes, double *arr)
 {
     double t = 0;
-    if (!k->shared) {
-        for (int a = 0; a < lp->n_slices; a++)
-            for (int b = 0; b < lp->n_slices; b++) {
-                int ra = lp->slices[a].rank, rb = lp->slices[b].rank;
-                double v = busy[ra] + hop_ms(k, ra, rb, msg);
-                t = v > t ? v : t;
-            }
-        return t;
-    }
-    for (int j = 0; j < lp->n_slices; j++)
-        k->order[j] = lp->slices[j].rank;
-    sort_by(k->order, lp->n_slices, busy);
-    for (int a = 0; a < lp->n_slices; a++)
-        for (int b = 0; b < lp->n_slices; b++) {
-            int ra = k->order[a], rb = lp->slices[b].rank;
-            double v = ra == rb ? busy[ra] : queued_ms(k, ra, rb, busy[ra], msg);
+    for (int j = 0; j < nt; j++)
+        arr[to[j]] = 0;
+    for (int i = 0; i < nf; i++)
+        k->order[i] = from[i];
+    if (k->shared)
+        sort_by(k->order, nf, at);
+    for (int i = 0; i < nf; i++)
+        for (int j = 0; j < nt; j++) {
+            int a = k->order[i], b = to[j];
+            double v = a == b       ? at[a]
+                       : k->shared ? queued_ms(k, a, b, at[a], bytes)
+                                   : at[a] + hop_ms(k, a, b, bytes);
+            arr[b] = v > arr[b] ? v : arr[b];
             t = v > t ? v : t;
         }
     return t;
 }
 
+/* A SLICE exchange of partial sums (xmsg bytes on the wire, payload wire_bytes per element;
+ * results travel as f32): when the last member has the sum, without the spread of the first
+ * wait (the caller's). */
+static double exchange_ms(Cost *k, SliceExchange x, const LayerPlan *lp, const double *busy,
+                          double wire_bytes)
+{
+    const int n = lp->n_slices;
+    const double dim = (double)k->c->dim;
+    int *m = k->members;
+    for (int j = 0; j < n; j++)
+        m[j] = lp->slices[j].rank;
+    if (n < 2 || x == EXCHANGE_AUTO || x == EXCHANGE_ALL)
+        return phase_ms(k, m, n, busy, m, n, 32.0 + wire_bytes * dim, k->arr);
+    if (x == EXCHANGE_REDUCE) {
+        /* to the first member, which adds once all have arrived and sends the sum back */
+        double root = phase_ms(k, m + 1, n - 1, busy, m, 1, 32.0 + wire_bytes * dim, k->arr);
+        root = root > busy[m[0]] ? root : busy[m[0]];
+        k->at[m[0]] = root + spread_ms(k, n - 1);
+        return phase_ms(k, m, 1, k->at, m, n, 32.0 + 4.0 * dim, k->arr);
+    }
+    /* RSAG: chunks of dim/n to their owners, each owner's sum to every member */
+    phase_ms(k, m, n, busy, m, n, 32.0 + wire_bytes * dim / n, k->arr);
+    for (int j = 0; j < n; j++)
+        k->at[m[j]] = k->arr[m[j]] + spread_ms(k, n - 1);
+    return phase_ms(k, m, n, k->at, m, n, 32.0 + 4.0 * dim / n, k->arr);
+}
+
 double plan_predict_ms(const Plan *plan, const ModelConfig *c, const PlanRequest *req)
 {
-    Cost k = {c, req, plan->n_workers + 1, plan_cost_net(req), 0, 0, NULL};
+    Cost k = {c, req, plan->n_workers + 1, plan_cost_net(req), 0, 0, NULL, NULL, NULL, NULL};
     k.shared = net_is_shared(&k.net);
     k.order = xcalloc((size_t)k.n, sizeof(int));
+    k.members = xcalloc((size_t)k.n, sizeof(int));
+    k.arr = xcalloc((size_t)k.n, sizeof(double));
+    k.at = xcalloc((size_t)k.n, sizeof(double));
     const double msg = 32.0 + 4.0 * c->dim;
-    /* a SLICE partial sum as --wire sends it */
-    const double xmsg = 32.0 + (req->wire_bytes > 0 ? req->wire_bytes : 4.0) * c->dim;
+    /* a SLICE partial sum's elements as --wire sends them */
+    const double wire = req->wire_bytes > 0 ? req->wire_bytes : 4.0;
     double *ready = xcalloc((size_t)k.n, sizeof(double)); /* when each rank has X */
     double *busy = xcalloc((size_t)k.n, sizeof(double));  /* when each rank is free */
     int *has = xcalloc((size_t)k.n, sizeof(int));         /* holds the current X */
@@ -177,13 +208,15 @@ double plan_predict_ms(const Plan *plan, const ModelConfig *c, const PlanRequest
                     if (lp->parts[p].rank == r)
                         busy[r] += work_ms(&k, r, part_bytes(c, &lp->parts[p], 1));
             }
-            t1 = exchange_ms(&k, lp, busy, xmsg) + spread_ms(&k, lp->n_slices - 1);
+            t1 = exchange_ms(&k, plan->exchange, lp, busy, wire) +
+                 spread_ms(&k, lp->n_slices - 1);
             for (int j = 0; j < lp->n_slices; j++) {
                 int r = lp->slices[j].rank;
                 busy[r] = t1 + work_ms(&k, r, (double)config_ffn_bytes(c, lp->slices[j].f1 -
                                                                        lp->slices[j].f0));
             }
-            t2 = exchange_ms(&k, lp, busy, xmsg) + spread_ms(&k, lp->n_slices - 1);
+            t2 = exchange_ms(&k, plan->exchange, lp, busy, wire) +
+                 spread_ms(&k, lp->n_slices - 1);
             memset(has, 0, (size_t)k.n * sizeof(int));
             for (int j = 0; j < lp->n_slices; j++)
                 has[lp->slices[j].rank] = 1;
@@ -253,6 +286,9 @@ double plan_predict_ms(const Plan *plan, const ModelConfig *c, const PlanRequest
     free(has);
     free(need);
     free(k.order);
+    free(k.members);
+    free(k.arr);
+    free(k.at);
     return t;
 }
 

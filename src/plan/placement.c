@@ -398,6 +398,45 @@ static void build_slice(Plan *p, const ModelConfig *c, const PlanRequest *req)
     }
 }
 
+const char *plan_exchange_name(SliceExchange x)
+{
+    static const char *names[] = {"auto", "all", "reduce", "rsag"};
+    return (unsigned)x < 4 ? names[x] : "?";
+}
+
+int plan_parse_exchange(const char *s, SliceExchange *out)
+{
+    for (int k = 0; k < 4; k++)
+        if (strcmp(s, plan_exchange_name((SliceExchange)k)) == 0) {
+            *out = (SliceExchange)k;
+            return 0;
+        }
+    return -1;
+}
+
+/* A SLICE plan's exchange pattern: the request's, else the one the cost model predicts
+ * fastest (all-to-all unless another is at least 1% faster, then reduce before rsag). */
+static void choose_exchange(Plan *plan, const ModelConfig *c, const PlanRequest *req)
+{
+    plan->exchange = EXCHANGE_ALL;
+    if (plan->partition != PARTITION_SLICE)
+        return;
+    if (req->exchange != EXCHANGE_AUTO) {
+        plan->exchange = req->exchange;
+        return;
+    }
+    double best = plan_predict_ms(plan, c, req);
+    for (int x = EXCHANGE_REDUCE; x <= EXCHANGE_RSAG; x++) {
+        SliceExchange was = plan->exchange;
+        plan->exchange = (SliceExchange)x;
+        double v = plan_predict_ms(plan, c, req);
+        if (v < best * 0.99)
+            best = v;
+        else
+            plan->exchange = was;
+    }
+}
+
 int plan_build(Plan *plan, const ModelConfig *c, const PlanRequest *req, char *err,
                size_t errlen)
 {
@@ -463,6 +502,8 @@ int plan_build(Plan *plan, const ModelConfig *c, const PlanRequest *req, char *e
                           plan_placement_name(req->placement), r, need / 1e6,
                           req->kv_positions, b / 1e6);
     }
+    if (rc == 0)
+        choose_exchange(plan, c, req);
     if (rc < 0)
         plan_free(plan);
     return rc;
@@ -599,9 +640,12 @@ int plan_slice_members(const Plan *plan, int layer, int *out)
 void plan_print(const Plan *plan, const ModelConfig *c, FILE *out)
 {
     const int Q = config_q_per_kv(c);
-    fprintf(out, "placement: partition %s, placement %s, %d workers, LM head on %s, built in "
-            "%.3f ms\n", plan_partition_name(plan->partition),
-            plan_placement_name(plan->placement), plan->n_workers,
+    fprintf(out, "placement: partition %s, placement %s%s%s, %d workers, LM head on %s, built "
+            "in %.3f ms\n", plan_partition_name(plan->partition),
+            plan_placement_name(plan->placement),
+            plan->partition == PARTITION_SLICE ? ", exchange " : "",
+            plan->partition == PARTITION_SLICE ? plan_exchange_name(plan->exchange) : "",
+            plan->n_workers,
             plan->head_split ? "the last layer's members" : "the controller", plan->build_ms);
     fprintf(out, "%-6s %-6s %-6s  attention parts (unit:heads@rank)\n", "layer", "proj", "ffn");
     for (int l = 0; l < plan->n_layers; l++) {
@@ -634,6 +678,8 @@ json_t *plan_to_json(const Plan *plan, const ModelConfig *c)
     json_t *o = json_object();
     json_object_set_new(o, "partition", json_string(plan_partition_name(plan->partition)));
     json_object_set_new(o, "placement", json_string(plan_placement_name(plan->placement)));
+    if (plan->partition == PARTITION_SLICE)
+        json_object_set_new(o, "exchange", json_string(plan_exchange_name(plan->exchange)));
     json_object_set_new(o, "n_workers", json_integer(plan->n_workers));
     json_object_set_new(o, "build_ms", json_real(plan->build_ms));
     json_object_set_new(o, "lm_head", json_string(plan->head_split ? "split" : "controller"));
