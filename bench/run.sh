@@ -9,7 +9,7 @@
 # Options:
 #   --quick            (default) fewer positions (TinyLlama 16, GPT-2 32, stories260K 64),
 #                      3 repeats, RTT sweep on gpt2-small only (0,10,20,30 ms), tolerance
-#                      sweep on stories260K and trained models: 15-20 minutes on 2 cores
+#                      sweep on stories260K and trained models: ~75 minutes on 2 cores
 #   --full             256 positions, 3 repeats, RTT sweep 0,2,5,10,20,30 ms and tolerance
 #                      sweep on every model: 6-8 hours on a 2-core machine (the estimate
 #                      for the plan at hand is printed before the first run)
