@@ -104,6 +104,10 @@ for r in rows:
             "weight_bytes_worker_max": max((x.get("weight_bytes", 0) for x in workers), default=None),
         })
         d["mb_per_256"] = d["bytes_per_token"] * 256 / 1e6 if d["bytes_per_token"] is not None else None
+        # what the ranks put on the wire (payload bytes as sent, f16 included), per position
+        if ranks and nf:
+            d["wire_bytes_per_token"] = sum(x.get("bytes_sent") or 0 for x in ranks) / nf
+            d["msgs_per_token"] = sum(x.get("messages_sent") or 0 for x in ranks) / nf
         if "energy_j" in m:
             ej = num(m.get("energy_j"))
             d["energy_source"] = m.get("energy_source", "engine")
@@ -240,6 +244,7 @@ def summarise(model, config, rtt, tol=None):
     rr = per_rep_ratio(layer, runs)
     s["speedup_min"], s["speedup_max"] = mn(rr), mx(rr)
     for k in ("hops_per_token", "bytes_per_token", "mb_per_256", "spec_acceptance",
+              "wire_bytes_per_token", "msgs_per_token",
               "energy_per_token_j", "edp_js", "energy_per_token_steady_j", "edp_steady_js",
               "first_position_s", "load_s", "predicted_ms_per_token", "deadline_misses",
               "auto_predicted_layer_ms", "auto_predicted_head_ms", "auto_predicted_slice_ms"):
@@ -574,6 +579,58 @@ L.append(f"Energy source: {', '.join(srcs) if srcs else '–'}. J/token is the s
          "when the run began (the harness waits, bounded, for it to fall below "
          f"{meta.get('max_load', '?')}).")
 L.append("")
+
+# ---- where the time goes on a shared channel: airtime and latency floors per configuration
+def link_params(spec):
+    """(bw B/s, rtt s, frame s, shared, relay) of a link spec as cluster_parse_link reads it."""
+    bw, rtt, frame, shared, relay = 0.0, 0.0, 0.0, False, False
+    for item in (spec or "").split(","):
+        k, _, v = item.partition("=")
+        if not v:
+            if k == "wifi": bw, rtt, frame, shared, relay = 25e6, 10e-3, 0.2e-3, True, True
+            if k == "ethernet": bw, rtt, shared, relay = 125e6, 0.2e-3, False, False
+            continue
+        def t(x):
+            for u, f in (("ms", 1e-3), ("us", 1e-6), ("s", 1.0)):
+                if x.endswith(u): return float(x[:-len(u)]) * f
+            return float(x) * 1e-3
+        def r(x):
+            for u, f in (("gbit", 1e9 / 8), ("mbit", 1e6 / 8), ("kbit", 1e3 / 8), ("bit", 1 / 8), ("MB", 1e6)):
+                if x.endswith(u): return float(x[:-len(u)]) * f
+            return float(x) * 1e6 / 8
+        if k == "rtt": rtt = t(v)
+        elif k == "frame": frame = t(v)
+        elif k == "bw": bw = r(v)
+        elif k == "medium": shared = v == "shared"
+        elif k == "relay": relay = v == "ap"
+    return bw, rtt, frame, shared, relay
+
+air_rows = []
+for s_ in summary:
+    runs_ = pick(s_["model"], s_["config"], s_["rtt_ms"], s_["tolerance"])
+    if not runs_: continue
+    bw, rtt, frame, shared, relay = link_params(runs_[0]["link"])
+    if not shared or not bw or s_.get("wire_bytes_per_token") is None: continue
+    air = (s_["wire_bytes_per_token"] / bw + (s_.get("msgs_per_token") or 0) * frame) * (2 if relay else 1)
+    lat = (s_.get("hops_per_token") or 0) * rtt / 2
+    tot = s_["s_per_token_median"]
+    air_rows.append((s_, air, lat, tot - air - lat))
+if air_rows:
+    L.append("### Where the time goes on the shared channel")
+    L.append("")
+    L.append("Per position: airtime = what the ranks sent (bytes / bandwidth + 0.2 ms per "
+             "transmission, twice through the access point: the channel's busy time, a floor "
+             "when transmissions cannot overlap); latency = hops on the critical path x RTT/2; "
+             "the rest is compute and waiting (s/token minus both, an approximation: a "
+             "transmission can overlap other ranks' compute).")
+    L.append("")
+    L.append("| model | configuration | s/token | messages | MB on the air | airtime s | latency s | compute + waits s |")
+    L.append("|---|---|---|---|---|---|---|---|")
+    for s_, air, lat, rest in air_rows:
+        L.append(f"| {s_['model']} | {s_['config']} | {fsig(s_['s_per_token_median'])} "
+                 f"| {f2(s_.get('msgs_per_token'), 0)} | {f2(s_['wire_bytes_per_token'] / 1e6, 2)} "
+                 f"| {f2(air, 3)} | {f2(lat, 3)} | {f2(rest, 3)} |")
+    L.append("")
 
 if rtt_rows:
     L.append("### RTT sweep")
