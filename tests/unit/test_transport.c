@@ -252,9 +252,10 @@ static void test_shared_channel(void **state)
     double four_sh = burst_s("bw=100mbit,medium=shared", 4);
     double one_ap = burst_s("bw=100mbit,medium=shared,relay=ap", 1);
     double four_ap = burst_s("bw=100mbit,medium=shared,relay=ap", 4);
-    print_message("burst of 1 MB at 100 Mbit/s (air %.3f): switched %.3f / %.3f ms, shared %.3f / %.3f "
-                  "ms, through an AP %.3f / %.3f ms (1 / 4 senders)\n", air * 1e3, one * 1e3,
-                  four_sw * 1e3, one_sh * 1e3, four_sh * 1e3, one_ap * 1e3, four_ap * 1e3);
+    print_message("burst of 1 MB at 100 Mbit/s (air %.3f): switched %.3f / %.3f ms, shared "
+                  "%.3f / %.3f ms, through an AP %.3f / %.3f ms (1 / 4 senders)\n", air * 1e3,
+                  one * 1e3, four_sw * 1e3, one_sh * 1e3, four_sh * 1e3, one_ap * 1e3,
+                  four_ap * 1e3);
     /* Sleeps never end early: each is at least its airtime. */
     assert_true(one >= air && one_sh >= air && one_ap >= 2 * air);
     /* Switched: four paths in parallel, about one send (a loaded host may add a little). */
