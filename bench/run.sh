@@ -50,6 +50,8 @@
 #                      (default 3; 0: no gate), recorded per run with the time waited
 #   --load-wait S      the longest wait for that, per run (default 600 s; then it runs and
 #                      the run is marked as started above the threshold)
+#   --deadline TIME    start no run after TIME (anything `date -d` reads, e.g. 16:55); the
+#                      runs done are aggregated as usual and the page says how many were left
 #   --report           run bench/report.sh afterwards (rewrites docs/results.md)
 #   --dry-run          print the plan, the commands and the time estimate; run nothing
 #   -h, --help
@@ -67,7 +69,7 @@ die() { echo "bench: $*" >&2; exit 2; }
 DEVICE_MODEL=dilate
 MODE=quick LAUNCHER=mpirun DEVICE='' LINK='' EMULATE=0 RANKS='' BUILD=build OUT='' TOKENS='' REPEATS=''
 MODELS=tinyllama,gpt2-small,stories260K CONFIGS='' RTTS='' RTT_MODELS='' TOLS='' TOL_MODELS=''
-MODEL_DIR=out/models TIMEOUT='' REPORT=0 DRY=0 MEDIA=- MAX_LOAD=3 LOAD_WAIT=600
+MODEL_DIR=out/models TIMEOUT='' REPORT=0 DRY=0 MEDIA=- MAX_LOAD=3 LOAD_WAIT=600 DEADLINE=
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) MODE=quick; shift ;;
@@ -88,6 +90,7 @@ while [ $# -gt 0 ]; do
     --media) MEDIA=${2:?}; shift 2 ;;
     --max-load) MAX_LOAD=${2:?}; shift 2 ;;
     --load-wait) LOAD_WAIT=${2:?}; shift 2 ;;
+    --deadline) DEADLINE=$(date -d "${2:?}" +%s) || die "--deadline: cannot read '$2'"; shift 2 ;;
     --rtt-models) RTT_MODELS=${2:?}; shift 2 ;;
     --tolerances) TOLS=${2:?}; shift 2 ;;
     --tol-models) TOL_MODELS=${2:?}; shift 2 ;;
@@ -513,7 +516,7 @@ jnum() {  # jnum KEY FILE [last]: the first (last) "KEY": value in a pretty-prin
   printf '%s' "$v"
 }
 now; T0=${NOW%.*}
-DONE_EST=0 DONE_REAL=0 REM_EST=$TOTAL_EST FAILED=0 i=0
+DONE_EST=0 DONE_REAL=0 REM_EST=$TOTAL_EST FAILED=0 i=0 LEFT=0
 for rep in $(seq 1 "$REPEATS"); do
   ORDER=("${PLAN[@]}")
   if [ $((rep % 2)) = 0 ]; then  # even repeats backwards: a drift in load hits all equally
@@ -521,6 +524,7 @@ for rep in $(seq 1 "$REPEATS"); do
   fi
   for line in "${ORDER[@]}"; do
     IFS='|' read -r m c r t md g <<<"$line"
+    if [ -n "$DEADLINE" ] && [ "$(date +%s)" -ge "$DEADLINE" ]; then LEFT=$((LEFT + 1)); continue; fi
     i=$((i + 1))
     k=${KEY[$line]}
     metrics=$OUT/runs/$k.r$rep.json log=$OUT/runs/$k.r$rep.log
@@ -575,6 +579,10 @@ for rep in $(seq 1 "$REPEATS"); do
   done
 done
 trap - INT TERM
+if [ "$LEFT" -gt 0 ]; then
+  note "stopped at the deadline: $LEFT of $NRUNS runs did not start (the later repeats are incomplete)"
+  export HS_META_NOTES="$NOTES" HS_META_RUNS_LEFT=$LEFT
+fi
 export HS_META_FINISHED=$(date -Iseconds) HS_META_LOADAVG_END="$(hs_loadavg)" \
   HS_META_ELAPSED_S=$(($(date +%s) - T0)) HS_META_FAILED_RUNS=$FAILED
 hs_write_meta "$OUT"
