@@ -15,7 +15,8 @@ if os.path.exists(os.path.join(out, "meta.json")):
 base_rtt = float(meta.get("base_rtt", "10") or 10) if meta.get("base_rtt", "") not in ("", "none") else None
 
 MAIN_ORDER = ["layer", "head/seed", "head/seed+spec", "head/greedy", "head+spec/random",
-              "head+spec/roundrobin", "head+spec/greedy", "slice", "slice/f16", "slice/lm-ctl",
+              "head+spec/roundrobin", "head+spec/greedy", "slice", "slice/f16", "slice/q8",
+              "slice/lm-ctl",
               "auto"]
 SWEEP_CONFIGS = ["layer", "head/greedy", "head/seed", "slice", "auto"]
 # auto's candidates (its log line names partitions) and the configurations that measure them

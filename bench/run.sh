@@ -37,7 +37,8 @@
 #   --configs LIST     subset of layer, head (= head/greedy), head/greedy, head/seed (the
 #                      reference design: --placement spread), head/seed+spec,
 #                      head+spec/random, head+spec/roundrobin, head+spec/greedy, slice,
-#                      slice/f16 (--wire f16), slice/lm-ctl (the LM head on the controller),
+#                      slice/f16 (--wire f16), slice/q8 (--wire q8: Q8_0 blocks),
+#                      slice/lm-ctl (the LM head on the controller),
 #                      auto (default: all the engine supports)
 #   --rtts LIST        RTT sweep in ms (quick 0,10,20,30; full 0,2,5,10,20,30; "none": off)
 #   --rtt-models LIST  models of the RTT sweep (quick gpt2-small; full: all of --models)
@@ -136,8 +137,9 @@ HELP=$("$BUILD/headsplit" --help 2>&1)
 HAVE_AUTO=0 HAVE_SLICE=0
 grep -qE -- '--partition [a-z|]*auto' <<<"$HELP" && HAVE_AUTO=1
 grep -qE -- '--partition [a-z|]*slice' <<<"$HELP" && HAVE_SLICE=1
-HAVE_WIRE=0
+HAVE_WIRE=0 HAVE_Q8=0
 grep -qE -- '--wire f32\|f16' <<<"$HELP" && HAVE_WIRE=1
+grep -qE -- '--wire f32\|f16\|q8' <<<"$HELP" && HAVE_Q8=1
 HAVE_LMHEAD=0
 grep -qE -- '--lm-head split\|controller' <<<"$HELP" && HAVE_LMHEAD=1
 NOTES=""
@@ -155,6 +157,7 @@ cfg_def() {
     head+spec/greedy) echo "head greedy all" ;;
     slice) echo "slice greedy none" ;;
     slice/f16) echo "slice greedy none f16" ;;
+    slice/q8) echo "slice greedy none q8" ;;
     slice/lm-ctl) echo "slice greedy none f32 controller" ;;
     auto) echo "auto greedy none" ;;
     *) return 1 ;;
@@ -163,6 +166,7 @@ cfg_def() {
 ALL_CONFIGS="layer head/greedy head/seed head/seed+spec head+spec/random head+spec/roundrobin head+spec/greedy"
 [ "$HAVE_SLICE" = 1 ] && ALL_CONFIGS+=" slice" || note "the engine has no --partition slice: slice skipped"
 [ "$HAVE_SLICE$HAVE_WIRE" = 11 ] && ALL_CONFIGS+=" slice/f16"
+[ "$HAVE_SLICE$HAVE_Q8" = 11 ] && ALL_CONFIGS+=" slice/q8"
 [ "$HAVE_SLICE$HAVE_LMHEAD" = 11 ] && ALL_CONFIGS+=" slice/lm-ctl"
 [ "$HAVE_AUTO" = 1 ] && ALL_CONFIGS+=" auto" || note "the engine has no --partition auto: auto skipped"
 if [ -n "$CONFIGS" ]; then

@@ -105,8 +105,9 @@ typedef struct {
     Medium medium;
     int relay_ap;
     double frame_s;
-    /* Bytes per element of a SLICE partial sum on the wire (--wire: 4 f32, 2 f16; 0: 4). */
-    int wire_bytes;
+    /* Bytes per element of a SLICE partial sum on the wire (--wire: 4 f32, 2 f16, 34/32 q8;
+     * 0: 4). */
+    double wire_bytes;
     /* SLICE: the exchange pattern (--exchange; AUTO: the fastest predicted). */
     SliceExchange exchange;
     /* Greedy: the share of each budget it may fill with layers (0: all of it); the engine

@@ -47,8 +47,8 @@ void options_usage(FILE *out)
         "  --emulate-link SPEC   delay every message as a link would: rtt=10ms,jitter=2ms,bw=200mbit\n"
         "                        (also medium=shared|switched, relay=ap|none, and the presets\n"
         "                        wifi and ethernet, e.g. wifi,rtt=20ms)\n"
-        "  --wire f32|f16        SLICE partial sums on the wire: f32 (default, exact) or IEEE\n"
-        "                        half (half the bytes; tokens may differ)\n"
+        "  --wire f32|f16|q8     SLICE partial sums on the wire: f32 (default), IEEE half (half\n"
+        "                        the bytes) or Q8_0 blocks (34 bytes per 32); tokens may differ\n"
         "  --exchange auto|all|reduce|rsag  SLICE partial sums: all-to-all, to one member and\n"
         "                        back, or reduce-scatter/all-gather (default auto: predicted)\n"
         "  --lm-head split|controller  where the last layer is sliced, its members compute the\n"
@@ -253,9 +253,9 @@ static int parse_runtime(Options *o, int ch, const char *arg, char *err, size_t 
                             arg);
         break;
     case O_WIRE:
-        if (strcmp(arg, "f32") && strcmp(arg, "f16"))
-            return util_err(err, errlen, "--wire: '%s' is not f32 or f16", arg);
-        o->wire16 = strcmp(arg, "f16") == 0;
+        if (strcmp(arg, "f32") && strcmp(arg, "f16") && strcmp(arg, "q8"))
+            return util_err(err, errlen, "--wire: '%s' is not f32, f16 or q8", arg);
+        o->wire16 = !strcmp(arg, "f16") ? 1 : !strcmp(arg, "q8") ? 2 : 0;
         break;
     case O_EXCHANGE:
         if (plan_parse_exchange(arg, &o->exchange) < 0)
@@ -378,7 +378,8 @@ json_t *options_json(const Options *o, int n_ranks)
     json_object_set_new(j, "link_matrix", o->su.link_matrix ? json_string(o->su.link_matrix)
                                                          : json_null());
     json_object_set_new(j, "timeout_s", json_real(o->su.timeout_s));
-    json_object_set_new(j, "wire", json_string(o->wire16 ? "f16" : "f32"));
+    json_object_set_new(j, "wire",
+                        json_string(o->wire16 == 2 ? "q8" : o->wire16 ? "f16" : "f32"));
     json_object_set_new(j, "exchange", json_string(plan_exchange_name(o->exchange)));
     json_object_set_new(j, "lm_head", json_string(o->head_on_controller ? "controller"
                                                                           : "split"));

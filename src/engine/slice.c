@@ -4,6 +4,7 @@
 #include "engine_internal.h"
 
 #include "kernels.h"
+#include "quant.h"
 #include "util.h"
 #include "wire.h"
 
@@ -16,8 +17,17 @@
  * all-gather by chunks), so every member ends with the same bits, and the same bits under
  * every pattern. */
 
-/* Stamps this member's message; with --wire f16 the message carries halves and this member's
- * own partial is rounded the same way, so that every member adds identical values. */
+/* Bytes on the wire of n values of a partial sum (after the header): fp32, halves, or Q8_0
+ * blocks of 32 (n a multiple of 32). */
+static size_t wire_len(const DistEngine *e, int n)
+{
+    return e->wire16 == 2 ? quant_row_bytes(QTYPE_Q8_0, n)
+                          : (size_t)n * (e->wire16 ? sizeof(uint16_t) : sizeof(float));
+}
+
+/* Stamps this member's message; with --wire f16 or q8 the message carries the rounded form
+ * and this member's own partial is rounded the same way, so that every member adds identical
+ * values. */
 static WireHdr stamp_partial(DistEngine *e, int l)
 {
     WireHdr h;
@@ -25,7 +35,11 @@ static WireHdr stamp_partial(DistEngine *e, int l)
     transport_stamp(e->tp, &h);
     h.layer = l;
     memcpy(e->xsend, &h, sizeof h);
-    if (e->wire16) {
+    if (e->wire16 == 2) {
+        memcpy(e->wsend, &h, sizeof h);
+        quant_quantize_row(e->wsend + sizeof h, payload(e->xsend), QTYPE_Q8_0, e->c->dim);
+        quant_dequantize_row(payload(e->xsend), e->wsend + sizeof h, QTYPE_Q8_0, e->c->dim);
+    } else if (e->wire16) {
         uint16_t *half = (uint16_t *)(void *)(e->wsend + sizeof h);
         memcpy(e->wsend, &h, sizeof h);
         kernels_f32_to_f16(half, payload(e->xsend), e->c->dim);
@@ -44,7 +58,9 @@ static void take_partial(DistEngine *e, int l, int phase, TransportReq *rq, int 
                         l, &r->ewma[phase ? W_X2 : W_X1]);
     WireHdr hi = engine_read_hdr(msg, l);
     transport_deliver(e->tp, &hi, wb);
-    if (e->wire16)
+    if (e->wire16 == 2)
+        quant_dequantize_row(out, msg + sizeof hi, QTYPE_Q8_0, n);
+    else if (e->wire16)
         kernels_f16_to_f32(out, (const uint16_t *)(const void *)(msg + sizeof hi), n);
     else if ((const unsigned char *)out != msg + sizeof hi)
         memcpy(out, msg + sizeof hi, (size_t)n * sizeof(float));
@@ -60,7 +76,7 @@ static void exchange_all(DistEngine *e, int l, int phase, float *base)
     TransportReq *rq = xmalloc(2 * (size_t)n * sizeof(TransportReq));
     int nr = 0;
     stamp_partial(e, l);
-    const size_t wb = e->wire16 ? e->wire_bytes : e->msg_bytes;
+    const size_t wb = sizeof(WireHdr) + wire_len(e, e->c->dim);
     unsigned char *sbuf = e->wire16 ? e->wsend : e->xsend;
     unsigned char *rbuf = e->wire16 ? e->wrecv : e->xrecv;
     for (int i = 0; i < n; i++) {
@@ -102,7 +118,7 @@ static void exchange_reduce(DistEngine *e, int l, int phase, float *base)
     TransportReq *rq = xmalloc(2 * (size_t)n * sizeof(TransportReq));
     int nr = 0;
     WireHdr h = stamp_partial(e, l);
-    const size_t wb = e->wire16 ? e->wire_bytes : e->msg_bytes;
+    const size_t wb = sizeof(WireHdr) + wire_len(e, e->c->dim);
     unsigned char *sbuf = e->wire16 ? e->wsend : e->xsend;
     unsigned char *rbuf = e->wire16 ? e->wrecv : e->xrecv;
     if (me == root) {
@@ -148,12 +164,14 @@ static void exchange_rsag(DistEngine *e, int l, int phase, float *base)
     const int tag = WIRE_TAG_XCHG + 2 * l + phase, tag2 = WIRE_TAG_XSUM + 2 * l + phase;
     const int *members = sl->members;
     const int dim = e->c->dim;
-    const size_t hdr = sizeof(WireHdr), es = e->wire16 ? sizeof(uint16_t) : sizeof(float);
-    const size_t cmax = (size_t)(dim + n - 1) / (size_t)n, cb = hdr + cmax * sizeof(float);
+    const size_t hdr = sizeof(WireHdr);
+    const int64_t blk = e->wire16 == 2 ? 32 : 1; /* chunks of whole Q8_0 blocks */
+    const size_t cmax = (size_t)(dim + n - 1) / (size_t)n + (size_t)blk;
+    const size_t cb = hdr + cmax * sizeof(float);
     int mi = 0;
     while (members[mi] != me)
         mi++;
-#define C0(i) ((int)((int64_t)(i) * dim / n))
+#define C0(i) ((int)((int64_t)(i) * dim / n / blk * blk))
     TransportReq *rq = xmalloc(2 * (size_t)n * sizeof(TransportReq));
     unsigned char *sb = xmalloc((size_t)n * cb), *rb = xmalloc((size_t)n * cb);
     float *parts = xmalloc((size_t)n * cmax * sizeof(float)); /* [n][cmax] my chunk's */
@@ -163,21 +181,21 @@ static void exchange_rsag(DistEngine *e, int l, int phase, float *base)
     int nr = 0;
     for (int i = 0; i < n; i++)
         if (i != mi)
-            transport_irecv(e->tp, rb + (size_t)i * cb, hdr + (size_t)(o1 - o0) * es,
-                            members[i], tag, &rq[nr++]);
+            transport_irecv(e->tp, rb + (size_t)i * cb, hdr + wire_len(e, o1 - o0), members[i],
+                            tag, &rq[nr++]);
     for (int j = 0; j < n; j++) {
         if (j == mi)
             continue;
         unsigned char *m = sb + (size_t)j * cb;
-        const size_t len = (size_t)(C0(j + 1) - C0(j)) * es;
+        const size_t len = wire_len(e, C0(j + 1) - C0(j));
         memcpy(m, &h, hdr);
-        memcpy(m + hdr, mine + (size_t)C0(j) * es, len);
+        memcpy(m + hdr, mine + wire_len(e, C0(j)), len);
         transport_isend(e->tp, m, hdr + len, members[j], tag, &rq[nr++]);
     }
     for (int i = 0, k = 0; i < n; i++)
         if (i != mi)
             take_partial(e, l, phase, &rq[k++], members[i], rb + (size_t)i * cb,
-                         hdr + (size_t)(o1 - o0) * es, parts + (size_t)i * cmax, o1 - o0);
+                         hdr + wire_len(e, o1 - o0), parts + (size_t)i * cmax, o1 - o0);
     for (int k = n - 1; k < nr; k++)
         transport_wait(e->tp, &rq[k]);
     for (int i = 0; i < n; i++)

@@ -337,6 +337,8 @@ static void test_prediction_medium(void **state)
     const double ap16 = plan_predict_ms(&p, &c, &req);
     const double saved = ex * 24 * (2.0 * c.dim) / 25e6 * 1e3;
     assert_true(fabs((ap - ap16) - saved) < 0.02 * saved);
+    req.wire_bytes = 34.0 / 32; /* Q8_0 blocks: fewer bytes still */
+    assert_true(plan_predict_ms(&p, &c, &req) < ap16);
     /* One message: latency plus its airtime, with the frame overhead, twice through an AP. */
     req.frame_s = 0.2e-3;
     NetLink net = plan_cost_net(&req);
