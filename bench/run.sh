@@ -30,7 +30,8 @@
 #   --ranks N          MPI ranks: the controller + N-1 workers (default 5; srun: $SLURM_NTASKS)
 #   --build DIR        where headsplit and headsplit-convert are (default build)
 #   --out DIR          results (default out/bench-YYYYmmdd-HHMMSS)
-#   --tokens N         positions per run (prompt included) for every model
+#   --tokens N         positions per run (prompt included) for every model, or per model
+#                      (tinyllama=8,gpt2-small=16; the others keep the mode's default)
 #   --repeats K        repeats of the whole interleaved matrix
 #   --models LIST      comma-separated: tinyllama, gpt2-small, stories260K or FILE.h5
 #                      (default tinyllama,gpt2-small,stories260K)
@@ -110,7 +111,8 @@ case $MODE in
   full) : "${REPEATS:=3}" "${RTTS:=0,2,5,10,20,30}" "${TOLS:=0.02,0.05,0.10}" ;;
 esac
 [[ $REPEATS =~ ^[1-9][0-9]*$ ]] || die "--repeats must be a positive integer"
-[ -z "$TOKENS" ] || [[ $TOKENS =~ ^[1-9][0-9]*$ ]] || die "--tokens must be a positive integer"
+[ -z "$TOKENS" ] || [[ $TOKENS =~ ^[1-9][0-9]*$ ]] || [[ $TOKENS =~ ^([^=,]+=[1-9][0-9]*,?)+$ ]] ||
+  die "--tokens must be a positive integer or MODEL=N,..."
 [[ $MAX_LOAD =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--max-load must be a number"
 [[ $LOAD_WAIT =~ ^[0-9]+$ ]] || die "--load-wait must be whole seconds"
 for md in ${MEDIA//,/ }; do
@@ -320,7 +322,12 @@ done
 [ ${#MODEL_LIST[@]} -gt 0 ] || die "no model to run"
 
 default_tokens() {
-  if [ -n "$TOKENS" ]; then echo "$TOKENS"; return; fi
+  if [[ $TOKENS == *=* ]]; then  # per model: tinyllama=8,gpt2-small=16
+    local kv
+    for kv in ${TOKENS//,/ }; do
+      [ "${kv%%=*}" = "$1" ] || [ "${kv%%=*}" = "$(short_name "$1")" ] && { echo "${kv#*=}"; return; }
+    done
+  elif [ -n "$TOKENS" ]; then echo "$TOKENS"; return; fi
   if [ "$MODE" = full ]; then echo 256; return; fi
   case $1 in tinyllama*) echo 16 ;; gpt2*) echo 32 ;; *) echo 64 ;; esac
 }
