@@ -485,6 +485,41 @@ def human_bytes(b):
         if b >= div: return f"{b / div:.3g} {unit}"
     return f"{b:.0f} B"
 
+# ---- where the time goes on a shared channel: airtime and latency floors per configuration
+def link_params(spec):
+    """(bw B/s, rtt s, frame s, shared, relay) of a link spec as cluster_parse_link reads it."""
+    bw, rtt, frame, shared, relay = 0.0, 0.0, 0.0, False, False
+    for item in (spec or "").split(","):
+        k, _, v = item.partition("=")
+        if not v:
+            if k == "wifi": bw, rtt, frame, shared, relay = 25e6, 10e-3, 0.2e-3, True, True
+            if k == "ethernet": bw, rtt, shared, relay = 125e6, 0.2e-3, False, False
+            continue
+        def t(x):
+            for u, f in (("ms", 1e-3), ("us", 1e-6), ("s", 1.0)):
+                if x.endswith(u): return float(x[:-len(u)]) * f
+            return float(x) * 1e-3
+        def r(x):
+            for u, f in (("gbit", 1e9 / 8), ("mbit", 1e6 / 8), ("kbit", 1e3 / 8), ("bit", 1 / 8), ("MB", 1e6)):
+                if x.endswith(u): return float(x[:-len(u)]) * f
+            return float(x) * 1e6 / 8
+        if k == "rtt": rtt = t(v)
+        elif k == "frame": frame = t(v)
+        elif k == "bw": bw = r(v)
+        elif k == "medium": shared = v == "shared"
+        elif k == "relay": relay = v == "ap"
+    return bw, rtt, frame, shared, relay
+
+def air_of(s_):
+    """(airtime, latency, the rest) in s per position of a summary row on a shared link."""
+    runs_ = pick(s_["model"], s_["config"], s_["rtt_ms"], s_["tolerance"])
+    if not runs_: return None
+    bw, rtt, frame, shared, relay = link_params(runs_[0]["link"])
+    if not shared or not bw or s_.get("wire_bytes_per_token") is None: return None
+    air = (s_["wire_bytes_per_token"] / bw + (s_.get("msgs_per_token") or 0) * frame) * (2 if relay else 1)
+    lat = (s_.get("hops_per_token") or 0) * rtt / 2
+    return air, lat, s_["s_per_token_median"] - air - lat
+
 L = []
 reps = meta.get("repeats", "?")
 L.append(f"Base link: `{meta.get('link', '?')}`; device: `{meta.get('device', '?')}`; "
@@ -513,6 +548,14 @@ if headline:
         line += "."
         L.append(line)
         ss = {x["config"]: x for x in summary if x["model"] == model}
+        if h["best_exact_speedup"] < 2.0 and ss.get(h["best_exact"]) and air_of(ss[h["best_exact"]]):
+            a_, l_, r_ = air_of(ss[h["best_exact"]])
+            lay = air_of(ss["layer"]) if "layer" in ss else None
+            L.append(f"  Short of 2x: of `{h['best_exact']}`'s {h['best_exact_s_per_token']:.3f} "
+                     f"s/token, {a_:.3f} s is the channel's airtime, {l_:.3f} s the latency of its "
+                     f"{ss[h['best_exact']].get('hops_per_token') or 0:g} hops, {r_:.3f} s compute "
+                     f"and waits" + (f" (layer-wise: {lay[2]:.3f} s compute and waits)" if lay else "")
+                     + f"; 2x needs {h['layer_s_per_token'] / 2:.3f} s/token.")
         if "head/seed" in ss or "head/seed+spec" in ss:
             def sp_(c):
                 x = ss.get(c)
@@ -581,41 +624,10 @@ L.append(f"Energy source: {', '.join(srcs) if srcs else '–'}. J/token is the s
          f"{meta.get('max_load', '?')}).")
 L.append("")
 
-# ---- where the time goes on a shared channel: airtime and latency floors per configuration
-def link_params(spec):
-    """(bw B/s, rtt s, frame s, shared, relay) of a link spec as cluster_parse_link reads it."""
-    bw, rtt, frame, shared, relay = 0.0, 0.0, 0.0, False, False
-    for item in (spec or "").split(","):
-        k, _, v = item.partition("=")
-        if not v:
-            if k == "wifi": bw, rtt, frame, shared, relay = 25e6, 10e-3, 0.2e-3, True, True
-            if k == "ethernet": bw, rtt, shared, relay = 125e6, 0.2e-3, False, False
-            continue
-        def t(x):
-            for u, f in (("ms", 1e-3), ("us", 1e-6), ("s", 1.0)):
-                if x.endswith(u): return float(x[:-len(u)]) * f
-            return float(x) * 1e-3
-        def r(x):
-            for u, f in (("gbit", 1e9 / 8), ("mbit", 1e6 / 8), ("kbit", 1e3 / 8), ("bit", 1 / 8), ("MB", 1e6)):
-                if x.endswith(u): return float(x[:-len(u)]) * f
-            return float(x) * 1e6 / 8
-        if k == "rtt": rtt = t(v)
-        elif k == "frame": frame = t(v)
-        elif k == "bw": bw = r(v)
-        elif k == "medium": shared = v == "shared"
-        elif k == "relay": relay = v == "ap"
-    return bw, rtt, frame, shared, relay
-
 air_rows = []
 for s_ in summary:
-    runs_ = pick(s_["model"], s_["config"], s_["rtt_ms"], s_["tolerance"])
-    if not runs_: continue
-    bw, rtt, frame, shared, relay = link_params(runs_[0]["link"])
-    if not shared or not bw or s_.get("wire_bytes_per_token") is None: continue
-    air = (s_["wire_bytes_per_token"] / bw + (s_.get("msgs_per_token") or 0) * frame) * (2 if relay else 1)
-    lat = (s_.get("hops_per_token") or 0) * rtt / 2
-    tot = s_["s_per_token_median"]
-    air_rows.append((s_, air, lat, tot - air - lat))
+    a_ = air_of(s_)
+    if a_: air_rows.append((s_,) + a_)
 if air_rows:
     L.append("### Where the time goes on the shared channel")
     L.append("")
