@@ -425,6 +425,8 @@ static void choose_exchange(Plan *plan, const ModelConfig *c, const PlanRequest 
         plan->exchange = req->exchange;
         return;
     }
+    if (plan->n_workers > 64) /* the prediction is quadratic in the members: keep all-to-all */
+        return;
     double best = plan_predict_ms(plan, c, req);
     for (int x = EXCHANGE_REDUCE; x <= EXCHANGE_RSAG; x++) {
         SliceExchange was = plan->exchange;
