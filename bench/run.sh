@@ -348,7 +348,7 @@ add_run() {  # add_run MODEL CONFIG RTT TOL GROUP
   fi
 }
 spec_cfgs() { for c in $CONFIGS; do [[ $c == head+spec* ]] && echo "$c"; done; }
-tol_of() { [[ $1 == head+spec* ]] && echo "$2" || echo -; }
+tol_of() { [[ $1 == *spec* ]] && echo "$2" || echo -; }
 in_list() { [[ ",$2," == *",$1,"* ]]; }
 for m in "${MODEL_LIST[@]}"; do
   for MD in "${MEDIA_LIST[@]}"; do
