@@ -14,10 +14,15 @@ if os.path.exists(os.path.join(out, "meta.json")):
     meta = json.load(open(os.path.join(out, "meta.json")))
 base_rtt = float(meta.get("base_rtt", "10") or 10) if meta.get("base_rtt", "") not in ("", "none") else None
 
-MAIN_ORDER = ["layer", "head", "head+spec/random", "head+spec/roundrobin", "head+spec/greedy",
-              "slice", "auto", "slice/lm-ctl", "slice/f16"]
-EXACT = {"layer", "head", "slice", "slice/lm-ctl", "auto"}
-SWEEP_CONFIGS = ["layer", "head", "slice", "auto"]
+MAIN_ORDER = ["layer", "head/seed", "head/seed+spec", "head/greedy", "head+spec/random",
+              "head+spec/roundrobin", "head+spec/greedy", "slice", "slice/f16", "slice/q8",
+              "slice/lm-ctl",
+              "auto"]
+SWEEP_CONFIGS = ["layer", "head/greedy", "head/seed", "slice", "auto"]
+# auto's candidates (its log line names partitions) and the configurations that measure them
+CAND = {"layer": "layer", "head": "head/greedy", "slice": "slice"}
+# "exact" is measured, not listed: a configuration is exact when its logits are bit-identical
+# to the layer-wise run's in the same repeat (logits_vs_layer below).
 # Harness fallback when the engine reports no energy: a Pi 4 idles at 3.8 W and draws 1.2 W
 # more per busy core-second.
 IDLE_W, EXTRA_W = 3.8, 1.2
@@ -52,13 +57,15 @@ if os.path.exists(runs_tsv):
 results = []
 for r in rows:
     d = {
-        "model": r["model"], "config": r["config"], "partition": r["partition"],
+        "model": r["model"], "config": "head/greedy" if r["config"] == "head" else r["config"],
+        "partition": r["partition"],
         "placement": r["placement"], "speculate": r["speculate"],
         "tolerance": num(r["tolerance"]) if r["tolerance"] != "-" else None,
         "rtt_ms": num(r["rtt_ms"]), "link": r["link"], "groups": r["groups"],
         "rep": int(r["rep"]), "seed": int(r["seed"]), "steps": int(r["steps"]),
         "status": r["status"], "rc": int(r["rc"]), "wall_s": num(r["wall_s"]),
         "loadavg_1min": num(r["load1"]), "started": r["started"],
+        "load_wait_s": num(r.get("load_wait_s")), "max_load": num(r.get("max_load")),
         "synthetic": r.get("synthetic", "") == "1",
         "metrics": os.path.relpath(r["metrics"], out) if r["metrics"] else "",
         "log": os.path.relpath(r["log"], out) if r["log"] else "",
@@ -90,13 +97,18 @@ for r in rows:
             "spec_acceptance": num(m.get("spec_acceptance")),
             "deadline_misses": m.get("deadline_misses"), "retries": m.get("retries"),
             "tokens_checksum": m.get("tokens_checksum", ""),
-            "auto_choice": (m.get("plan") or {}).get("partition", ""),
+            "auto_choice": CAND.get((m.get("plan") or {}).get("partition", ""),
+                                    (m.get("plan") or {}).get("partition", "")),
             "predicted_ms_per_token": num(m.get("predicted_ms_per_token")),
             "peak_rss_worker_max_mb": (max(x.get("peak_rss_bytes", 0) for x in workers) / 2**20
                                        if workers else None),
             "weight_bytes_worker_max": max((x.get("weight_bytes", 0) for x in workers), default=None),
         })
         d["mb_per_256"] = d["bytes_per_token"] * 256 / 1e6 if d["bytes_per_token"] is not None else None
+        # what the ranks put on the wire (payload bytes as sent, f16 included), per position
+        if ranks and nf:
+            d["wire_bytes_per_token"] = sum(x.get("bytes_sent") or 0 for x in ranks) / nf
+            d["msgs_per_token"] = sum(x.get("messages_sent") or 0 for x in ranks) / nf
         if "energy_j" in m:
             ej = num(m.get("energy_j"))
             d["energy_source"] = m.get("energy_source", "engine")
@@ -128,8 +140,42 @@ for r in rows:
                     kv = part.split()
                     if len(kv) == 2 and num(kv[1]) is not None:
                         d[f"auto_predicted_{kv[0]}_ms"] = num(kv[1])
-                d["auto_choice"] = d.get("auto_choice") or mm.group(2)
+                d["auto_choice"] = d.get("auto_choice") or CAND.get(mm.group(2), mm.group(2))
     results.append(d)
+
+# ---- exactness, measured: logits against the layer-wise run of the same model, RTT and repeat
+from array import array
+def read_f32(path):
+    a = array("f")
+    with open(path, "rb") as f:
+        a.frombytes(f.read())
+    return a
+
+def logits_of(d):
+    p = os.path.join(out, d["metrics"][:-5] + ".logits") if d.get("metrics") else ""
+    return p if p and os.path.exists(p) else None
+
+layer_runs = {(d["model"], d["rtt_ms"], d["rep"]): d
+              for d in results if d["config"] == "layer" and d["status"] == "ok"}
+for d in results:
+    if d["status"] != "ok": continue
+    ref = layer_runs.get((d["model"], d["rtt_ms"], d["rep"]))
+    a_p, b_p = logits_of(d), ref and logits_of(ref)
+    if not a_p or not b_p: continue
+    a, b = read_f32(a_p), read_f32(b_p)
+    m = json.load(open(os.path.join(out, d["metrics"])))
+    V = ((m.get("model") or {}).get("vocab_size")) or 0
+    if len(a) != len(b) or not V or len(a) % V:
+        d["logits_vs_layer"] = "different length"; continue
+    if a.tobytes() == b.tobytes():
+        d["logits_vs_layer"] = "identical"; d["logits_max_abs_diff"] = 0.0; d["argmax_rows_differ"] = 0
+        continue
+    dm, rows = 0.0, 0
+    for i in range(0, len(a), V):
+        ra, rb = a[i:i + V], b[i:i + V]
+        dm = max(dm, max(abs(x - y) for x, y in zip(ra, rb)))
+        rows += max(range(V), key=ra.__getitem__) != max(range(V), key=rb.__getitem__)
+    d["logits_vs_layer"] = "differ"; d["logits_max_abs_diff"] = dm; d["argmax_rows_differ"] = rows
 
 COLS = ["model", "config", "partition", "placement", "speculate", "tolerance", "rtt_ms", "link",
         "groups", "rep", "seed", "steps", "status", "rc", "wall_s", "loadavg_1min", "started",
@@ -138,6 +184,8 @@ COLS = ["model", "config", "partition", "placement", "speculate", "tolerance", "
         "spec_kept", "spec_acceptance", "deadline_misses", "retries", "energy_source",
         "energy_j", "energy_per_token_j", "edp_js", "energy_per_token_steady_j",
         "edp_steady_js", "peak_rss_worker_max_mb", "weight_bytes_worker_max",
+        "logits_vs_layer", "logits_max_abs_diff", "argmax_rows_differ", "load_wait_s",
+        "max_load",
         "tokens_checksum", "auto_choice", "predicted_ms_per_token", "auto_predicted_layer_ms",
         "auto_predicted_head_ms", "auto_predicted_slice_ms", "synthetic", "metrics", "log"]
 
@@ -197,6 +245,7 @@ def summarise(model, config, rtt, tol=None):
     rr = per_rep_ratio(layer, runs)
     s["speedup_min"], s["speedup_max"] = mn(rr), mx(rr)
     for k in ("hops_per_token", "bytes_per_token", "mb_per_256", "spec_acceptance",
+              "wire_bytes_per_token", "msgs_per_token",
               "energy_per_token_j", "edp_js", "energy_per_token_steady_j", "edp_steady_js",
               "first_position_s", "load_s", "predicted_ms_per_token", "deadline_misses",
               "auto_predicted_layer_ms", "auto_predicted_head_ms", "auto_predicted_slice_ms"):
@@ -211,8 +260,21 @@ def summarise(model, config, rtt, tol=None):
     same = [d["tokens_checksum"] == lref[d["rep"]] for d in runs if d["rep"] in lref]
     s["same_tokens_as_layer"] = ("yes" if same and all(same) else "no" if same and not any(same)
                                  else f"{sum(same)}/{len(same)}" if same else "")
-    s["exact"] = ("yes" if config in EXACT else "no (16-bit wire)" if config.endswith("/f16")
-                  else f"no (tolerance {tol if tol is not None else '?'})")
+    cmp_ = [d for d in runs if d.get("logits_vs_layer")]
+    if config == "layer":
+        s["exact"] = "reference"
+    elif not cmp_:
+        s["exact"] = "?"
+    elif all(d["logits_vs_layer"] == "identical" for d in cmp_):
+        s["exact"] = "yes"
+    else:
+        dm = mx([d.get("logits_max_abs_diff") for d in cmp_])
+        rows = sum(d.get("argmax_rows_differ") or 0 for d in cmp_)
+        s["exact"] = (f"no: logits within {dm:.1e}" if dm is not None else "no") + \
+                     (f", argmax differs in {rows} rows" if rows else ", same argmax")
+    s["logits_max_abs_diff"] = mx([d.get("logits_max_abs_diff") for d in cmp_])
+    s["load_wait_s_max"] = mx([d.get("load_wait_s") for d in allruns])
+    s["loadavg_max"] = mx([d.get("loadavg_1min") for d in allruns])
     s["loadavg_median"] = med([d.get("loadavg_1min") for d in allruns])
     return s
 
@@ -221,7 +283,7 @@ for model in models:
     for c in MAIN_ORDER:
         rtt = base_rtt
         tol = None
-        if c.startswith("head+spec"):
+        if "spec" in c:
             cands = [d for d in results if d["model"] == model and d["config"] == c
                      and "main" in d["groups"].split(",")]
             tol = cands[0]["tolerance"] if cands else None
@@ -238,7 +300,8 @@ SUMCOLS = ["model", "config", "exact", "rtt_ms", "tolerance", "runs", "ok", "fai
            "spec_kept", "energy_per_token_j", "edp_js", "energy_per_token_steady_j",
            "edp_steady_js", "energy_source", "peak_rss_worker_max_mb", "first_position_s",
            "load_s", "same_tokens_as_layer", "auto_choice", "predicted_ms_per_token",
-           "deadline_misses", "loadavg_median"]
+           "deadline_misses", "loadavg_median", "loadavg_max", "load_wait_s_max",
+           "logits_max_abs_diff"]
 with open(os.path.join(out, "summary.csv"), "w", newline="") as f:
     w = csv.writer(f)
     w.writerow(SUMCOLS)
@@ -279,7 +342,8 @@ for model in sweep_models:
                 r["auto_ok"] = r["auto_same_as_best"] or (r["vs_best"] is not None and r["vs_best"] <= 1.10)
                 for p_ in ("layer", "head", "slice"):
                     r[f"auto_predicted_{p_}_ms"] = s.get(f"auto_predicted_{p_}_ms")
-                    r[f"measured_{p_}_ms"] = (cells[p_]["s_per_token_median"] * 1000 if p_ in cells else None)
+                    r[f"measured_{p_}_ms"] = (cells[CAND[p_]]["s_per_token_median"] * 1000
+                                              if CAND[p_] in cells else None)
             rtt_rows.append(r)
 RTTCOLS = ["model", "rtt_ms", "config", "s_per_token_median", "s_per_token_min",
            "s_per_token_max", "speedup_vs_layer", "hops_per_token", "bytes_per_token",
@@ -302,7 +366,7 @@ for d in results:
 for model in tol_models:
     tols = sorted({d["tolerance"] for d in results if d["model"] == model and d["tolerance"] is not None
                    and "tol" in d["groups"].split(",")})
-    head = pick(model, "head", base_rtt)
+    head = pick(model, "head/greedy", base_rtt)
     hm = med([d["ms_per_token"] for d in head])
     for tol in tols:
         s = summarise(model, "head+spec/greedy", base_rtt, tol)
@@ -333,11 +397,18 @@ with open(os.path.join(out, "tolerance_sweep.csv"), "w", newline="") as f:
         w.writerow([fmt(r.get(c)) for c in TOLCOLS])
 
 # ---- headline figures ------------------------------------------------------------------
+# Exact for the headline: bit-identical logits, or (slice: sums in another order) the same
+# argmax everywhere with logits within 1e-4 of layer-wise's.
+def exact_tokens(s):
+    e = s.get("exact") or ""
+    return e in ("yes", "reference") or (e.endswith("same argmax")
+                                         and (s.get("logits_max_abs_diff") or 1) <= 1e-4)
+
 headline = {}
 for model in models:
     # The best exact configuration is a fixed one (auto is judged against it).
-    exact = [s for s in summary if s["model"] == model and s["config"] in EXACT - {"auto"}
-             and s["s_per_token_median"] is not None]
+    exact = [s for s in summary if s["model"] == model and s["config"] != "auto"
+             and exact_tokens(s) and s["s_per_token_median"] is not None]
     layer = [s for s in exact if s["config"] == "layer"]
     if not exact or not layer: continue
     best = min(exact, key=lambda s: s["s_per_token_median"])
@@ -368,8 +439,8 @@ for model in models:
         pts = []
         for rtt in sorted({r["rtt_ms"] for r in sw}):
             cs = {r["config"]: r for r in sw if r["rtt_ms"] == rtt}
-            if "layer" in cs and ("head" in cs or "slice" in cs):
-                hb = min(cs[c]["s_per_token_median"] for c in ("head", "slice") if c in cs)
+            if "layer" in cs and ("head/greedy" in cs or "slice" in cs):
+                hb = min(cs[c]["s_per_token_median"] for c in ("head/greedy", "slice") if c in cs)
                 pts.append((rtt, cs["layer"]["s_per_token_median"] / hb))
         cross = None
         for (r0, s0), (r1, s1) in zip(pts, pts[1:]):
@@ -414,6 +485,41 @@ def human_bytes(b):
         if b >= div: return f"{b / div:.3g} {unit}"
     return f"{b:.0f} B"
 
+# ---- where the time goes on a shared channel: airtime and latency floors per configuration
+def link_params(spec):
+    """(bw B/s, rtt s, frame s, shared, relay) of a link spec as cluster_parse_link reads it."""
+    bw, rtt, frame, shared, relay = 0.0, 0.0, 0.0, False, False
+    for item in (spec or "").split(","):
+        k, _, v = item.partition("=")
+        if not v:
+            if k == "wifi": bw, rtt, frame, shared, relay = 25e6, 10e-3, 0.2e-3, True, True
+            if k == "ethernet": bw, rtt, shared, relay = 125e6, 0.2e-3, False, False
+            continue
+        def t(x):
+            for u, f in (("ms", 1e-3), ("us", 1e-6), ("s", 1.0)):
+                if x.endswith(u): return float(x[:-len(u)]) * f
+            return float(x) * 1e-3
+        def r(x):
+            for u, f in (("gbit", 1e9 / 8), ("mbit", 1e6 / 8), ("kbit", 1e3 / 8), ("bit", 1 / 8), ("MB", 1e6)):
+                if x.endswith(u): return float(x[:-len(u)]) * f
+            return float(x) * 1e6 / 8
+        if k == "rtt": rtt = t(v)
+        elif k == "frame": frame = t(v)
+        elif k == "bw": bw = r(v)
+        elif k == "medium": shared = v == "shared"
+        elif k == "relay": relay = v == "ap"
+    return bw, rtt, frame, shared, relay
+
+def air_of(s_):
+    """(airtime, latency, the rest) in s per position of a summary row on a shared link."""
+    runs_ = pick(s_["model"], s_["config"], s_["rtt_ms"], s_["tolerance"])
+    if not runs_: return None
+    bw, rtt, frame, shared, relay = link_params(runs_[0]["link"])
+    if not shared or not bw or s_.get("wire_bytes_per_token") is None: return None
+    air = (s_["wire_bytes_per_token"] / bw + (s_.get("msgs_per_token") or 0) * frame) * (2 if relay else 1)
+    lat = (s_.get("hops_per_token") or 0) * rtt / 2
+    return air, lat, s_["s_per_token_median"] - air - lat
+
 L = []
 reps = meta.get("repeats", "?")
 L.append(f"Base link: `{meta.get('link', '?')}`; device: `{meta.get('device', '?')}`; "
@@ -441,6 +547,24 @@ if headline:
                         if same and abs(h['auto_vs_best_exact'] - 1) > 0.03 else ""))
         line += "."
         L.append(line)
+        ss = {x["config"]: x for x in summary if x["model"] == model}
+        if h["best_exact_speedup"] < 2.0 and ss.get(h["best_exact"]) and air_of(ss[h["best_exact"]]):
+            a_, l_, r_ = air_of(ss[h["best_exact"]])
+            lay = air_of(ss["layer"]) if "layer" in ss else None
+            L.append(f"  Short of 2x: of `{h['best_exact']}`'s {h['best_exact_s_per_token']:.3f} "
+                     f"s/token, {a_:.3f} s is the channel's airtime, {l_:.3f} s the latency of its "
+                     f"{ss[h['best_exact']].get('hops_per_token') or 0:g} hops, {r_:.3f} s compute "
+                     f"and waits" + (f" (layer-wise: {lay[2]:.3f} s compute and waits)" if lay else "")
+                     + f"; 2x needs {h['layer_s_per_token'] / 2:.3f} s/token.")
+        if "head/seed" in ss or "head/seed+spec" in ss:
+            def sp_(c):
+                x = ss.get(c)
+                return (f"{x['speedup_vs_layer']:.2f}x{rng(x['speedup_min'], x['speedup_max'])}"
+                        if x and x["speedup_vs_layer"] else "–")
+            L.append(f"  The reference design (heads spread over the workers, FFN whole): "
+                     f"`head/seed` {sp_('head/seed')}, with speculation `head/seed+spec` "
+                     f"{sp_('head/seed+spec')} layer-wise; the article claims 1.24-1.31x for "
+                     f"heads alone and 1.56x with speculation.")
         if "auto_vs_best_by_rtt" in h:
             parts = []
             for k, v in h["auto_vs_best_by_rtt"].items():
@@ -467,33 +591,59 @@ L.append("Median over repeats, (min–max) where repeats differ. Speedup = layer
          "configuration median (range: per-repeat ratios). s/256 tok = median s/token x 256.")
 L.append("")
 L.append("| model | configuration | exact | s/token | s/256 tok | speedup vs layer-wise | hops/token "
-         "| bytes/token | MB/256 tok | acceptance | J/token (steady) | EDP J·s/token (steady) "
-         "| peak RSS/worker | same tokens as layer-wise | runs ok |")
-L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+         "| bytes/token | MB/256 tok | acceptance | J/token | EDP J·s/token "
+         "| peak RSS/worker | same tokens as layer-wise | runs ok | load at start (max) |")
+L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for s in summary:
     acc = (f"{s['spec_acceptance']:.2f} ({s['spec_kept']}/{s['spec_tried']})"
-           if s["config"].startswith("head+spec") and s["spec_acceptance"] is not None else "–")
+           if "spec" in s["config"] and s["spec_acceptance"] is not None else "–")
     cfg = s["config"] + (f" -> {s['auto_choice']}" if s["auto_choice"] else "")
     sp = (f"{s['speedup_vs_layer']:.2f}x{rng(s['speedup_min'], s['speedup_max'])}"
           if s["speedup_vs_layer"] is not None else "–")
     L.append(
-        f"| {s['model']} | {cfg} | {'yes' if s['exact'] == 'yes' else 'no'} "
+        f"| {s['model']} | {cfg} | {s['exact']} "
         f"| {fsig(s['s_per_token_median'])}{rng(s['s_per_token_min'], s['s_per_token_max'], 3)} "
         f"| {fsig(s['s_per_256_median'])} | {sp} "
         f"| {f2(s['hops_per_token'], 0)} | {human_bytes(s['bytes_per_token'])} "
         f"| {f2(s['mb_per_256'], 2)} | {acc} "
-        f"| {fsig(s['energy_per_token_j'])} ({fsig(s['energy_per_token_steady_j'])}) "
-        f"| {fsig(s['edp_js'])} ({fsig(s['edp_steady_js'])}) "
+        f"| {fsig(s['energy_per_token_steady_j'])} "
+        f"| {fsig(s['edp_steady_js'])} "
         f"| {f2(s['peak_rss_worker_max_mb'], 0, ' MB')} | {s['same_tokens_as_layer'] or '–'} "
-        f"| {s['ok']}/{s['runs']}{' (' + s['failed'] + ')' if s['failed'] else ''} |")
+        f"| {s['ok']}/{s['runs']}{' (' + s['failed'] + ')' if s['failed'] else ''} "
+        f"| {f2(s['loadavg_max'], 1)} |")
 srcs = sorted({s["energy_source"] for s in summary if s["energy_source"]})
 L.append("")
-L.append(f"Energy source: {', '.join(srcs) if srcs else '–'}. J/token is the engine's figure (energy "
-         "over the whole token loop / positions), which includes the first position; on the "
-         "big models that position also waits for the workers to finish loading, so the "
-         "steady-state figure in parentheses scales the energy to the later positions' share "
-         "of the loop time (an approximation: assumes even power). EDP = J/token x s/token.")
+L.append(f"Energy source: {', '.join(srcs) if srcs else '–'}. J/token is the steady state: the "
+         "first position of a run also waits for the workers to finish loading, so the token "
+         "loop's energy is scaled to the later positions' share of its time and divided by "
+         "their number (an approximation: assumes even power over the loop). EDP = J/token x "
+         "s/token. **exact**: the run's logits against the layer-wise run's of the same repeat "
+         "(`--logits-out`): `yes` bit-identical; otherwise the largest difference and whether "
+         "any position's argmax differs. **load at start**: the host's 1-minute load average "
+         "when the run began (the harness waits, bounded, for it to fall below "
+         f"{meta.get('max_load', '?')}).")
 L.append("")
+
+air_rows = []
+for s_ in summary:
+    a_ = air_of(s_)
+    if a_: air_rows.append((s_,) + a_)
+if air_rows:
+    L.append("### Where the time goes on the shared channel")
+    L.append("")
+    L.append("Per position: airtime = what the ranks sent (bytes / bandwidth + 0.2 ms per "
+             "transmission, twice through the access point: the channel's busy time, a floor "
+             "when transmissions cannot overlap); latency = hops on the critical path x RTT/2; "
+             "the rest is compute and waiting (s/token minus both, an approximation: a "
+             "transmission can overlap other ranks' compute).")
+    L.append("")
+    L.append("| model | configuration | s/token | messages | MB on the air | airtime s | latency s | compute + waits s |")
+    L.append("|---|---|---|---|---|---|---|---|")
+    for s_, air, lat, rest in air_rows:
+        L.append(f"| {s_['model']} | {s_['config']} | {fsig(s_['s_per_token_median'])} "
+                 f"| {f2(s_.get('msgs_per_token'), 0)} | {f2(s_['wire_bytes_per_token'] / 1e6, 2)} "
+                 f"| {f2(air, 3)} | {f2(lat, 3)} | {f2(rest, 3)} |")
+    L.append("")
 
 if rtt_rows:
     L.append("### RTT sweep")
@@ -532,7 +682,7 @@ if True:
         if s["config"] == "auto" and s.get("auto_predicted_layer_ms") is not None \
                 and (s["model"], key_rtt(base_rtt)) not in seen:
             meas = {p_: next((x["s_per_token_median"] * 1000 for x in summary if x["model"] == s["model"]
-                              and x["config"] == p_ and x["s_per_token_median"]), None)
+                              and x["config"] == CAND[p_] and x["s_per_token_median"]), None)
                     for p_ in ("layer", "head", "slice")}
             exact_ = {p_: v for p_, v in meas.items() if v is not None}
             autos.append({"model": s["model"], "rtt_ms": base_rtt, "auto_choice": s["auto_choice"],
@@ -640,5 +790,11 @@ with open(os.path.join(pd, "lists.gp"), "w") as f:
     sp = [v for s in summary for v in (s["speedup_vs_layer"], s["speedup_max"]) if v is not None]
     f.write(f"speedup_ymax = {max(sp + [2.0]) * 1.12:.3g}\n")
     f.write(f"tol_any_synthetic = {1 if any(synthetic.get(m) for m in tol_models) else 0}\n")
+    dev = meta.get("device", "none")
+    f.write("caveat = \"" + (f"emulated {dev} boards" if dev != "none" else "no device emulation")
+            + (", emulated links" if meta.get("link", "none") != "none" else "")
+            + (", synthetic weights" if any(synthetic.get(m) for m in main_models + sweep_models)
+               else "")
+            + f", {meta.get('repeats', '?')} repeats (median, min-max)\"\n")
 print(f"aggregate: {len(results)} runs ({len(ok)} ok), {len(summary)} summary rows, "
       f"{len(rtt_rows)} RTT-sweep rows, {len(tol_rows)} tolerance-sweep rows", file=sys.stderr)

@@ -32,7 +32,7 @@ L.append("")
 L.append("| | |")
 L.append("|---|---|")
 L.append(f"| command | `{meta.get('command', '?')}` |")
-L.append(f"| matrix | **{mode}** ({'few positions and one repeat: indicative figures' if mode == 'quick' else '256 positions, repeats'}); "
+L.append(f"| matrix | **{mode}** ({'few positions: indicative figures' if mode == 'quick' else '256 positions'}); "
          f"{meta.get('n_runs', '?')} runs ({meta.get('n_unique', '?')} distinct x {meta.get('repeats', '?')} repeat(s)), "
          f"all configurations interleaved within each repeat |")
 L.append(f"| positions per run | {meta.get('tokens_desc', '?')} (prompt \"{meta.get('prompt', '')}\" included; "
@@ -45,6 +45,12 @@ L.append(f"| launcher | `{meta.get('launcher', '?')}`, {meta.get('ranks', '?')} 
          f"({meta.get('device_model', 'quota')}); "
          f"link `{meta.get('link', '?')}` |")
 lm = f", median {statistics.median(loads):.1f} at the runs' starts (range {min(loads):.1f}-{max(loads):.1f})" if loads else ""
+waits = [r.get("load_wait_s") or 0 for r in res["runs"]]
+if meta.get("max_load") not in (None, "", "0"):
+    lm += (f"; each run waited (at most {meta.get('load_wait_s', '?')} s) for a load below "
+           f"{meta.get('max_load')}: {sum(1 for w in waits if w)} of {len(waits)} runs waited, "
+           f"{sum(1 for r in res['runs'] if (r.get('loadavg_1min') or 0) >= float(meta.get('max_load')))} "
+           "started above it anyway")
 L.append(f"| host load average (1/5/15 min) | start {meta.get('loadavg_start', '?')}, end "
          f"{meta.get('loadavg_end', '?')}{lm} |")
 failed = meta.get("failed_runs")
@@ -61,6 +67,14 @@ if int(float(loads and statistics.median(loads) or 0)) > 2:
 notes = meta.get("notes") or []
 if notes:
     L.append("Notes from the run: " + "; ".join(notes) + ".")
+    L.append("")
+syn = sorted({r["model"].split("@")[0] for r in res["runs"] if r.get("synthetic")})
+if syn:
+    L.append(f"**Emulated boards, synthetic weights.** The boards are emulated on one host (above); "
+             f"{', '.join(syn)} {'is' if len(syn) == 1 else 'are'} synthetic (random weights of "
+             "the real shapes, `headsplit-convert --synthetic`): the timings hold for the shapes, "
+             "the tokens and acceptance rates mean nothing. "
+             f"{meta.get('repeats', '?')} repeats per configuration, interleaved.")
     L.append("")
 L.append("## Results")
 L.append("")
@@ -82,20 +96,28 @@ L.append("")
 L.append("## How to read this")
 L.append("")
 L.append("- **Configurations.** `layer`: whole layers per worker (EdgeShard-style, `--partition layer "
-         "--placement layer`); `head`: attention heads spread over the workers, each layer's FFN whole on "
-         "one worker (`--partition head --placement greedy`); `head+spec/P`: heads with inter-layer "
-         f"speculation on every transition (`--speculate all --tolerance {meta.get('spec_tolerance', '0.05')}`) "
-         "and placement P; `slice`: heads plus FFN slices on every worker (`--partition slice`); `auto`: "
-         "`--partition auto`, the engine's cost model picks (its pick after the arrow).")
-L.append("- **Exact** configurations compute the same tokens as a single process; speculation at a "
-         "non-zero tolerance may not (column \"same tokens\").")
+         "--placement layer`); `head/seed`: the reference design, attention heads spread over the "
+         "workers, each layer's projection and FFN whole on one worker, a gather and a broadcast "
+         "per layer (`--partition head --placement spread`); `head/seed+spec`: the same with "
+         f"inter-layer speculation on every transition (`--speculate all --tolerance {meta.get('spec_tolerance', '0.05')}`); "
+         "`head/greedy`: heads placed by the link-aware greedy (`--placement greedy`: on a slow "
+         "network it keeps a layer's heads with its FFN); `slice`: heads plus FFN slices on every "
+         "worker (`--partition slice`, the exchange pattern by the cost model), `slice/f16` with "
+         "`--wire f16`; `auto`: `--partition auto`, the engine's cost model picks (its pick after "
+         "the arrow).")
+L.append("- **Media.** `model@shared`: `--emulate-link` on one WiFi channel shared by every "
+         "station through an access point (every transmission queues and takes the air twice); "
+         "`model@switched`: the same RTT, jitter and bandwidth with a private path per pair.")
+L.append("- **Exact** is measured: each run's logits against the layer-wise run's of the same "
+         "repeat; `slice` sums partials in another order (logits within ~1e-5, same argmax), "
+         "`--wire f16` rounds them (within ~1e-2); speculation at a non-zero tolerance may change "
+         "tokens (column \"same tokens\").")
 L.append("- **Speedup** = layer-wise median s/token / the configuration's, in the same run; the range is "
          "the per-repeat ratios. **hops/token** and **bytes/token** are the engine's counts "
          "(`hops_per_token`, `bytes_per_token`).")
 L.append("- **Energy** comes from the engine (`energy_source`; on the emulated testbed the CPU-time model "
          "with the board's 3.8 W idle / 5.0 W active). The first position of a run also waits for "
-         "the workers to finish loading, which inflates J/token and EDP on short runs; the steady-state "
-         "figures exclude that.")
+         "the workers to finish loading; J/token and EDP are the steady state, without it.")
 L.append("- **Acceptance** on synthetic weights is meaningless (random matrices, not a trained "
          "network); only stories260K and trained models in `weights/` say something about it.")
 L.append("")

@@ -3,12 +3,13 @@
 # cluster allocation with srun), in one run, all configurations interleaved.  See bench/README.md.
 #
 #   bench/run.sh [--quick|--full] [--launcher mpirun|srun] [--out DIR] [--tokens N]
-#                [--repeats K] [--models LIST] [--rtts LIST] [--tolerances LIST] [--dry-run]
+#                [--repeats K] [--models LIST] [--media LIST] [--rtts LIST]
+#                [--tolerances LIST] [--max-load L] [--dry-run]
 #
 # Options:
 #   --quick            (default) fewer positions (TinyLlama 16, GPT-2 32, stories260K 64),
-#                      1 repeat, RTT sweep on gpt2-small only (0,10,20,30 ms), tolerance
-#                      sweep on stories260K and trained models: 15-20 minutes on 2 cores
+#                      3 repeats, RTT sweep on gpt2-small only (0,10,20,30 ms), tolerance
+#                      sweep on stories260K and trained models: ~75 minutes on 2 cores
 #   --full             256 positions, 3 repeats, RTT sweep 0,2,5,10,20,30 ms and tolerance
 #                      sweep on every model: 6-8 hours on a 2-core machine (the estimate
 #                      for the plan at hand is printed before the first run)
@@ -18,19 +19,28 @@
 #   --device-model M   dilate (default) or quota: how emulate-device slows a rank (see
 #                      docs/testbed.md; dilate keeps ranks that compute at once from
 #                      competing for the host's cores)
-#   --link SPEC|none   --emulate-link of the base configuration (default
-#                      rtt=10ms,jitter=2ms,bw=200mbit with mpirun; none with srun unless --emulate)
+#   --link SPEC|none   --emulate-link of the base configuration (default wifi: 10 ms RTT,
+#                      2 ms jitter, 200 Mbit/s, one shared channel through an access point,
+#                      with mpirun; none with srun unless --emulate)
+#   --media LIST       run the whole matrix on each medium of the link: shared (through an
+#                      access point: medium=shared,relay=ap) and/or switched
+#                      (medium=switched,relay=none); rows are labelled model@medium; the RTT
+#                      sweep runs on the first (default: the link as given)
 #   --emulate          with srun: emulate the testbed anyway (device pi4, the default link)
 #   --ranks N          MPI ranks: the controller + N-1 workers (default 5; srun: $SLURM_NTASKS)
 #   --build DIR        where headsplit and headsplit-convert are (default build)
 #   --out DIR          results (default out/bench-YYYYmmdd-HHMMSS)
-#   --tokens N         positions per run (prompt included) for every model
+#   --tokens N         positions per run (prompt included) for every model, or per model
+#                      (tinyllama=8,gpt2-small=16; the others keep the mode's default)
 #   --repeats K        repeats of the whole interleaved matrix
 #   --models LIST      comma-separated: tinyllama, gpt2-small, stories260K or FILE.h5
 #                      (default tinyllama,gpt2-small,stories260K)
-#   --configs LIST     subset of layer, head, head+spec/random, head+spec/roundrobin,
-#                      head+spec/greedy, slice, slice/f16 (--wire f16), slice/lm-ctl (the LM
-#                      head on the controller), auto (default: all the engine supports)
+#   --configs LIST     subset of layer, head (= head/greedy), head/greedy, head/seed (the
+#                      reference design: --placement spread), head/seed+spec,
+#                      head+spec/random, head+spec/roundrobin, head+spec/greedy, slice,
+#                      slice/f16 (--wire f16), slice/q8 (--wire q8: Q8_0 blocks),
+#                      slice/lm-ctl (the LM head on the controller),
+#                      auto (default: all the engine supports)
 #   --rtts LIST        RTT sweep in ms (quick 0,10,20,30; full 0,2,5,10,20,30; "none": off)
 #   --rtt-models LIST  models of the RTT sweep (quick gpt2-small; full: all of --models)
 #   --tolerances LIST  tolerance sweep of heads + speculation (0.02,0.05,0.10; "none": off)
@@ -38,6 +48,12 @@
 #                      weights/*.h5; full: those and the synthetic models)
 #   --model-dir DIR    where converted models are kept and reused (default out/models)
 #   --timeout S        per-run wall-clock limit (default: 4x the estimate, at least 300 s)
+#   --max-load L       a run starts only when the host's 1-minute load average is below L
+#                      (default 3; 0: no gate), recorded per run with the time waited
+#   --load-wait S      the longest wait for that, per run (default 600 s; then it runs and
+#                      the run is marked as started above the threshold)
+#   --deadline TIME    start no run after TIME (anything `date -d` reads, e.g. 16:55); the
+#                      runs done are aggregated as usual and the page says how many were left
 #   --report           run bench/report.sh afterwards (rewrites docs/results.md)
 #   --dry-run          print the plan, the commands and the time estimate; run nothing
 #   -h, --help
@@ -55,7 +71,7 @@ die() { echo "bench: $*" >&2; exit 2; }
 DEVICE_MODEL=dilate
 MODE=quick LAUNCHER=mpirun DEVICE='' LINK='' EMULATE=0 RANKS='' BUILD=build OUT='' TOKENS='' REPEATS=''
 MODELS=tinyllama,gpt2-small,stories260K CONFIGS='' RTTS='' RTT_MODELS='' TOLS='' TOL_MODELS=''
-MODEL_DIR=out/models TIMEOUT='' REPORT=0 DRY=0
+MODEL_DIR=out/models TIMEOUT='' REPORT=0 DRY=0 MEDIA=- MAX_LOAD=3 LOAD_WAIT=600 DEADLINE=
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) MODE=quick; shift ;;
@@ -73,6 +89,10 @@ while [ $# -gt 0 ]; do
     --models) MODELS=${2:?}; shift 2 ;;
     --configs) CONFIGS=${2:?}; shift 2 ;;
     --rtts) RTTS=${2:?}; shift 2 ;;
+    --media) MEDIA=${2:?}; shift 2 ;;
+    --max-load) MAX_LOAD=${2:?}; shift 2 ;;
+    --load-wait) LOAD_WAIT=${2:?}; shift 2 ;;
+    --deadline) DEADLINE=$(date -d "${2:?}" +%s) || die "--deadline: cannot read '$2'"; shift 2 ;;
     --rtt-models) RTT_MODELS=${2:?}; shift 2 ;;
     --tolerances) TOLS=${2:?}; shift 2 ;;
     --tol-models) TOL_MODELS=${2:?}; shift 2 ;;
@@ -87,12 +107,19 @@ done
 case $LAUNCHER in mpirun|srun) ;; *) die "--launcher must be mpirun or srun" ;; esac
 case $DEVICE_MODEL in dilate|quota) ;; *) die "--device-model must be dilate or quota" ;; esac
 case $MODE in
-  quick) : "${REPEATS:=1}" "${RTTS:=0,10,20,30}" "${TOLS:=0.02,0.05,0.10}" ;;
+  quick) : "${REPEATS:=3}" "${RTTS:=0,10,20,30}" "${TOLS:=0.02,0.05,0.10}" ;;
   full) : "${REPEATS:=3}" "${RTTS:=0,2,5,10,20,30}" "${TOLS:=0.02,0.05,0.10}" ;;
 esac
 [[ $REPEATS =~ ^[1-9][0-9]*$ ]] || die "--repeats must be a positive integer"
-[ -z "$TOKENS" ] || [[ $TOKENS =~ ^[1-9][0-9]*$ ]] || die "--tokens must be a positive integer"
-TESTBED_LINK=rtt=10ms,jitter=2ms,bw=200mbit
+[ -z "$TOKENS" ] || [[ $TOKENS =~ ^[1-9][0-9]*$ ]] || [[ $TOKENS =~ ^([^=,]+=[1-9][0-9]*,?)+$ ]] ||
+  die "--tokens must be a positive integer or MODEL=N,..."
+[[ $MAX_LOAD =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--max-load must be a number"
+[[ $LOAD_WAIT =~ ^[0-9]+$ ]] || die "--load-wait must be whole seconds"
+for md in ${MEDIA//,/ }; do
+  case $md in shared|switched|-) ;; *) die "--media: '$md' is not shared or switched" ;; esac
+done
+MEDIA_LIST=(${MEDIA//,/ })
+TESTBED_LINK=wifi
 if [ "$LAUNCHER" = mpirun ] || [ "$EMULATE" = 1 ]; then
   : "${DEVICE:=pi4}" "${LINK:=$TESTBED_LINK}"
 else
@@ -112,8 +139,9 @@ HELP=$("$BUILD/headsplit" --help 2>&1)
 HAVE_AUTO=0 HAVE_SLICE=0
 grep -qE -- '--partition [a-z|]*auto' <<<"$HELP" && HAVE_AUTO=1
 grep -qE -- '--partition [a-z|]*slice' <<<"$HELP" && HAVE_SLICE=1
-HAVE_WIRE=0
+HAVE_WIRE=0 HAVE_Q8=0
 grep -qE -- '--wire f32\|f16' <<<"$HELP" && HAVE_WIRE=1
+grep -qE -- '--wire f32\|f16\|q8' <<<"$HELP" && HAVE_Q8=1
 HAVE_LMHEAD=0
 grep -qE -- '--lm-head split\|controller' <<<"$HELP" && HAVE_LMHEAD=1
 NOTES=""
@@ -123,20 +151,24 @@ note() { NOTES+="$*"$'\n'; echo "bench: note: $*" >&2; }
 cfg_def() {
   case $1 in
     layer) echo "layer layer none" ;;
-    head) echo "head greedy none" ;;
+    head|head/greedy) echo "head greedy none" ;;
+    head/seed) echo "head spread none" ;;
+    head/seed+spec) echo "head spread all" ;;
     head+spec/random) echo "head random all" ;;
     head+spec/roundrobin) echo "head roundrobin all" ;;
     head+spec/greedy) echo "head greedy all" ;;
     slice) echo "slice greedy none" ;;
     slice/f16) echo "slice greedy none f16" ;;
+    slice/q8) echo "slice greedy none q8" ;;
     slice/lm-ctl) echo "slice greedy none f32 controller" ;;
     auto) echo "auto greedy none" ;;
     *) return 1 ;;
   esac
 }
-ALL_CONFIGS="layer head head+spec/random head+spec/roundrobin head+spec/greedy"
+ALL_CONFIGS="layer head/greedy head/seed head/seed+spec head+spec/random head+spec/roundrobin head+spec/greedy"
 [ "$HAVE_SLICE" = 1 ] && ALL_CONFIGS+=" slice" || note "the engine has no --partition slice: slice skipped"
 [ "$HAVE_SLICE$HAVE_WIRE" = 11 ] && ALL_CONFIGS+=" slice/f16"
+[ "$HAVE_SLICE$HAVE_Q8" = 11 ] && ALL_CONFIGS+=" slice/q8"
 [ "$HAVE_SLICE$HAVE_LMHEAD" = 11 ] && ALL_CONFIGS+=" slice/lm-ctl"
 [ "$HAVE_AUTO" = 1 ] && ALL_CONFIGS+=" auto" || note "the engine has no --partition auto: auto skipped"
 if [ -n "$CONFIGS" ]; then
@@ -152,10 +184,14 @@ else
 fi
 [[ " $CONFIGS " == *" layer "* ]] || note "layer-wise is not in --configs: no speedups"
 SWEEP_CONFIGS=""
-for c in layer head slice auto; do [[ " $CONFIGS " == *" $c "* ]] && SWEEP_CONFIGS+=" $c"; done
+for c in layer head head/greedy head/seed slice auto; do [[ " $CONFIGS " == *" $c "* ]] && SWEEP_CONFIGS+=" $c"; done
 
 # ---- the link --------------------------------------------------------------------------
 BASE_RTT=none JIT_RATIO=0.2
+case ${LINK%%,*} in  # a preset first: its RTT and jitter unless the spec overrides them
+  wifi) [[ $LINK == *rtt=* ]] || LINK+=",rtt=10ms"; [[ $LINK == *jitter=* ]] || LINK+=",jitter=2ms" ;;
+  ethernet) [[ $LINK == *rtt=* ]] || LINK+=",rtt=0.2ms"; [[ $LINK == *jitter=* ]] || LINK+=",jitter=0ms" ;;
+esac
 if [ "$LINK" != none ]; then
   BASE_RTT=$(sed -n 's/.*rtt=\([0-9.]*\)ms.*/\1/p; s/.*rtt=\([0-9.]*\)$/\1/p; s/.*rtt=\([0-9.]*\),.*/\1/p' <<<"$LINK" | head -1)
   [ -n "$BASE_RTT" ] || die "cannot read rtt= from --link '$LINK'"
@@ -165,12 +201,20 @@ if [ "$LINK" != none ]; then
   fi
 fi
 # link_for RTT: the base link with this RTT, jitter scaled in proportion (10 ms/2 ms -> 20%).
+# With a medium (second argument), the link on that medium.
 link_for() {
-  local r=$1 j
+  local r=$1 md=${2:--} j l
   [ "$LINK" = none ] && { echo none; return; }
   j=$(awk -v r="$r" -v k="$JIT_RATIO" 'BEGIN{printf "%.3g", r*k}')
-  sed -E "s/rtt=[0-9.]+(ms)?/rtt=${r}ms/; s/jitter=[0-9.]+(ms)?/jitter=${j}ms/" <<<"$LINK"
+  l=$(sed -E "s/rtt=[0-9.]+(ms)?/rtt=${r}ms/; s/jitter=[0-9.]+(ms)?/jitter=${j}ms/" <<<"$LINK")
+  case $md in
+    shared) l+=",medium=shared,relay=ap" ;;
+    switched) l+=",medium=switched,relay=none" ;;
+  esac
+  echo "$l"
 }
+# The label of a model's rows: its name, and the medium when there are several.
+label_of() { if [ "${2:--}" = - ]; then short_name "$1"; else echo "$(short_name "$1")@$2"; fi; }
 if [ "$RTTS" != none ] && [ "$LINK" = none ]; then
   note "RTT sweep skipped: it needs --link emulation (the real network's RTT is what it is)"
   RTTS=none
@@ -278,7 +322,12 @@ done
 [ ${#MODEL_LIST[@]} -gt 0 ] || die "no model to run"
 
 default_tokens() {
-  if [ -n "$TOKENS" ]; then echo "$TOKENS"; return; fi
+  if [[ $TOKENS == *=* ]]; then  # per model: tinyllama=8,gpt2-small=16
+    local kv
+    for kv in ${TOKENS//,/ }; do
+      [ "${kv%%=*}" = "$1" ] || [ "${kv%%=*}" = "$(short_name "$1")" ] && { echo "${kv#*=}"; return; }
+    done
+  elif [ -n "$TOKENS" ]; then echo "$TOKENS"; return; fi
   if [ "$MODE" = full ]; then echo 256; return; fi
   case $1 in tinyllama*) echo 16 ;; gpt2*) echo 32 ;; *) echo 64 ;; esac
 }
@@ -286,9 +335,10 @@ default_tokens() {
 # ---- the plan ----------------------------------------------------------------------------
 # One line per distinct run; a run that belongs to several tables (main, rtt, tol) runs once.
 declare -A PIDX
-PLAN=()  # "model|config|rtt|tol|groups"
+PLAN=()  # "model|config|rtt|tol|medium|groups"
+MD=${MEDIA_LIST[0]}  # the medium of the runs add_run adds; the sweeps run on the first
 add_run() {  # add_run MODEL CONFIG RTT TOL GROUP
-  local k="$1|$2|$3|$4"
+  local k="$1|$2|$3|$4|$MD"
   if [ -n "${PIDX[$k]:-}" ]; then
     local i=${PIDX[$k]} line=${PLAN[${PIDX[$k]}]}
     [[ ",${line##*|}," == *",$5,"* ]] || PLAN[i]="$line,$5"
@@ -298,10 +348,13 @@ add_run() {  # add_run MODEL CONFIG RTT TOL GROUP
   fi
 }
 spec_cfgs() { for c in $CONFIGS; do [[ $c == head+spec* ]] && echo "$c"; done; }
-tol_of() { [[ $1 == head+spec* ]] && echo "$2" || echo -; }
+tol_of() { [[ $1 == *spec* ]] && echo "$2" || echo -; }
 in_list() { [[ ",$2," == *",$1,"* ]]; }
 for m in "${MODEL_LIST[@]}"; do
-  for c in $CONFIGS; do add_run "$m" "$c" "$BASE_RTT" "$(tol_of "$c" $SPEC_TOL)" main; done
+  for MD in "${MEDIA_LIST[@]}"; do
+    for c in $CONFIGS; do add_run "$m" "$c" "$BASE_RTT" "$(tol_of "$c" $SPEC_TOL)" main; done
+  done
+  MD=${MEDIA_LIST[0]}
   if [ "$RTTS" != none ] && in_list "$m" "$RTT_MODELS"; then
     for r in ${RTTS//,/ }; do
       for c in $SWEEP_CONFIGS; do add_run "$m" "$c" "$r" - rtt; done
@@ -349,7 +402,7 @@ est_run() {  # est_run MODEL CONFIG RTT -> seconds
 declare -A EST
 TOTAL_EST=0
 for line in "${PLAN[@]}"; do
-  IFS='|' read -r m c r t g <<<"$line"
+  IFS='|' read -r m c r t md g <<<"$line"
   e=$(est_run "$m" "$c" "$r"); EST[$line]=$e
   TOTAL_EST=$((TOTAL_EST + e * REPEATS))
 done
@@ -379,13 +432,14 @@ echo "bench: $NU distinct runs x $REPEATS repeat(s) = $NRUNS runs; positions: $T
      "device $DEVICE ($DEVICE_MODEL), link $LINK, launcher $LAUNCHER ($RANKS ranks)" >&2
 echo "bench: estimated duration ~$(hs_fmt_dur "$TOTAL_EST") (from a model of the 2-core emulated testbed; the ETA refines it as runs finish)" >&2
 
-cmd_for() {  # cmd_for MODEL CONFIG RTT TOL REP METRICS -> sets CMD array
-  local m=$1 c=$2 r=$3 t=$4 rep=$5 metrics=$6 part pl spec wire lmhead link
+cmd_for() {  # cmd_for MODEL CONFIG RTT TOL MEDIUM REP METRICS -> sets CMD array
+  local m=$1 c=$2 r=$3 t=$4 md=$5 rep=$6 metrics=$7 part pl spec wire lmhead link
   read -r part pl spec wire lmhead <<<"$(cfg_def "$c")"
-  link=$(link_for "$r")
+  link=$(link_for "$r" "$md")
   CMD=("${LAUNCH[@]}" "${WRAP[@]}" "$BIN" --model "${MPATH[$m]}" --prompt "$PROMPT"
        --steps "$(default_tokens "$m")" --partition "$part" --placement "$pl"
-       --speculate "$spec" --seed $((41 + rep)) --timeout 120 --metrics "$metrics" --quiet)
+       --speculate "$spec" --seed $((41 + rep)) --timeout 120 --metrics "$metrics" --quiet
+       --logits-out "${metrics%.json}.logits")
   [ -n "$wire" ] && CMD+=(--wire "$wire")
   [ -n "$lmhead" ] && CMD+=(--lm-head "$lmhead")
   [ "$t" != - ] && CMD+=(--tolerance "$t")
@@ -393,9 +447,9 @@ cmd_for() {  # cmd_for MODEL CONFIG RTT TOL REP METRICS -> sets CMD array
   return 0
 }
 keyname() {  # file-name-safe key
-  local m=$1 c=$2 r=$3 t=$4
+  local m=$1 c=$2 r=$3 t=$4 md=${5:--}
   c=${c//+/-}; c=${c//\//-}
-  echo "$(short_name "$m")__${c}__rtt${r}__tol${t}"
+  echo "$(label_of "$m" "$md")__${c}__rtt${r}__tol${t}"
 }
 
 if [ "$DRY" = 1 ]; then
@@ -405,10 +459,10 @@ if [ "$DRY" = 1 ]; then
     ORDER=("${PLAN[@]}")
     if [ $((rep % 2)) = 0 ]; then ORDER=(); for ((j = ${#PLAN[@]} - 1; j >= 0; j--)); do ORDER+=("${PLAN[j]}"); done; fi
     for line in "${ORDER[@]}"; do
-      IFS='|' read -r m c r t g <<<"$line"
+      IFS='|' read -r m c r t md g <<<"$line"
       i=$((i + 1))
-      cmd_for "$m" "$c" "$r" "$t" "$rep" "$OUT/runs/$(keyname "$m" "$c" "$r" "$t").r$rep.json"
-      printf '[%d/%d] %s %s rtt %s tol %s rep %d/%d (%s; ~%ss):' "$i" "$NRUNS" "$(short_name "$m")" "$c" "$r" "$t" "$rep" "$REPEATS" "$g" "${EST[$line]}"
+      cmd_for "$m" "$c" "$r" "$t" "$md" "$rep" "$OUT/runs/$(keyname "$m" "$c" "$r" "$t" "$md").r$rep.json"
+      printf '[%d/%d] %s %s rtt %s tol %s rep %d/%d (%s; ~%ss):' "$i" "$NRUNS" "$(label_of "$m" "$md")" "$c" "$r" "$t" "$rep" "$REPEATS" "$g" "${EST[$line]}"
       printf ' %q' "${CMD[@]}"; echo
     done
   done
@@ -437,11 +491,12 @@ export HS_META_COMMAND="$(hs_shell_words bench/run.sh "${ARGV[@]}")" HS_META_MOD
   HS_META_GIT_REVISION=$GITREV HS_META_MACHINE="$(hs_machine_line)" HS_META_HOST=$(hostname) \
   HS_META_STARTED=$(date -Iseconds) HS_META_LOADAVG_START="$(hs_loadavg)" \
   HS_META_ESTIMATE_S=$TOTAL_EST HS_META_BINARY_SHA256=$(sha256sum "$BIN" | cut -c1-16) \
-  HS_META_JITTER_RATIO=$JIT_RATIO HS_META_NOTES="$NOTES"
+  HS_META_JITTER_RATIO=$JIT_RATIO HS_META_NOTES="$NOTES" HS_META_MEDIA=$MEDIA \
+  HS_META_MAX_LOAD=$MAX_LOAD HS_META_LOAD_WAIT_S=$LOAD_WAIT
 hs_write_meta "$OUT"
 for m in "${!MPATH[@]}"; do echo "$m ${MPATH[$m]} synthetic=${MSYN[$m]} layers=${MLAYERS[$m]} bytes=${MBYTES[$m]}"; done >"$OUT/models.txt"
 RUNS_TSV=$OUT/runs.tsv
-printf 'model\tmodel_path\tconfig\tpartition\tplacement\tspeculate\ttolerance\trtt_ms\tlink\tsteps\tgroups\trep\tseed\tstatus\trc\twall_s\tload1\tstarted\tsynthetic\tmetrics\tlog\tcommand\n' >"$RUNS_TSV"
+printf 'model\tmodel_path\tconfig\tpartition\tplacement\tspeculate\ttolerance\trtt_ms\tlink\tsteps\tgroups\trep\tseed\tstatus\trc\twall_s\tload1\tstarted\tsynthetic\tmetrics\tlog\tcommand\tload_wait_s\tmax_load\n' >"$RUNS_TSV"
 
 CHILD=0
 on_signal() {
@@ -457,8 +512,8 @@ trap on_signal INT TERM
 # The loop forks little: on a loaded 2-core host every fork of the harness costs 0.1 s or more.
 declare -A KEY LNK STP
 for line in "${PLAN[@]}"; do
-  IFS='|' read -r m c r t g <<<"$line"
-  KEY[$line]=$(keyname "$m" "$c" "$r" "$t"); LNK[$line]=$(link_for "$r"); STP[$line]=$(default_tokens "$m")
+  IFS='|' read -r m c r t md g <<<"$line"
+  KEY[$line]=$(keyname "$m" "$c" "$r" "$t" "$md"); LNK[$line]=$(link_for "$r" "$md"); STP[$line]=$(default_tokens "$m")
 done
 if [ -n "${EPOCHREALTIME:-}" ]; then now() { NOW=${EPOCHREALTIME/,/.}; }
 else now() { NOW=$(date +%s.%N); }; fi
@@ -472,19 +527,20 @@ jnum() {  # jnum KEY FILE [last]: the first (last) "KEY": value in a pretty-prin
   printf '%s' "$v"
 }
 now; T0=${NOW%.*}
-DONE_EST=0 DONE_REAL=0 REM_EST=$TOTAL_EST FAILED=0 i=0
+DONE_EST=0 DONE_REAL=0 REM_EST=$TOTAL_EST FAILED=0 i=0 LEFT=0
 for rep in $(seq 1 "$REPEATS"); do
   ORDER=("${PLAN[@]}")
   if [ $((rep % 2)) = 0 ]; then  # even repeats backwards: a drift in load hits all equally
     ORDER=(); for ((j = ${#PLAN[@]} - 1; j >= 0; j--)); do ORDER+=("${PLAN[j]}"); done
   fi
   for line in "${ORDER[@]}"; do
-    IFS='|' read -r m c r t g <<<"$line"
+    IFS='|' read -r m c r t md g <<<"$line"
+    if [ -n "$DEADLINE" ] && [ "$(date +%s)" -ge "$DEADLINE" ]; then LEFT=$((LEFT + 1)); continue; fi
     i=$((i + 1))
     k=${KEY[$line]}
     metrics=$OUT/runs/$k.r$rep.json log=$OUT/runs/$k.r$rep.log
     read -r part pl spec _ <<<"$(cfg_def "$c")"   # for the runs table
-    cmd_for "$m" "$c" "$r" "$t" "$rep" "$metrics"
+    cmd_for "$m" "$c" "$r" "$t" "$md" "$rep" "$metrics"
     e=${EST[$line]}
     now; el=$((${NOW%.*} - T0))
     if [ "$DONE_EST" -gt 0 ]; then eta=$((REM_EST * DONE_REAL / DONE_EST)); else eta=$REM_EST; fi
@@ -493,7 +549,17 @@ for rep in $(seq 1 "$REPEATS"); do
     printf '[%d/%d] %s %s%s%s rep %d/%d ... elapsed %s, ETA %s ' "$i" "$NRUNS" "$mm" \
       "$c" "$rl" "$tl" "$rep" "$REPEATS" "$(hs_fmt_dur $el)" "$(hs_fmt_dur "$eta")" >&2
     lim=$TIMEOUT; [ -n "$lim" ] || lim=$((e * 4 > 300 ? e * 4 : 300))
+    # The load gate: wait (bounded) until the host's 1-minute load is below --max-load.
+    waited=0
     read -r load1 _ </proc/loadavg 2>/dev/null || load1=""
+    if [ "$MAX_LOAD" != 0 ] && [ -n "$load1" ]; then
+      while ! awk -v l="$load1" -v m="$MAX_LOAD" 'BEGIN{exit !(l < m)}'; do
+        [ "$waited" -ge "$LOAD_WAIT" ] && { printf '(load %s after %ss: running anyway) ' "$load1" "$waited" >&2; break; }
+        [ "$waited" = 0 ] && printf '(load %s, waiting for < %s) ' "$load1" "$MAX_LOAD" >&2
+        sleep 10; waited=$((waited + 10))
+        read -r load1 _ </proc/loadavg
+      done
+    fi
     printf -v started '%(%Y-%m-%dT%H:%M:%S%z)T' -1
     cmdq=$(hs_shell_words "${CMD[@]}")
     { echo "# $cmdq"; echo "# started $started, load average $(</proc/loadavg)"; } >"$log" 2>/dev/null
@@ -508,10 +574,10 @@ for rep in $(seq 1 "$REPEATS"); do
     elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then status=timeout
     else status=failed; fi
     [ "$status" = ok ] || FAILED=$((FAILED + 1))
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
-      "$(short_name "$m")" "${MPATH[$m]}" "$c" "$part" "$pl" "$spec" "$t" "$r" "${LNK[$line]}" \
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
+      "$(label_of "$m" "$md")" "${MPATH[$m]}" "$c" "$part" "$pl" "$spec" "$t" "$r" "${LNK[$line]}" \
       "${STP[$line]}" "$g" "$rep" $((41 + rep)) "$status" "$rc" "$wall" "$load1" "$started" \
-      "${MSYN[$m]}" "$metrics" "$log" "$cmdq" >>"$RUNS_TSV"
+      "${MSYN[$m]}" "$metrics" "$log" "$cmdq" "$waited" "$MAX_LOAD" >>"$RUNS_TSV"
     if [ "$status" = ok ]; then
       res="$(jnum ms_per_token "$metrics")"; res="${res%%.*} ms/token, $(jnum hops_per_token "$metrics") hops"
       [ "$c" = auto ] && res+=" -> $(jnum partition "$metrics" last)"
@@ -524,6 +590,10 @@ for rep in $(seq 1 "$REPEATS"); do
   done
 done
 trap - INT TERM
+if [ "$LEFT" -gt 0 ]; then
+  note "stopped at the deadline: $LEFT of $NRUNS runs did not start (the later repeats are incomplete)"
+  export HS_META_NOTES="$NOTES" HS_META_RUNS_LEFT=$LEFT
+fi
 export HS_META_FINISHED=$(date -Iseconds) HS_META_LOADAVG_END="$(hs_loadavg)" \
   HS_META_ELAPSED_S=$(($(date +%s) - T0)) HS_META_FAILED_RUNS=$FAILED
 hs_write_meta "$OUT"

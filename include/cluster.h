@@ -70,8 +70,9 @@ void cluster_init(Cluster *cl, int n);
 void cluster_free(Cluster *cl);
 
 /* Parses a link description: comma-separated key=value items (rtt=10ms, jitter=2ms,
- * bw=200mbit, medium=shared|switched, relay=ap|none) and presets (wifi: 10 ms RTT, 2 ms
- * jitter, 200 Mbit/s, shared through an AP; ethernet: 0.2 ms RTT, 1 Gbit/s, switched),
+ * bw=200mbit, frame=0.2ms, medium=shared|switched, relay=ap|none) and presets (wifi: 10 ms
+ * RTT, 2 ms jitter, 200 Mbit/s, shared through an AP, 0.2 ms per frame; ethernet: 0.2 ms
+ * RTT, 1 Gbit/s, switched),
  * applied left to right so that "wifi,rtt=20ms" changes the preset's RTT.  Times take s, ms
  * (the default) or us; rates bit, kbit, mbit (the default), gbit or MB (bytes).  Returns 0,
  * or -1 with err saying which item is wrong (without a file or option name: callers add

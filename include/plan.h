@@ -5,6 +5,7 @@
 #ifndef HEADSPLIT_PLAN_H
 #define HEADSPLIT_PLAN_H
 
+#include "cluster.h"
 #include "config.h"
 
 #include <jansson.h>
@@ -25,6 +26,8 @@ typedef enum {
     PLACEMENT_RANDOM = 2,
     PLACEMENT_LAYER = 3,
     PLACEMENT_WATERFILL = 4, /* SLICE layers, parts and FFN columns by speed within budgets */
+    PLACEMENT_SPREAD = 5,    /* the reference design: FFN and projection by the greedy's rule,
+                              * the heads spread over the workers whatever the links */
 } PlacementKind;
 
 typedef struct {
@@ -38,6 +41,20 @@ typedef struct {
     int rank;
     int f0, f1;
 } FfnSlice;
+
+/* How the members of a SLICE layer combine their partial sums.  Every pattern adds the
+ * partials to the layer input in member order, element by element, so all give the same
+ * bits.  AUTO (requests only): the one plan_predict_ms finds fastest. */
+typedef enum {
+    EXCHANGE_AUTO = 0,
+    EXCHANGE_ALL = 1,    /* each member to every other: 1 hop, n(n-1) messages of the sum */
+    EXCHANGE_REDUCE = 2, /* to the first member, which adds and sends the sum back: 2 hops,
+                          * 2(n-1) messages */
+    EXCHANGE_RSAG = 3,   /* reduce-scatter then all-gather, member to member: member i adds
+                          * the i-th of n chunks and sends it to every other: 2 hops,
+                          * 2n(n-1) messages of 1/n (a ring's bytes and transmissions in 2
+                          * hops instead of 2(n-1)) */
+} SliceExchange;
 
 typedef struct {
     LayerMode mode;
@@ -54,6 +71,7 @@ typedef struct {
     int n_workers;
     Partition partition;
     PlacementKind placement;
+    SliceExchange exchange; /* SLICE layers: ALL, REDUCE or RSAG (AUTO in a plan: ALL) */
     LayerPlan *layers; /* [n_layers] */
     double build_ms;   /* time the placement function took */
     /* The LM head split by vocabulary rows over the last layer's members (it is SLICE: every
@@ -81,6 +99,17 @@ typedef struct {
     const double *lat_ms;
     double bw_Bps;
     double ref_Bps;
+    /* The medium of the network (netmodel.h; zeroes: switched): on a shared one every
+     * message's airtime (bytes / bw_Bps + frame_s, doubled through an access point) queues on
+     * one channel. */
+    Medium medium;
+    int relay_ap;
+    double frame_s;
+    /* Bytes per element of a SLICE partial sum on the wire (--wire: 4 f32, 2 f16, 34/32 q8;
+     * 0: 4). */
+    double wire_bytes;
+    /* SLICE: the exchange pattern (--exchange; AUTO: the fastest predicted). */
+    SliceExchange exchange;
     /* Greedy: the share of each budget it may fill with layers (0: all of it); the engine
      * leaves room below its re-placement threshold for the KV cache to grow. */
     double fill;
@@ -152,6 +181,9 @@ double plan_expected_max_normal(int n);
 /* The cost model's pieces: ms for rank to stream bytes of weights; ms for a message a -> b. */
 double plan_cost_work_ms(const PlanRequest *req, int rank, double bytes);
 double plan_cost_hop_ms(const PlanRequest *req, int a, int b, double bytes);
+/* req's network as one link of netmodel.h (bandwidth, medium, relay, frame overhead): a
+ * message's airtime is net_airtime_s(&l, bytes), a burst's net_burst_s. */
+NetLink plan_cost_net(const PlanRequest *req);
 
 /* Human-readable table (--show-placement). */
 void plan_print(const Plan *plan, const ModelConfig *c, FILE *out);
@@ -162,5 +194,8 @@ const char *plan_partition_name(Partition p);
 const char *plan_placement_name(PlacementKind k);
 int plan_parse_partition(const char *s, Partition *out);
 int plan_parse_placement(const char *s, PlacementKind *out);
+/* "auto", "all", "reduce", "rsag"; parse returns 0, or -1 for another name. */
+const char *plan_exchange_name(SliceExchange x);
+int plan_parse_exchange(const char *s, SliceExchange *out);
 
 #endif

@@ -43,6 +43,8 @@ typedef struct {
     SimDevice *dev; /* [n_workers+1] */
     SimLink *link;  /* [(n_workers+1)^2], link[a*(n_workers+1)+b] from a to b */
     SimMedium medium;
+    int relay_ap;       /* shared: every transmission crosses the air twice (netmodel.h) */
+    double frame_s;     /* shared: overhead of one transmission */
     SimBcast bcast;
     int jitter_uniform; /* jitter as the engine's --emulate-link draws it */
     char links_name[24];

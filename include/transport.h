@@ -155,10 +155,13 @@ void transport_print_rtt(const Transport *t, FILE *out);
  * message.  Returns 1 on every rank if any rank failed. */
 int transport_agree_errors(Transport *t, const char *local_err);
 
-/* Layers (transport_layers.c).  Emulation: every message from a to b is delivered one-way
- * latency (rtt/2 +- jitter/2) plus bytes over bandwidth after it was sent (links [size*size]
- * copied).  Dilation: each stretch of work between two communication points lasts factor x
- * its CPU time (<= 1: none).  Faults: messages from stall_rank at position stall_pos arrive
+/* Layers (layers.c).  Emulation (the network model of netmodel.h): every message from a to
+ * b is delivered one-way latency (rtt/2 +- jitter/2) after its transmission ends: bytes over
+ * bandwidth after it was sent on a switched link; on a shared medium its airtime queued on
+ * one channel that every rank's transmissions take in turn (a page of shared memory; links
+ * [size*size] copied).  Collective (every rank, the same links) when a link is shared.
+ * Dilation: each stretch of work between two communication points lasts factor x its CPU time
+ * (<= 1: none).  Faults: messages from stall_rank at position stall_pos arrive
  * stall_s late (once); kill_rank kills itself on the first message of kill_pos (-1: none). */
 void transport_push_emulation(Transport *t, const NetLink *links, uint64_t seed);
 void transport_push_dilation(Transport *t, double factor);

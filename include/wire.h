@@ -32,6 +32,7 @@ typedef struct {
 _Static_assert(sizeof(WireHdr) == 32, "the header keeps the payload 32-byte aligned");
 
 /* Message tags of point-to-point messages; collectives use per-layer communicators. */
-enum { WIRE_TAG_Z = 1000, WIRE_TAG_PING = 900, WIRE_TAG_XCHG = 10000, WIRE_TAG_MIG = 20000 };
+enum { WIRE_TAG_Z = 1000, WIRE_TAG_PING = 900, WIRE_TAG_XCHG = 10000, WIRE_TAG_XSUM = 15000,
+       WIRE_TAG_MIG = 20000 };
 
 #endif

@@ -5,7 +5,7 @@ n = words(main_models)
 if (n > 0) {
   set terminal term size (n * 430 + 80), 560 font ",10"
   set output outdir.'/seconds_per_256.png'
-  set multiplot layout 1, n title sprintf("Seconds per 256 tokens (median s/token x 256; RTT %s ms; lower is better)", base_rtt)
+  set multiplot layout 1, n title sprintf("Seconds per 256 tokens (median s/token x 256; RTT %s ms; lower is better)\n%s", base_rtt, caveat) noenhanced
   set style fill solid 0.75 border -1
   set boxwidth 0.7
   set xtics rotate by 35 right nomirror noenhanced

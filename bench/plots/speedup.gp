@@ -4,7 +4,7 @@ n = words(main_models)
 if (n > 0) {
   set terminal term size (n_cfg * 130 + 260), 560 font ",10"
   set output outdir.'/speedup.png'
-  set title sprintf("Speedup over layer-wise (RTT %s ms; higher is better)", base_rtt)
+  set title sprintf("Speedup over layer-wise (RTT %s ms; higher is better)\n%s", base_rtt, caveat) noenhanced
   set style data histogram
   set style histogram errorbars gap 1.5 lw 1
   set style fill solid 0.8 border -1

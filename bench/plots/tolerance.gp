@@ -7,7 +7,7 @@ if (n > 0) {
   set output outdir.'/tolerance_sweep.png'
   set multiplot layout 1, 2 title (tol_any_synthetic ? \
     "Tolerance sweep: heads + speculation (on synthetic weights the acceptance is not meaningful)" : \
-    "Tolerance sweep: heads + speculation, greedy placement")
+    "Tolerance sweep: heads + speculation, greedy placement")."\n".caveat noenhanced
   set grid lc rgb "#dddddd"
   set key below noenhanced
   set bmargin 6

@@ -162,6 +162,8 @@ static int run_plan(Run *run)
     run->req = (PlanRequest){.partition = o->partition, .placement = o->placement,
                              .seed = o->seed, .kv_positions = 1,
                              .head_on_controller = o->head_on_controller,
+                             .wire_bytes = o->wire16 == 2 ? 34.0 / 32 : o->wire16 ? 2 : 4,
+                             .exchange = o->exchange,
                              /* room below the re-placement threshold for the KV cache */
                              .fill = 0.9 * o->replace_threshold};
     inputs_fill_request(&run->ci, &run->req);

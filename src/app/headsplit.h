@@ -43,7 +43,8 @@ typedef struct {
     const char *profile;
     int verbose;
     const char *resume;
-    int wire16;             /* --wire f16 */
+    int wire16;             /* --wire: 0 f32, 1 f16, 2 q8 */
+    SliceExchange exchange; /* --exchange (EXCHANGE_AUTO: the cost model's choice) */
     int head_on_controller; /* --lm-head controller */
     int static_plan;
     double replace_threshold;

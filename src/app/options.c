@@ -24,7 +24,8 @@ void options_usage(FILE *out)
         "                        layer = whole layers (EdgeShard-style blocks), head = heads\n"
         "                        spread, FFN whole; slice = heads + FFN slices on every worker;\n"
         "                        auto = the fastest predicted from measured speeds and RTTs\n"
-        "  --placement greedy|roundrobin|random|layer|waterfill|dp|exact   (default greedy);\n"
+        "  --placement greedy|spread|roundrobin|random|layer|waterfill|dp|exact (default\n"
+        "                        greedy); spread: FFN as greedy, heads over the workers;\n"
         "                        waterfill: SLICE layers, parts and FFN columns in proportion\n"
         "                        to speed within the memory budgets; dp: whole\n"
         "                        layers in contiguous blocks by dynamic programming, exact:\n"
@@ -43,8 +44,10 @@ void options_usage(FILE *out)
         "  --emulate-link SPEC   delay every message as a link would: rtt=10ms,jitter=2ms,bw=200mbit\n"
         "                        (also medium=shared|switched, relay=ap|none, and the presets\n"
         "                        wifi and ethernet, e.g. wifi,rtt=20ms)\n"
-        "  --wire f32|f16        SLICE partial sums on the wire: f32 (default, exact) or IEEE\n"
-        "                        half (half the bytes; tokens may differ)\n"
+        "  --wire f32|f16|q8     SLICE partial sums on the wire: f32 (default), IEEE half (half\n"
+        "                        the bytes) or Q8_0 blocks (34 bytes per 32); tokens may differ\n"
+        "  --exchange auto|all|reduce|rsag  SLICE partial sums: all-to-all, to one member and\n"
+        "                        back, or reduce-scatter/all-gather (default auto: predicted)\n"
         "  --lm-head split|controller  where the last layer is sliced, its members compute the\n"
         "                        final norm and LM head by vocabulary rows and send the\n"
         "                        controller logits (split, the default; exact) or the\n"
@@ -107,7 +110,7 @@ enum { O_MODEL = 256, O_PROMPT, O_STEPS, O_TEMP, O_TOPP, O_SEED, O_METRICS, O_PA
    O_PROFILE, O_VERBOSE, O_RESUME, O_KILL, O_DEVICES, O_STATIC, O_THRESH,
    O_ASSUME_RTT, O_SLOWDOWN, O_WIRE, O_LMHEAD, O_PFILE, O_NPRED, O_CTX, O_TOPK, O_MINP,
    O_REPPEN, O_REPN, O_STOP, O_NOSPECIAL, O_CHATTPL, O_CHAT, O_SERVE, O_APIKEY, O_SYSTEM,
-   O_THREADS, O_VERSION, O_MAXBODY };
+   O_THREADS, O_VERSION, O_MAXBODY, O_EXCHANGE };
 
 static const struct option longopts[] = {
     {"model", required_argument, 0, O_MODEL}, {"prompt", required_argument, 0, O_PROMPT},
@@ -148,6 +151,7 @@ static const struct option longopts[] = {
     {"system", required_argument, 0, O_SYSTEM}, {"threads", required_argument, 0, O_THREADS},
     {"max-body", required_argument, 0, O_MAXBODY},
     {"version", no_argument, 0, O_VERSION},
+    {"exchange", required_argument, 0, O_EXCHANGE},
     {"quiet", no_argument, 0, O_QUIET}, {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
 
 /* A count option's value in lo..hi: 0, or -1 with err naming the option. */
@@ -331,8 +335,8 @@ static int parse_generation(Options *o, int ch, const char *arg, char *err, size
         if (o->solver)
             o->partition = o->solver == 1 ? PARTITION_LAYER : PARTITION_HEAD;
         else if (plan_parse_placement(arg, &o->placement) < 0)
-            return util_err(err, errlen, "--placement: '%s' is not greedy, roundrobin, "
-                            "random, layer, waterfill, dp or exact", arg);
+            return util_err(err, errlen, "--placement: '%s' is not greedy, spread, "
+                            "roundrobin, random, layer, waterfill, dp or exact", arg);
         o->placement_set = 1;
         break;
     case O_SHOW: o->show_placement = 1; break;
@@ -399,9 +403,14 @@ static int parse_runtime(Options *o, int ch, const char *arg, char *err, size_t 
                             arg);
         break;
     case O_WIRE:
-        if (strcmp(arg, "f32") && strcmp(arg, "f16"))
-            return util_err(err, errlen, "--wire: '%s' is not f32 or f16", arg);
-        o->wire16 = strcmp(arg, "f16") == 0;
+        if (strcmp(arg, "f32") && strcmp(arg, "f16") && strcmp(arg, "q8"))
+            return util_err(err, errlen, "--wire: '%s' is not f32, f16 or q8", arg);
+        o->wire16 = !strcmp(arg, "f16") ? 1 : !strcmp(arg, "q8") ? 2 : 0;
+        break;
+    case O_EXCHANGE:
+        if (plan_parse_exchange(arg, &o->exchange) < 0)
+            return util_err(err, errlen, "--exchange: '%s' is not auto, all, reduce or rsag",
+                            arg);
         break;
     case O_LMHEAD:
         if (strcmp(arg, "split") && strcmp(arg, "controller"))
@@ -540,7 +549,9 @@ json_t *options_json(const Options *o, int n_ranks)
     json_object_set_new(j, "link_matrix", o->su.link_matrix ? json_string(o->su.link_matrix)
                                                          : json_null());
     json_object_set_new(j, "timeout_s", json_real(o->su.timeout_s));
-    json_object_set_new(j, "wire", json_string(o->wire16 ? "f16" : "f32"));
+    json_object_set_new(j, "wire",
+                        json_string(o->wire16 == 2 ? "q8" : o->wire16 ? "f16" : "f32"));
+    json_object_set_new(j, "exchange", json_string(plan_exchange_name(o->exchange)));
     json_object_set_new(j, "lm_head", json_string(o->head_on_controller ? "controller"
                                                                           : "split"));
     json_object_set_new(j, "n_predict", json_integer(o->n_predict));

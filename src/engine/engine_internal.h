@@ -63,8 +63,9 @@ struct DistEngine {
     unsigned char *staging; /* gathered contributions, in member order */
     unsigned char *xsend; /* SLICE: [hdr | dim] this rank's partial sum */
     unsigned char *xrecv; /* SLICE: [n_workers][hdr | dim] the members' partial sums */
-    int wire16;           /* SLICE partial sums travel as binary16 (--wire f16) */
-    size_t wire_bytes;    /* [hdr | dim halves] */
+    int wire16;           /* SLICE partial sums travel as binary16 (1: --wire f16) or Q8_0
+                           * blocks (2: --wire q8); 0: fp32 */
+    size_t wire_bytes;    /* [hdr | dim halves]: room for either form */
     unsigned char *wsend, *wrecv; /* the 16-bit forms of xsend and xrecv */
     float *heads;        /* [n_heads*hd] in head order */
     float *acc;          /* [dim] */

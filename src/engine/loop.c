@@ -117,7 +117,12 @@ static void controller_send(DistEngine *e, int cmd, const float *x, int pos, int
         engine_bcast_input(e, e->L, e->xmsg);
 }
 
-void dist_set_wire(DistEngine *e, int f16) { e->wire16 = f16 != 0; }
+void dist_set_wire(DistEngine *e, int mode)
+{
+    CHECK(mode != 2 || e->c->dim % 32 == 0, "--wire q8: the model width %d is not a multiple "
+          "of 32 (Q8_0 blocks)", e->c->dim);
+    e->wire16 = mode;
+}
 
 static void controller_forward(void *ctx, float *x, int pos, int token)
 {

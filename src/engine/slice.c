@@ -1,41 +1,84 @@
 /* slice.c: a SLICE layer on one member: its attention parts with their columns of the output
- * projection, a direct exchange of partial sums, its FFN slice, and a second exchange. */
+ * projection, an exchange of partial sums (all-to-all, reduce-and-broadcast or
+ * reduce-scatter / all-gather, as the plan says), its FFN slice, and a second exchange. */
 #include "engine_internal.h"
 
 #include "kernels.h"
+#include "quant.h"
 #include "util.h"
 #include "wire.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* SLICE: exchanges this rank's partial sum (xsend) with every member directly and adds all
- * partials in member order to base (in place), so every member gets identical bits. */
-static void exchange_partials(DistEngine *e, int l, int phase, float *base)
+/* SLICE exchanges: this member's partial sum (xsend) and every other member's are added to
+ * base (in place) in member order, element by element, whichever pattern the plan chose
+ * (plan->exchange: all-to-all, reduce to the first member then back, or reduce-scatter /
+ * all-gather by chunks), so every member ends with the same bits, and the same bits under
+ * every pattern. */
+
+/* Bytes on the wire of n values of a partial sum (after the header): fp32, halves, or Q8_0
+ * blocks of 32 (n a multiple of 32). */
+static size_t wire_len(const DistEngine *e, int n)
+{
+    return e->wire16 == 2 ? quant_row_bytes(QTYPE_Q8_0, n)
+                          : (size_t)n * (e->wire16 ? sizeof(uint16_t) : sizeof(float));
+}
+
+/* Stamps this member's message; with --wire f16 or q8 the message carries the rounded form
+ * and this member's own partial is rounded the same way, so that every member adds identical
+ * values. */
+static WireHdr stamp_partial(DistEngine *e, int l)
+{
+    WireHdr h;
+    memcpy(&h, e->xsend, sizeof h);
+    transport_stamp(e->tp, &h);
+    h.layer = l;
+    memcpy(e->xsend, &h, sizeof h);
+    if (e->wire16 == 2) {
+        memcpy(e->wsend, &h, sizeof h);
+        quant_quantize_row(e->wsend + sizeof h, payload(e->xsend), QTYPE_Q8_0, e->c->dim);
+        quant_dequantize_row(payload(e->xsend), e->wsend + sizeof h, QTYPE_Q8_0, e->c->dim);
+    } else if (e->wire16) {
+        uint16_t *half = (uint16_t *)(void *)(e->wsend + sizeof h);
+        memcpy(e->wsend, &h, sizeof h);
+        kernels_f32_to_f16(half, payload(e->xsend), e->c->dim);
+        kernels_f16_to_f32(payload(e->xsend), half, e->c->dim);
+    }
+    return h;
+}
+
+/* Waits for a partial (n floats, as the wire carries them) from peer in msg (wb bytes), lets
+ * the link deliver it, and leaves it as floats in out. */
+static void take_partial(DistEngine *e, int l, int phase, TransportReq *rq, int peer,
+                         const unsigned char *msg, size_t wb, float *out, int n)
 {
     LayerRt *r = &e->lr[l];
+    transport_wait_link(e->tp, rq, peer, phase ? "FFN partial sums" : "projection partial sums",
+                        l, &r->ewma[phase ? W_X2 : W_X1]);
+    WireHdr hi = engine_read_hdr(msg, l);
+    transport_deliver(e->tp, &hi, wb);
+    if (e->wire16 == 2)
+        quant_dequantize_row(out, msg + sizeof hi, QTYPE_Q8_0, n);
+    else if (e->wire16)
+        kernels_f16_to_f32(out, (const uint16_t *)(const void *)(msg + sizeof hi), n);
+    else if ((const unsigned char *)out != msg + sizeof hi)
+        memcpy(out, msg + sizeof hi, (size_t)n * sizeof(float));
+}
+
+/* All-to-all: every member sends its partial to every other (one hop). */
+static void exchange_all(DistEngine *e, int l, int phase, float *base)
+{
     const ScheduleLayer *sl = &e->sched.layers[l];
     const int n = sl->n_members, me = e->tp->rank, tag = WIRE_TAG_XCHG + 2 * l + phase;
     const int *members = sl->members;
     const int dim = e->c->dim;
     TransportReq *rq = xmalloc(2 * (size_t)n * sizeof(TransportReq));
     int nr = 0;
-    WireHdr h;
-    memcpy(&h, e->xsend, sizeof h);
-    transport_stamp(e->tp, &h);
-    h.layer = l;
-    memcpy(e->xsend, &h, sizeof h);
-    /* f16: the message carries the halves; this member's own partial is rounded the same
-     * way, so that every member adds identical values. */
-    const size_t wb = e->wire16 ? e->wire_bytes : e->msg_bytes;
+    stamp_partial(e, l);
+    const size_t wb = sizeof(WireHdr) + wire_len(e, e->c->dim);
     unsigned char *sbuf = e->wire16 ? e->wsend : e->xsend;
     unsigned char *rbuf = e->wire16 ? e->wrecv : e->xrecv;
-    if (e->wire16) {
-        uint16_t *half = (uint16_t *)(void *)(e->wsend + sizeof h);
-        memcpy(e->wsend, &h, sizeof h);
-        kernels_f32_to_f16(half, payload(e->xsend), dim);
-        kernels_f16_to_f32(payload(e->xsend), half, dim);
-    }
     for (int i = 0; i < n; i++) {
         if (members[i] == me)
             continue;
@@ -49,14 +92,8 @@ static void exchange_partials(DistEngine *e, int l, int phase, float *base)
     for (int i = 0, k = 0; i < n; i++) {
         if (members[i] == me)
             continue;
-        transport_wait_link(e->tp, &rq[k++], members[i], phase ? "FFN partial sums" :
-                       "projection partial sums", l, &r->ewma[phase ? W_X2 : W_X1]);
-        WireHdr hi = engine_read_hdr(rbuf + (size_t)i * wb, l);
-        transport_deliver(e->tp, &hi, wb);
-        if (e->wire16)
-            kernels_f16_to_f32(payload(e->xrecv + (size_t)i * e->msg_bytes),
-                               (const uint16_t *)(const void *)(rbuf + (size_t)i * wb +
-                                                                sizeof hi), dim);
+        take_partial(e, l, phase, &rq[k++], members[i], rbuf + (size_t)i * wb, wb,
+                     payload(e->xrecv + (size_t)i * e->msg_bytes), dim);
     }
     for (int k = n - 1; k < nr; k++)
         transport_wait(e->tp, &rq[k]);
@@ -66,6 +103,146 @@ static void exchange_partials(DistEngine *e, int l, int phase, float *base)
         kernels_add(base, p, dim);
     }
     free(rq);
+}
+
+/* Reduce, then broadcast: the members send their partials to the first member, which adds
+ * them in member order and sends the sum back (f32) to every other member (two hops). */
+static void exchange_reduce(DistEngine *e, int l, int phase, float *base)
+{
+    const ScheduleLayer *sl = &e->sched.layers[l];
+    const int n = sl->n_members, me = e->tp->rank, root = sl->members[0];
+    const int tag = WIRE_TAG_XCHG + 2 * l + phase, tag2 = WIRE_TAG_XSUM + 2 * l + phase;
+    const int *members = sl->members;
+    const int dim = e->c->dim;
+    LayerRt *r = &e->lr[l];
+    TransportReq *rq = xmalloc(2 * (size_t)n * sizeof(TransportReq));
+    int nr = 0;
+    WireHdr h = stamp_partial(e, l);
+    const size_t wb = sizeof(WireHdr) + wire_len(e, e->c->dim);
+    unsigned char *sbuf = e->wire16 ? e->wsend : e->xsend;
+    unsigned char *rbuf = e->wire16 ? e->wrecv : e->xrecv;
+    if (me == root) {
+        for (int i = 1; i < n; i++)
+            transport_irecv(e->tp, rbuf + (size_t)i * wb, wb, members[i], tag, &rq[nr++]);
+        for (int i = 1; i < n; i++)
+            take_partial(e, l, phase, &rq[i - 1], members[i], rbuf + (size_t)i * wb, wb,
+                         payload(e->xrecv + (size_t)i * e->msg_bytes), dim);
+        kernels_add(base, payload(e->xsend), dim);
+        for (int i = 1; i < n; i++)
+            kernels_add(base, payload(e->xrecv + (size_t)i * e->msg_bytes), dim);
+        /* the sum goes back in xsend (this member's partial is spent) */
+        transport_stamp(e->tp, &h);
+        h.layer = l;
+        memcpy(e->xsend, &h, sizeof h);
+        memcpy(payload(e->xsend), base, (size_t)dim * sizeof(float));
+        nr = 0;
+        for (int i = 1; i < n; i++)
+            transport_isend(e->tp, e->xsend, e->msg_bytes, members[i], tag2, &rq[nr++]);
+        for (int k = 0; k < nr; k++)
+            transport_wait(e->tp, &rq[k]);
+    } else {
+        transport_irecv(e->tp, e->xrecv, e->msg_bytes, root, tag2, &rq[0]);
+        transport_isend(e->tp, sbuf, wb, root, tag, &rq[1]);
+        transport_wait_link(e->tp, &rq[0], root, phase ? "FFN sums" : "projection sums", l,
+                            &r->ewma[phase ? W_X2 : W_X1]);
+        WireHdr hi = engine_read_hdr(e->xrecv, l);
+        transport_deliver(e->tp, &hi, e->msg_bytes);
+        memcpy(base, payload(e->xrecv), (size_t)dim * sizeof(float));
+        transport_wait(e->tp, &rq[1]);
+    }
+    free(rq);
+}
+
+/* Reduce-scatter, then all-gather: member i owns the i-th of n chunks of the vector; every
+ * member sends each owner its chunk of the partial, each owner adds them in member order
+ * and sends its chunk of the sum (f32) to every other member (two hops, 1/n the bytes per
+ * message). */
+static void exchange_rsag(DistEngine *e, int l, int phase, float *base)
+{
+    const ScheduleLayer *sl = &e->sched.layers[l];
+    const int n = sl->n_members, me = e->tp->rank;
+    const int tag = WIRE_TAG_XCHG + 2 * l + phase, tag2 = WIRE_TAG_XSUM + 2 * l + phase;
+    const int *members = sl->members;
+    const int dim = e->c->dim;
+    const size_t hdr = sizeof(WireHdr);
+    const int64_t blk = e->wire16 == 2 ? 32 : 1; /* chunks of whole Q8_0 blocks */
+    const size_t cmax = (size_t)(dim + n - 1) / (size_t)n + (size_t)blk;
+    const size_t cb = hdr + cmax * sizeof(float);
+    int mi = 0;
+    while (members[mi] != me)
+        mi++;
+#define C0(i) ((int)((int64_t)(i) * dim / n / blk * blk))
+    TransportReq *rq = xmalloc(2 * (size_t)n * sizeof(TransportReq));
+    unsigned char *sb = xmalloc((size_t)n * cb), *rb = xmalloc((size_t)n * cb);
+    float *parts = xmalloc((size_t)n * cmax * sizeof(float)); /* [n][cmax] my chunk's */
+    WireHdr h = stamp_partial(e, l);
+    const unsigned char *mine = e->wire16 ? e->wsend + hdr : e->xsend + hdr;
+    const int o0 = C0(mi), o1 = C0(mi + 1);
+    int nr = 0;
+    for (int i = 0; i < n; i++)
+        if (i != mi)
+            transport_irecv(e->tp, rb + (size_t)i * cb, hdr + wire_len(e, o1 - o0), members[i],
+                            tag, &rq[nr++]);
+    for (int j = 0; j < n; j++) {
+        if (j == mi)
+            continue;
+        unsigned char *m = sb + (size_t)j * cb;
+        const size_t len = wire_len(e, C0(j + 1) - C0(j));
+        memcpy(m, &h, hdr);
+        memcpy(m + hdr, mine + wire_len(e, C0(j)), len);
+        transport_isend(e->tp, m, hdr + len, members[j], tag, &rq[nr++]);
+    }
+    for (int i = 0, k = 0; i < n; i++)
+        if (i != mi)
+            take_partial(e, l, phase, &rq[k++], members[i], rb + (size_t)i * cb,
+                         hdr + wire_len(e, o1 - o0), parts + (size_t)i * cmax, o1 - o0);
+    for (int k = n - 1; k < nr; k++)
+        transport_wait(e->tp, &rq[k]);
+    for (int i = 0; i < n; i++)
+        kernels_add(base + o0, i == mi ? payload(e->xsend) + o0 : parts + (size_t)i * cmax,
+                    o1 - o0);
+    /* all-gather: my chunk of the sum to every member, theirs into base */
+    transport_stamp(e->tp, &h);
+    h.layer = l;
+    memcpy(sb, &h, hdr);
+    memcpy(sb + hdr, base + o0, (size_t)(o1 - o0) * sizeof(float));
+    nr = 0;
+    for (int i = 0; i < n; i++)
+        if (i != mi)
+            transport_irecv(e->tp, rb + (size_t)i * cb,
+                            hdr + (size_t)(C0(i + 1) - C0(i)) * sizeof(float), members[i],
+                            tag2, &rq[nr++]);
+    for (int j = 0; j < n; j++)
+        if (j != mi)
+            transport_isend(e->tp, sb, hdr + (size_t)(o1 - o0) * sizeof(float), members[j],
+                            tag2, &rq[nr++]);
+    LayerRt *r = &e->lr[l];
+    for (int i = 0, k = 0; i < n; i++) {
+        if (i == mi)
+            continue;
+        const size_t len = (size_t)(C0(i + 1) - C0(i)) * sizeof(float);
+        transport_wait_link(e->tp, &rq[k++], members[i], phase ? "FFN sums" : "projection sums",
+                            l, &r->ewma[phase ? W_X2 : W_X1]);
+        WireHdr hi = engine_read_hdr(rb + (size_t)i * cb, l);
+        transport_deliver(e->tp, &hi, hdr + len);
+        memcpy(base + C0(i), rb + (size_t)i * cb + hdr, len);
+    }
+    for (int k = n - 1; k < nr; k++)
+        transport_wait(e->tp, &rq[k]);
+#undef C0
+    free(parts);
+    free(sb);
+    free(rb);
+    free(rq);
+}
+
+static void exchange_partials(DistEngine *e, int l, int phase, float *base)
+{
+    switch (e->plan->exchange) {
+    case EXCHANGE_REDUCE: exchange_reduce(e, l, phase, base); break;
+    case EXCHANGE_RSAG: exchange_rsag(e, l, phase, base); break;
+    default: exchange_all(e, l, phase, base); break;
+    }
 }
 
 /* One SLICE layer on this member; returns 1 if the message was a stop. */

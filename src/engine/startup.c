@@ -49,7 +49,8 @@ int startup_check_model(Transport *cm, const ModelConfig *c, const char *path)
 }
 
 /* The links to emulate: --emulate-link everywhere, then --link-matrix lines over it (every
- * rank parses the same options, so every rank fails alike).  0, or -1 with err. */
+ * rank parses the same options, so every rank fails alike).  1 when there are links to
+ * emulate, 0 when none, -1 with err. */
 static int setup_links(Transport *cm, Cluster *cl, const StartupOptions *o, char *err,
                        size_t errlen)
 {
@@ -67,8 +68,7 @@ static int setup_links(Transport *cm, Cluster *cl, const StartupOptions *o, char
     if (o->link_matrix &&
         cluster_load_link_matrix(o->link_matrix, cm->size, cl->link, err, errlen) < 0)
         return -1;
-    transport_push_emulation(cm, cl->link, o->seed);
-    return 0;
+    return 1;
 }
 
 /* This rank's HEADSPLIT_DEVICE_SLOWDOWN (1 when unset); a bad value ends the run. */
@@ -151,9 +151,12 @@ int startup_measure(ClusterInputs *ci, Transport *cm, const ModelConfig *c,
     /* Links: emulated on one host, then measured (through the emulation, if any). */
     char err[600] = "";
     /* Agreed on, not assumed: on several hosts a matrix file may be missing on one only. */
-    int bad = setup_links(cm, &ci->cluster, o, err, sizeof err) < 0;
-    if (transport_agree_errors(cm, bad ? err : NULL))
+    int emulate = setup_links(cm, &ci->cluster, o, err, sizeof err);
+    if (transport_agree_errors(cm, emulate < 0 ? err : NULL))
         return 2;
+    if (emulate) /* collective where a medium is shared: after the agreement */
+        transport_push_emulation(cm, ci->cluster.link, o->seed);
+    int bad;
     cm->timeout_s = o->timeout_s;
     transport_push_dilation(cm, o->slowdown > 0 ? o->slowdown : device_slowdown(cm->rank));
     transport_push_faults(cm, o->stall_rank, o->stall_pos, o->stall_s, o->kill_rank,

@@ -65,8 +65,10 @@ static int parse_unit(const char *v, int is_time, double *out)
 static int link_preset(const char *name, NetLink *out)
 {
     if (!strcmp(name, "wifi")) {
+        /* frame: one 802.11ac transmission's contention and acknowledgement (DIFS, mean
+         * backoff, preamble, SIFS, block ACK: ~0.2 ms) */
         *out = (NetLink){.rtt_s = 10e-3, .jitter_s = 2e-3, .bw_Bps = 200e6 / 8,
-                         .medium = MEDIUM_SHARED, .relay_ap = 1};
+                         .medium = MEDIUM_SHARED, .relay_ap = 1, .frame_s = 0.2e-3};
         return 0;
     }
     if (!strcmp(name, "ethernet")) {
@@ -104,6 +106,8 @@ int cluster_parse_link(const char *spec, NetLink *out, char *err, size_t errlen)
             bad = parse_unit(v, 1, &out->jitter_s);
         else if (!strcmp(k, "bw"))
             bad = parse_unit(v, 0, &out->bw_Bps);
+        else if (!strcmp(k, "frame"))
+            bad = parse_unit(v, 1, &out->frame_s);
         else if (!strcmp(k, "medium")) {
             if (!strcmp(v, "shared"))
                 out->medium = MEDIUM_SHARED;
@@ -117,8 +121,8 @@ int cluster_parse_link(const char *spec, NetLink *out, char *err, size_t errlen)
             else
                 return util_err(err, errlen, "relay=%s is not ap or none", v);
         } else {
-            return util_err(err, errlen, "unknown key '%s' (rtt, jitter, bw, medium, relay)",
-                            k);
+            return util_err(err, errlen, "unknown key '%s' (rtt, jitter, bw, frame, medium, "
+                            "relay)", k);
         }
         if (bad)
             return util_err(err, errlen, "%s=%s is not a valid %s", k, v,

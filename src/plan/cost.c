@@ -1,6 +1,7 @@
 /* cost.c: the cost model shared by --partition auto and the link-aware placement: predicted
  * time of one token along the critical path of a plan. */
 #include "cost.h"
+#include "netmodel.h"
 #include "plan.h"
 #include "util.h"
 
@@ -12,7 +13,19 @@ typedef struct {
     const ModelConfig *c;
     const PlanRequest *req;
     int n; /* world size = n_workers + 1 */
+    NetLink net; /* the medium and bandwidth of req (netmodel.h) */
+    int shared;
+    double chan; /* shared medium: ms at which the channel is next free */
+    int *order;  /* [n] scratch: ranks in order of readiness */
+    int *members; /* [n] scratch: a SLICE layer's members */
+    double *arr, *at; /* [n] scratch: arrivals, readiness by rank */
 } Cost;
+
+NetLink plan_cost_net(const PlanRequest *req)
+{
+    return (NetLink){.bw_Bps = req->bw_Bps, .medium = req->medium, .relay_ap = req->relay_ap,
+                     .frame_s = req->frame_s};
+}
 
 double plan_cost_work_ms(const PlanRequest *req, int rank, double bytes)
 {
@@ -28,7 +41,8 @@ double plan_cost_hop_ms(const PlanRequest *req, int a, int b, double bytes)
         return 0;
     int n = req->n_workers + 1;
     double lat = req->lat_ms ? req->lat_ms[(size_t)a * (size_t)n + (size_t)b] : 0;
-    return lat + (req->bw_Bps > 0 ? bytes / req->bw_Bps * 1e3 : 0);
+    NetLink net = plan_cost_net(req);
+    return lat + net_airtime_s(&net, bytes) * 1e3;
 }
 
 double plan_expected_max_normal(int n)
@@ -59,6 +73,32 @@ static double hop_ms(const Cost *k, int a, int b, double bytes)
     return plan_cost_hop_ms(k->req, a, b, bytes);
 }
 
+static double lat_ms(const Cost *k, int a, int b)
+{
+    return a == b || !k->req->lat_ms ? 0 : k->req->lat_ms[(size_t)a * (size_t)k->n + (size_t)b];
+}
+
+/* Shared medium: a message from a to b ready at `ready` (ms) queues on the channel; returns
+ * when it arrives. */
+static double queued_ms(Cost *k, int a, int b, double ready, double bytes)
+{
+    if (a == b)
+        return ready;
+    return net_queue_s(&k->chan, ready, net_airtime_s(&k->net, bytes) * 1e3) + lat_ms(k, a, b);
+}
+
+/* Sorts the ranks r[0..n) by at[r] ascending, ties in the given order (insertion sort: n is
+ * a layer's members). */
+static void sort_by(int *r, int n, const double *at)
+{
+    for (int i = 1; i < n; i++) {
+        int v = r[i], j = i;
+        for (; j > 0 && at[r[j - 1]] > at[v]; j--)
+            r[j] = r[j - 1];
+        r[j] = v;
+    }
+}
+
 static double part_bytes(const ModelConfig *c, const AttnPart *p, int slice)
 {
     double b = (double)config_attn_unit_bytes(c, p->q1 - p->q0);
@@ -67,24 +107,100 @@ static double part_bytes(const ModelConfig *c, const AttnPart *p, int slice)
     return b;
 }
 
+/* One phase of messages: every rank of from[0..nf) sends `bytes` to every other rank of
+ * to[0..nt) when it is ready (at[sender]); arr[receiver] becomes the last arrival (a rank in
+ * both lists counts its own readiness).  Switched: each message its own hop; shared: the
+ * transmissions queue on the channel in order of readiness.  Returns the last arrival. */
+static double phase_ms(Cost *k, const int *from, int nf, const double *at, const int *to,
+                       int nt, double bytes, double *arr)
+{
+    double t = 0;
+    for (int j = 0; j < nt; j++)
+        arr[to[j]] = 0;
+    for (int i = 0; i < nf; i++)
+        k->order[i] = from[i];
+    if (k->shared)
+        sort_by(k->order, nf, at);
+    for (int i = 0; i < nf; i++)
+        for (int j = 0; j < nt; j++) {
+            int a = k->order[i], b = to[j];
+            double v = a == b       ? at[a]
+                       : k->shared ? queued_ms(k, a, b, at[a], bytes)
+                                   : at[a] + hop_ms(k, a, b, bytes);
+            arr[b] = v > arr[b] ? v : arr[b];
+            t = v > t ? v : t;
+        }
+    return t;
+}
+
+/* A SLICE exchange of partial sums (xmsg bytes on the wire, payload wire_bytes per element;
+ * results travel as f32): when the last member has the sum, without the spread of the first
+ * wait (the caller's). */
+static double exchange_ms(Cost *k, SliceExchange x, const LayerPlan *lp, const double *busy,
+                          double wire_bytes)
+{
+    const int n = lp->n_slices;
+    const double dim = (double)k->c->dim;
+    int *m = k->members;
+    for (int j = 0; j < n; j++)
+        m[j] = lp->slices[j].rank;
+    if (n < 2 || x == EXCHANGE_AUTO || x == EXCHANGE_ALL)
+        return phase_ms(k, m, n, busy, m, n, 32.0 + wire_bytes * dim, k->arr);
+    if (x == EXCHANGE_REDUCE) {
+        /* to the first member, which adds once all have arrived and sends the sum back */
+        double root = phase_ms(k, m + 1, n - 1, busy, m, 1, 32.0 + wire_bytes * dim, k->arr);
+        root = root > busy[m[0]] ? root : busy[m[0]];
+        k->at[m[0]] = root + spread_ms(k, n - 1);
+        return phase_ms(k, m, 1, k->at, m, n, 32.0 + 4.0 * dim, k->arr);
+    }
+    /* RSAG: chunks of dim/n to their owners, each owner's sum to every member */
+    phase_ms(k, m, n, busy, m, n, 32.0 + wire_bytes * dim / n, k->arr);
+    for (int j = 0; j < n; j++)
+        k->at[m[j]] = k->arr[m[j]] + spread_ms(k, n - 1);
+    return phase_ms(k, m, n, k->at, m, n, 32.0 + 4.0 * dim / n, k->arr);
+}
+
 double plan_predict_ms(const Plan *plan, const ModelConfig *c, const PlanRequest *req)
 {
-    Cost k = {c, req, plan->n_workers + 1};
+    Cost k = {c, req, plan->n_workers + 1, plan_cost_net(req), 0, 0, NULL, NULL, NULL, NULL};
+    k.shared = net_is_shared(&k.net);
+    k.order = xcalloc((size_t)k.n, sizeof(int));
+    k.members = xcalloc((size_t)k.n, sizeof(int));
+    k.arr = xcalloc((size_t)k.n, sizeof(double));
+    k.at = xcalloc((size_t)k.n, sizeof(double));
     const double msg = 32.0 + 4.0 * c->dim;
+    /* a SLICE partial sum's elements as --wire sends them */
+    const double wire = req->wire_bytes > 0 ? req->wire_bytes : 4.0;
     double *ready = xcalloc((size_t)k.n, sizeof(double)); /* when each rank has X */
     double *busy = xcalloc((size_t)k.n, sizeof(double));  /* when each rank is free */
     int *has = xcalloc((size_t)k.n, sizeof(int));         /* holds the current X */
+    int *need = xcalloc((size_t)k.n, sizeof(int));        /* consumes the current X */
     has[0] = 1;
     double t = 0; /* time X of the current layer exists at its holders */
     for (int l = 0; l < plan->n_layers; l++) {
         const LayerPlan *lp = &plan->layers[l];
-        /* Input: holders have it at t; others get it from the designated holder. */
+        /* Input: holders have it at t; others get it from the designated holder (on a
+         * shared medium the root's transmissions to the consumers queue, in rank order). */
         int root = l == 0 ? 0 : plan->layers[l - 1].ffn_rank;
-        for (int r = 0; r < k.n; r++)
-            ready[r] = has[r] ? t : t + hop_ms(&k, root, r, msg);
+        if (!k.shared) {
+            for (int r = 0; r < k.n; r++)
+                ready[r] = has[r] ? t : t + hop_ms(&k, root, r, msg);
+        } else {
+            memset(need, 0, (size_t)k.n * sizeof(int));
+            if (lp->mode == LAYER_SLICE)
+                for (int j = 0; j < lp->n_slices; j++)
+                    need[lp->slices[j].rank] = 1;
+            else
+                for (int p = 0; p < lp->n_parts; p++)
+                    need[lp->parts[p].rank] = 1;
+            if (lp->mode != LAYER_SLICE)
+                need[lp->proj_rank] = 1;
+            for (int r = 0; r < k.n; r++)
+                ready[r] = has[r] || !need[r] ? t : queued_ms(&k, root, r, t, msg);
+        }
         memset(busy, 0, (size_t)k.n * sizeof(double));
         if (lp->mode == LAYER_SLICE) {
-            double t1 = 0, t2 = 0;
+            double t1, t2;
             for (int j = 0; j < lp->n_slices; j++) {
                 int r = lp->slices[j].rank;
                 busy[r] = ready[r];
@@ -92,32 +208,23 @@ double plan_predict_ms(const Plan *plan, const ModelConfig *c, const PlanRequest
                     if (lp->parts[p].rank == r)
                         busy[r] += work_ms(&k, r, part_bytes(c, &lp->parts[p], 1));
             }
-            for (int a = 0; a < lp->n_slices; a++)
-                for (int b = 0; b < lp->n_slices; b++) {
-                    int ra = lp->slices[a].rank, rb = lp->slices[b].rank;
-                    double v = busy[ra] + hop_ms(&k, ra, rb, msg);
-                    t1 = v > t1 ? v : t1;
-                }
-            t1 += spread_ms(&k, lp->n_slices - 1);
+            t1 = exchange_ms(&k, plan->exchange, lp, busy, wire) +
+                 spread_ms(&k, lp->n_slices - 1);
             for (int j = 0; j < lp->n_slices; j++) {
                 int r = lp->slices[j].rank;
                 busy[r] = t1 + work_ms(&k, r, (double)config_ffn_bytes(c, lp->slices[j].f1 -
                                                                        lp->slices[j].f0));
             }
-            for (int a = 0; a < lp->n_slices; a++)
-                for (int b = 0; b < lp->n_slices; b++) {
-                    int ra = lp->slices[a].rank, rb = lp->slices[b].rank;
-                    double v = busy[ra] + hop_ms(&k, ra, rb, msg);
-                    t2 = v > t2 ? v : t2;
-                }
-            t2 += spread_ms(&k, lp->n_slices - 1);
+            t2 = exchange_ms(&k, plan->exchange, lp, busy, wire) +
+                 spread_ms(&k, lp->n_slices - 1);
             memset(has, 0, (size_t)k.n * sizeof(int));
             for (int j = 0; j < lp->n_slices; j++)
                 has[lp->slices[j].rank] = 1;
             t = t2;
             continue;
         }
-        /* PIPE: parts in parallel across ranks, serial on one rank; gather at proj. */
+        /* PIPE: parts in parallel across ranks, serial on one rank; gather at proj (on a
+         * shared medium the senders' transmissions queue in order of readiness). */
         double gathered = ready[lp->proj_rank];
         int senders = 0;
         for (int r = 1; r < k.n; r++) {
@@ -128,15 +235,28 @@ double plan_predict_ms(const Plan *plan, const ModelConfig *c, const PlanRequest
                     done += work_ms(&k, r, part_bytes(c, &lp->parts[p], 0));
                     any = 1;
                 }
-            if (any) {
-                double v = done + hop_ms(&k, r, lp->proj_rank, msg);
+            busy[r] = done;
+            if (!any)
+                continue;
+            if (k.shared && r != lp->proj_rank) {
+                k.order[senders++] = r;
+                continue;
+            }
+            double v = done + hop_ms(&k, r, lp->proj_rank, msg);
+            gathered = v > gathered ? v : gathered;
+            senders += r != lp->proj_rank;
+        }
+        if (k.shared) {
+            sort_by(k.order, senders, busy);
+            for (int i = 0; i < senders; i++) {
+                double v = queued_ms(&k, k.order[i], lp->proj_rank, busy[k.order[i]], msg);
                 gathered = v > gathered ? v : gathered;
-                senders += r != lp->proj_rank;
             }
         }
         gathered += spread_ms(&k, senders);
         double z = gathered + work_ms(&k, lp->proj_rank, (double)config_proj_bytes(c));
-        z += hop_ms(&k, lp->proj_rank, lp->ffn_rank, msg);
+        z = k.shared ? queued_ms(&k, lp->proj_rank, lp->ffn_rank, z, msg)
+                     : z + hop_ms(&k, lp->proj_rank, lp->ffn_rank, msg);
         t = z + work_ms(&k, lp->ffn_rank, (double)config_ffn_bytes(c, c->ffn_dim));
         memset(has, 0, (size_t)k.n * sizeof(int));
         has[lp->ffn_rank] = 1;
@@ -150,19 +270,25 @@ double plan_predict_ms(const Plan *plan, const ModelConfig *c, const PlanRequest
                 /* its rows and the final norm's weights, as the simulator counts
                  * (sim_cost_head_rows) and the memory accounting holds */
                 double rows = (double)(v1 - v0);
-                double v = t + work_ms(&k, r, (rows + 1.0) * c->dim * 4.0) +
-                           hop_ms(&k, r, 0, 32.0 + 4.0 * rows);
+                double w = t + work_ms(&k, r, (rows + 1.0) * c->dim * 4.0);
+                double v = k.shared ? queued_ms(&k, r, 0, w, 32.0 + 4.0 * rows)
+                                    : w + hop_ms(&k, r, 0, 32.0 + 4.0 * rows);
                 done = v > done ? v : done;
                 members++;
             }
         t = done + spread_ms(&k, members);
     } else {
-        t += has[0] ? 0 : hop_ms(&k, last, 0, msg);
+        t = has[0] ? t : k.shared ? queued_ms(&k, last, 0, t, msg) : t + hop_ms(&k, last, 0, msg);
         t += req->fixed_ms > 0 ? req->fixed_ms : 0;
     }
     free(ready);
     free(busy);
     free(has);
+    free(need);
+    free(k.order);
+    free(k.members);
+    free(k.arr);
+    free(k.at);
     return t;
 }
 

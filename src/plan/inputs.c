@@ -92,6 +92,11 @@ void inputs_fill_request(const ClusterInputs *ci, PlanRequest *req)
     req->devices = ci->devices;
     req->lat_ms = ci->lat_ms;
     req->bw_Bps = ci->bw_Bps;
+    if (ci->cluster.n > 1) { /* the medium, as the emulation sees it (link 0 -> 1) */
+        req->medium = ci->cluster.link[1].medium;
+        req->relay_ap = ci->cluster.link[1].relay_ap;
+        req->frame_s = ci->cluster.link[1].frame_s;
+    }
     req->ref_Bps = ci->ref_Bps;
     req->lat_sd_ms = ci->lat_sd_ms;
     req->fixed_ms = ci->controller_ms;

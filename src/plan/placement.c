@@ -15,8 +15,9 @@ const char *plan_partition_name(Partition p)
 
 const char *plan_placement_name(PlacementKind k)
 {
-    static const char *names[] = {"greedy", "roundrobin", "random", "layer", "waterfill"};
-    return (unsigned)k < 5 ? names[k] : "?";
+    static const char *names[] = {"greedy", "roundrobin", "random", "layer", "waterfill",
+                                  "spread"};
+    return (unsigned)k < 6 ? names[k] : "?";
 }
 
 int plan_parse_partition(const char *s, Partition *out)
@@ -34,7 +35,7 @@ int plan_parse_partition(const char *s, Partition *out)
 
 int plan_parse_placement(const char *s, PlacementKind *out)
 {
-    for (int k = 0; k < 5; k++)
+    for (int k = 0; k < 6; k++)
         if (strcmp(s, plan_placement_name((PlacementKind)k)) == 0) {
             *out = (PlacementKind)k;
             return 0;
@@ -310,8 +311,10 @@ static int build_greedy(Plan *p, Tally *t, char *err, size_t errlen)
             layer_busy[q] = 0;
         for (int k = 0; k < lp->n_parts; k++) {
             size_t pb = part_bytes(c, &lp->parts[k], t->req->kv_positions);
-            int pr = t->req->lat_ms ? pick_soonest(t, pb, producer, r, layer_busy)
-                                    : pick_least(t, pb, used);
+            /* spread (the reference design): over the devices whatever the links */
+            int pr = t->req->lat_ms && t->req->placement != PLACEMENT_SPREAD
+                         ? pick_soonest(t, pb, producer, r, layer_busy)
+                         : pick_least(t, pb, used);
             if (pr < 0) {
                 rc = util_err(err, errlen, "attention part %d of layer %d fits no device's "
                               "memory budget", k, l);
@@ -395,6 +398,47 @@ static void build_slice(Plan *p, const ModelConfig *c, const PlanRequest *req)
     }
 }
 
+const char *plan_exchange_name(SliceExchange x)
+{
+    static const char *names[] = {"auto", "all", "reduce", "rsag"};
+    return (unsigned)x < 4 ? names[x] : "?";
+}
+
+int plan_parse_exchange(const char *s, SliceExchange *out)
+{
+    for (int k = 0; k < 4; k++)
+        if (strcmp(s, plan_exchange_name((SliceExchange)k)) == 0) {
+            *out = (SliceExchange)k;
+            return 0;
+        }
+    return -1;
+}
+
+/* A SLICE plan's exchange pattern: the request's, else the one the cost model predicts
+ * fastest (all-to-all unless another is at least 1% faster, then reduce before rsag). */
+static void choose_exchange(Plan *plan, const ModelConfig *c, const PlanRequest *req)
+{
+    plan->exchange = EXCHANGE_ALL;
+    if (plan->partition != PARTITION_SLICE)
+        return;
+    if (req->exchange != EXCHANGE_AUTO) {
+        plan->exchange = req->exchange;
+        return;
+    }
+    if (plan->n_workers > 64) /* the prediction is quadratic in the members: keep all-to-all */
+        return;
+    double best = plan_predict_ms(plan, c, req);
+    for (int x = EXCHANGE_REDUCE; x <= EXCHANGE_RSAG; x++) {
+        SliceExchange was = plan->exchange;
+        plan->exchange = (SliceExchange)x;
+        double v = plan_predict_ms(plan, c, req);
+        if (v < best * 0.99)
+            best = v;
+        else
+            plan->exchange = was;
+    }
+}
+
 int plan_build(Plan *plan, const ModelConfig *c, const PlanRequest *req, char *err,
                size_t errlen)
 {
@@ -435,7 +479,8 @@ int plan_build(Plan *plan, const ModelConfig *c, const PlanRequest *req, char *e
             plan->placement = PLACEMENT_GREEDY;
     } else switch (req->placement) {
     case PLACEMENT_LAYER: rc = build_layerwise(plan, &t, err, errlen); break;
-    case PLACEMENT_GREEDY: rc = build_greedy(plan, &t, err, errlen); break;
+    case PLACEMENT_GREEDY:
+    case PLACEMENT_SPREAD: rc = build_greedy(plan, &t, err, errlen); break;
     case PLACEMENT_ROUNDROBIN: build_roundrobin(plan, c, n); break;
     case PLACEMENT_RANDOM: build_random(plan, c, n, req->seed); break;
     case PLACEMENT_WATERFILL: break; /* always SLICE: above */
@@ -459,6 +504,8 @@ int plan_build(Plan *plan, const ModelConfig *c, const PlanRequest *req, char *e
                           plan_placement_name(req->placement), r, need / 1e6,
                           req->kv_positions, b / 1e6);
     }
+    if (rc == 0)
+        choose_exchange(plan, c, req);
     if (rc < 0)
         plan_free(plan);
     return rc;
@@ -595,9 +642,12 @@ int plan_slice_members(const Plan *plan, int layer, int *out)
 void plan_print(const Plan *plan, const ModelConfig *c, FILE *out)
 {
     const int Q = config_q_per_kv(c);
-    fprintf(out, "placement: partition %s, placement %s, %d workers, LM head on %s, built in "
-            "%.3f ms\n", plan_partition_name(plan->partition),
-            plan_placement_name(plan->placement), plan->n_workers,
+    fprintf(out, "placement: partition %s, placement %s%s%s, %d workers, LM head on %s, built "
+            "in %.3f ms\n", plan_partition_name(plan->partition),
+            plan_placement_name(plan->placement),
+            plan->partition == PARTITION_SLICE ? ", exchange " : "",
+            plan->partition == PARTITION_SLICE ? plan_exchange_name(plan->exchange) : "",
+            plan->n_workers,
             plan->head_split ? "the last layer's members" : "the controller", plan->build_ms);
     fprintf(out, "%-6s %-6s %-6s  attention parts (unit:heads@rank)\n", "layer", "proj", "ffn");
     for (int l = 0; l < plan->n_layers; l++) {
@@ -630,6 +680,8 @@ json_t *plan_to_json(const Plan *plan, const ModelConfig *c)
     json_t *o = json_object();
     json_object_set_new(o, "partition", json_string(plan_partition_name(plan->partition)));
     json_object_set_new(o, "placement", json_string(plan_placement_name(plan->placement)));
+    if (plan->partition == PARTITION_SLICE)
+        json_object_set_new(o, "exchange", json_string(plan_exchange_name(plan->exchange)));
     json_object_set_new(o, "n_workers", json_integer(plan->n_workers));
     json_object_set_new(o, "build_ms", json_real(plan->build_ms));
     json_object_set_new(o, "lm_head", json_string(plan->head_split ? "split" : "controller"));

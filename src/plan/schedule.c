@@ -137,16 +137,24 @@ static void fill_gather(ScheduleLayer *sl, const LayerPlan *lp, const ModelConfi
 }
 
 /* Hops and bytes of an entry's input broadcast and, for a layer, its work. */
-static void fill_cost(ScheduleLayer *sl, const LayerPlan *lp, size_t msg)
+static void fill_cost(ScheduleLayer *sl, const LayerPlan *lp, size_t msg, SliceExchange x,
+                      int dim)
 {
     sl->hops = sl->n_bcast > 1;
     sl->bytes = sl->n_bcast > 1 ? (uint64_t)(sl->n_bcast - 1) * msg : 0;
     if (!lp)
         return;
     if (lp->mode == LAYER_SLICE) {
-        if (lp->n_slices > 1) {
+        const uint64_t n = (uint64_t)sl->n_members, hdr = sizeof(WireHdr);
+        if (lp->n_slices > 1 && x == EXCHANGE_REDUCE) {
+            sl->hops += 4; /* twice: to the first member and back */
+            sl->bytes += 2 * 2 * (n - 1) * msg;
+        } else if (lp->n_slices > 1 && x == EXCHANGE_RSAG) {
+            sl->hops += 4; /* twice: chunks to their owners, sums to every member */
+            sl->bytes += 2 * 2 * (n - 1) * (n * hdr + (uint64_t)dim * sizeof(float));
+        } else if (lp->n_slices > 1) {
             sl->hops += 2; /* two direct exchanges of partial sums */
-            sl->bytes += 2 * (uint64_t)sl->n_members * (uint64_t)(sl->n_members - 1) * msg;
+            sl->bytes += 2 * n * (n - 1) * msg;
         }
         return;
     }
@@ -160,7 +168,7 @@ static void fill_cost(ScheduleLayer *sl, const LayerPlan *lp, size_t msg)
 }
 
 static void fill_layer(ScheduleLayer *sl, const LayerPlan *lp, const ModelConfig *c,
-                       size_t msg)
+                       size_t msg, SliceExchange x)
 {
     sl->mode = lp->mode;
     sl->proj_rank = lp->proj_rank;
@@ -171,7 +179,7 @@ static void fill_layer(ScheduleLayer *sl, const LayerPlan *lp, const ModelConfig
     } else {
         fill_gather(sl, lp, c);
     }
-    fill_cost(sl, lp, msg);
+    fill_cost(sl, lp, msg, x, c->dim);
 }
 
 void schedule_layer(ScheduleLayer *out, const LayerPlan *lp, int layer, const int *holders,
@@ -181,7 +189,7 @@ void schedule_layer(ScheduleLayer *out, const LayerPlan *lp, int layer, const in
     memset(out, 0, sizeof *out);
     int *cons, nc = layer_consumers(lp, &cons);
     fill_input(out, dup_ints(holders, n_holders), n_holders, cons, nc, producer);
-    fill_layer(out, lp, c, sizeof(WireHdr) + (size_t)c->dim * sizeof(float));
+    fill_layer(out, lp, c, sizeof(WireHdr) + (size_t)c->dim * sizeof(float), EXCHANGE_ALL);
 }
 
 void schedule_layer_free(ScheduleLayer *sl)
@@ -261,10 +269,10 @@ void plan_schedule(Schedule *s, const Plan *p, const ModelConfig *c)
         if (l < L) {
             int *cons, nc = layer_consumers(&p->layers[l], &cons);
             fill_input(sl, h, nh, cons, nc, producer);
-            fill_layer(sl, &p->layers[l], c, s->msg_bytes);
+            fill_layer(sl, &p->layers[l], c, s->msg_bytes, p->exchange);
         } else {
             fill_input(sl, h, nh, dup_ints((int[]){0}, 1), 1, producer);
-            fill_cost(sl, NULL, s->msg_bytes);
+            fill_cost(sl, NULL, s->msg_bytes, p->exchange, c->dim);
         }
     }
     for (int l = 0; l < L; l++)

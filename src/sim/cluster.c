@@ -160,6 +160,10 @@ void sim_cluster_from_inputs(SimCluster *cl, const ClusterInputs *ci, double bud
         cl->link[i] = (SimLink){ci->lat_ms[i] * 1e-3, 0, ci->bw_Bps > 0 ? ci->bw_Bps : 1e12};
     cl->medium = n > 1 && ci->cluster.link[1].medium == MEDIUM_SHARED ? SIM_MEDIUM_SHARED
                                                                        : SIM_MEDIUM_SWITCHED;
+    if (cl->medium == SIM_MEDIUM_SHARED) {
+        cl->relay_ap = ci->cluster.link[1].relay_ap;
+        cl->frame_s = ci->cluster.link[1].frame_s;
+    }
     snprintf(cl->links_name, sizeof cl->links_name, "measured");
 }
 
@@ -199,6 +203,10 @@ double *sim_cluster_plan_links(const SimCluster *cl, PlanRequest *req)
         }
     req->lat_ms = lat;
     req->bw_Bps = bw;
+    /* the medium, so that the planner charges the airtime the event core does */
+    req->medium = cl->medium == SIM_MEDIUM_SHARED ? MEDIUM_SHARED : MEDIUM_SWITCHED;
+    req->relay_ap = cl->medium == SIM_MEDIUM_SHARED && cl->relay_ap;
+    req->frame_s = cl->medium == SIM_MEDIUM_SHARED ? cl->frame_s : 0;
     req->ref_Bps = fastest_worker(cl);
     return lat;
 }

@@ -5,6 +5,8 @@
  * scheduling sequence), so the same inputs and seed give the same event trace, byte for byte. */
 #include "sim_internal.h"
 
+#include "netmodel.h"
+
 #include "util.h"
 
 #include <math.h>
@@ -184,6 +186,17 @@ static void trace_op(const SimDes *d, const char *what, int op)
                 o->layer, o->src, o->amount);
 }
 
+/* Seconds a message occupies its resource (netmodel.h): bytes over bandwidth, and on the
+ * shared medium plus the per-frame overhead, twice through an access point. */
+static double tx_s(const SimDes *d, const DesOp *o)
+{
+    const SimLink *lk = link_of(d, o->src, o->dst);
+    NetLink l = {.bw_Bps = lk->bandwidth,
+                 .medium = d->cl->medium == SIM_MEDIUM_SHARED ? MEDIUM_SHARED : MEDIUM_SWITCHED,
+                 .relay_ap = d->cl->relay_ap, .frame_s = d->cl->frame_s};
+    return net_airtime_s(&l, o->amount);
+}
+
 /* Starts the first waiting op of resource r if it is idle. */
 static void start_next(SimDes *d, int r)
 {
@@ -199,7 +212,7 @@ static void start_next(SimDes *d, int r)
     if (o->kind == DES_COMPUTE)
         push(d, d->now + o->amount, EV_DONE, op);
     else
-        push(d, d->now + o->amount / link_of(d, o->src, o->dst)->bandwidth, EV_TXDONE, op);
+        push(d, d->now + tx_s(d, o), EV_TXDONE, op);
 }
 
 static void on_ready(SimDes *d, int op)

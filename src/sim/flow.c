@@ -32,6 +32,7 @@ void flow_init(SimFlow *f, SimDes *d, const ModelConfig *c, const SimCluster *cl
     f->d = d;
     f->c = c;
     f->cl = cl;
+    f->exchange = EXCHANGE_ALL; /* flow_token sets the plan's */
     f->cap = 2 * (cl->n_workers + 2) + max_parts + 8;
     int **arrays[] = {&f->members, &f->cons, &f->recv, &f->spec_recv, &f->ready, &f->g1,
                       &f->tmp};
@@ -214,20 +215,61 @@ static int pipe_layer(SimFlow *f, const LayerPlan *lp, const ScheduleLayer *sl, 
     return ffn;
 }
 
-/* Direct exchange of partial sums among the members m[0..n): member i's message leaves
- * after op from[i]; to[i] gets the op after which member i has every partial. */
+/* Exchange of partial sums among the members m[0..n) in the plan's pattern (as the engine's
+ * src/engine/slice.c): member i's messages leave after op from[i]; to[i] gets the op after
+ * which member i has the sum.  All-to-all: every partial to every other member.  Reduce: the
+ * partials to m[0], the sum back.  RSAG: chunk j of every partial to m[j], m[j]'s chunk of
+ * the sum to every other member. */
 static void exchange(SimFlow *f, int l, const int *m, int n, const int *from, int *to)
 {
     SimDes *d = f->d;
+    const double full = sim_msg_bytes(f->c);
     for (int j = 0; j < n; j++) {
         to[j] = des_join(d, l);
         des_dep(d, from[j], to[j]);
+    }
+    if (n > 1 && f->exchange == EXCHANGE_REDUCE) {
+        int root = des_join(d, l);
+        des_dep(d, from[0], root);
+        for (int i = 1; i < n; i++) {
+            int x = des_msg(d, SIM_TAG_EXCHANGE, l, m[i], m[0], full);
+            des_dep(d, from[i], x);
+            des_dep(d, x, root);
+        }
+        des_dep(d, root, to[0]);
+        for (int j = 1; j < n; j++) {
+            int x = des_msg(d, SIM_TAG_EXCHANGE, l, m[0], m[j], full);
+            des_dep(d, root, x);
+            des_dep(d, x, to[j]);
+        }
+        return;
+    }
+    if (n > 1 && f->exchange == EXCHANGE_RSAG) {
+        const double chunk = (double)sizeof(WireHdr) + (full - (double)sizeof(WireHdr)) / n;
+        for (int j = 0; j < n; j++) { /* owner j adds chunk j, then sends it to all */
+            int own = des_join(d, l);
+            des_dep(d, from[j], own);
+            for (int i = 0; i < n; i++)
+                if (i != j) {
+                    int x = des_msg(d, SIM_TAG_EXCHANGE, l, m[i], m[j], chunk);
+                    des_dep(d, from[i], x);
+                    des_dep(d, x, own);
+                }
+            des_dep(d, own, to[j]);
+            for (int i = 0; i < n; i++)
+                if (i != j) {
+                    int y = des_msg(d, SIM_TAG_EXCHANGE, l, m[j], m[i], chunk);
+                    des_dep(d, own, y);
+                    des_dep(d, y, to[i]);
+                }
+        }
+        return;
     }
     for (int i = 0; i < n; i++)
         for (int j = 0; j < n; j++) {
             if (i == j)
                 continue;
-            int x = des_msg(d, SIM_TAG_EXCHANGE, l, m[i], m[j], sim_msg_bytes(f->c));
+            int x = des_msg(d, SIM_TAG_EXCHANGE, l, m[i], m[j], full);
             des_dep(d, from[i], x);
             des_dep(d, x, to[j]);
         }
@@ -288,6 +330,7 @@ int flow_token(SimFlow *f, const Plan *p, const unsigned char *spec)
     SimDes *d = f->d;
     Schedule s;
     plan_schedule(&s, p, f->c);
+    f->exchange = p->exchange;
     for (int r = 0; r <= f->cl->n_workers; r++)
         f->hold[r] = -2;
     f->hold[0] = des_compute(d, SIM_TAG_EMBED, -1, 0, sim_cost_controller(f->c, f->cl, 1));

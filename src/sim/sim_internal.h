@@ -78,6 +78,7 @@ typedef struct {
                   * -2: not a holder */
     int *got;    /* [n_workers+1] op after which a consumer has the input */
     int *got_z;  /* [n_workers+1] op after which a consumer has the speculative Z (-2: none) */
+    SliceExchange exchange; /* SLICE layers' exchange pattern (flow_token: the plan's) */
 } SimFlow;
 
 void flow_init(SimFlow *f, SimDes *d, const ModelConfig *c, const SimCluster *cl, int max_parts);

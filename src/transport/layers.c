@@ -2,23 +2,105 @@
  * compute dilation (device emulation) and fault / stall injection for tests. */
 #include "transport.h"
 
+#include "netmodel.h"
 #include "util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
-/* ---- Link emulation: a message from a to b counts as delivered one-way latency (half the
- * RTT, spread uniformly by the jitter) plus its bytes over the bandwidth after it was sent;
- * the receiver sleeps until then.  Ranks share a host, so the send time is comparable. */
+/* ---- Link emulation (the network model of netmodel.h).  A message from a to b counts as
+ * delivered one-way latency (half the RTT, spread uniformly by the jitter) after its
+ * transmission ends.  On a switched link the transmission is the link's own: it ends bytes /
+ * bandwidth after the send.  On a shared medium every rank's transmissions take one channel
+ * in turn: a reservation starts at max(send time, channel free), lasts the airtime (bytes /
+ * bandwidth + per-frame overhead, doubled through an access point) and advances the
+ * channel's "free at" time with compare-and-swap.  The channel lives in a page of shared
+ * memory that rank 0 creates under /dev/shm and every rank maps (ranks share a host, so
+ * CLOCK_MONOTONIC send times are comparable); rank 0 unlinks it as soon as every rank has
+ * mapped it, so nothing is left behind at exit or abort.  The receiver makes the reservation
+ * when it takes delivery, so transmissions are served in that order (on an idle channel the
+ * same as send order; under contention a message taken late may queue behind one sent
+ * after it).  All shared links of a run share the one channel. */
+typedef struct {
+    _Atomic uint64_t free_at; /* bits of a double: CLOCK_MONOTONIC seconds */
+    uint64_t reservations;
+} Channel;
+
 typedef struct {
     NetLink *links; /* [size*size], links[src*size+dst] */
     uint64_t rng;
+    Channel *ch;    /* the shared channel, NULL when no link is shared */
 } Emulation;
+
+/* Takes the channel for `air` seconds from max(ready, free); returns when it is freed. */
+static double channel_reserve(Channel *ch, double ready, double air)
+{
+    uint64_t old = atomic_load(&ch->free_at);
+    for (;;) {
+        double f, end;
+        memcpy(&f, &old, sizeof f);
+        double fa = f;
+        end = net_queue_s(&fa, ready, air);
+        uint64_t nw;
+        memcpy(&nw, &end, sizeof nw);
+        if (atomic_compare_exchange_weak(&ch->free_at, &old, nw))
+            return end;
+    }
+}
+
+/* Collective: rank 0 creates the channel's page, every rank maps it, rank 0 unlinks it. */
+static Channel *channel_attach(Transport *t)
+{
+    char name[160] = "", err[400] = "";
+    int fd = -1;
+    if (t->rank == 0) {
+        const char *dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+        snprintf(name, sizeof name, "%s/headsplit-channel-%ld-XXXXXX", dir, (long)getpid());
+        fd = mkstemp(name);
+        if (fd < 0 || ftruncate(fd, (off_t)sizeof(Channel)) != 0) {
+            snprintf(err, sizeof err, "emulation: cannot create the shared channel %s: %s",
+                     name, strerror(errno));
+            if (fd >= 0) {
+                close(fd);
+                unlink(name);
+                fd = -1;
+            }
+            name[0] = 0;
+        }
+    }
+    transport_bcast_all(t, name, sizeof name);
+    if (t->rank != 0) {
+        if (!name[0])
+            snprintf(err, sizeof err, "emulation: rank 0 has no shared channel");
+        else if ((fd = open(name, O_RDWR)) < 0)
+            snprintf(err, sizeof err, "emulation: cannot open the shared channel %s: %s "
+                     "(emulated ranks must share a host)", name, strerror(errno));
+    }
+    Channel *ch = NULL;
+    if (fd >= 0) {
+        void *p = mmap(NULL, sizeof(Channel), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED)
+            snprintf(err, sizeof err, "emulation: cannot map the shared channel %s: %s", name,
+                     strerror(errno));
+        else
+            ch = p;
+        close(fd);
+    }
+    int bad = transport_agree_errors(t, err[0] ? err : NULL);
+    if (t->rank == 0 && name[0])
+        unlink(name);
+    CHECK(!bad, "emulation: no shared channel on every rank (see rank 0's message)");
+    return ch;
+}
 
 static int emu_deliver(void *self, Transport *t, const WireHdr *h, size_t bytes,
                        double *target)
@@ -30,13 +112,18 @@ static int emu_deliver(void *self, Transport *t, const WireHdr *h, size_t bytes,
     const NetLink *l = &em->links[(size_t)src * (size_t)t->size + (size_t)t->rank];
     double j = l->jitter_s * (rng_float(&em->rng) - 0.5);
     double d = 0.5 * l->rtt_s + j;
-    *target += (d > 0 ? d : 0) + (l->bw_Bps > 0 ? (double)bytes / l->bw_Bps : 0);
+    double air = net_airtime_s(l, (double)bytes);
+    if (em->ch && net_is_shared(l))
+        air = channel_reserve(em->ch, h->t_send, air) - h->t_send;
+    *target += (d > 0 ? d : 0) + air;
     return 1;
 }
 
 static void emu_free(void *self)
 {
     Emulation *em = self;
+    if (em->ch)
+        munmap(em->ch, sizeof(Channel));
     free(em->links);
     free(em);
 }
@@ -51,6 +138,11 @@ void transport_push_emulation(Transport *t, const NetLink *links, uint64_t seed)
     em->links = xmalloc(n * sizeof(NetLink));
     memcpy(em->links, links, n * sizeof(NetLink));
     em->rng = seed * 7919u + (uint64_t)t->rank;
+    int shared = 0;
+    for (size_t i = 0; i < n; i++)
+        shared |= i / (size_t)t->size != i % (size_t)t->size && net_is_shared(&links[i]);
+    if (shared && t->size > 1)
+        em->ch = channel_attach(t);
     t->emulated = em->links;
     transport_push(t, &emulation_ops, em);
 }

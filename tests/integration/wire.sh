@@ -20,6 +20,6 @@ rows=$(( $(stat -c %s "$T/f32.bin") / (4 * vocab) ))
 same=$(jq -n --slurpfile a "$T/f32.json" --slurpfile b "$T/f16.json" \
   '[range($a[0].tokens | length) as $i | select($a[0].tokens[$i] == $b[0].tokens[$i])] | length')
 echo "tokens equal to the f32 run: $same of $(jq '.tokens | length' "$T/f32.json")"
-expect_error "--wire f8" "--wire: 'f8' is not f32 or f16" \
+expect_error "--wire f8" "--wire: 'f8' is not f32, f16 or q8" \
   run_hs 2 --model "$T/m.h5" --prompt "$P" --steps 2 --wire f8
 echo "PASS: --wire f16 halves the exchange bytes and stays close to f32"

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "netmodel.h"
 #include "plan.h"
 #include "util.h"
 
@@ -264,6 +265,88 @@ static void test_links_and_auto(void **state)
     }
 }
 
+/* spread: the FFN and projection together by the greedy's rule, the heads over the workers
+ * even where the greedy keeps them with the projection (a 10 ms network). */
+static void test_spread_placement(void **state)
+{
+    (void)state;
+    ModelConfig c = tinyllama();
+    const int n = 4, P = n + 1;
+    double lat[25];
+    for (int i = 0; i < P * P; i++)
+        lat[i] = i / P == i % P ? 0 : 5.0;
+    PlanRequest req = {.partition = PARTITION_HEAD, .placement = PLACEMENT_GREEDY, .seed = 1,
+                       .n_workers = n, .kv_positions = 64, .lat_ms = lat, .ref_Bps = 4e9};
+    Plan g, s;
+    char err[256];
+    PlacementKind k;
+    assert_int_equal(plan_parse_placement("spread", &k), 0);
+    assert_int_equal(k, PLACEMENT_SPREAD);
+    assert_string_equal(plan_placement_name(k), "spread");
+    assert_int_equal(plan_build(&g, &c, &req, err, sizeof err), 0);
+    req.placement = PLACEMENT_SPREAD;
+    assert_int_equal(plan_build(&s, &c, &req, err, sizeof err), 0);
+    int sum_s = 0, sum_g = 0;
+    for (int l = 0; l < c.n_layers; l++) {
+        /* by the greedy's rule (the devices' loads differ, so not always the same device) */
+        assert_int_equal(s.layers[l].proj_rank, s.layers[l].ffn_rank);
+        int used[5] = {0}, ranks = 0, gused[5] = {0}, granks = 0;
+        for (int p = 0; p < s.layers[l].n_parts; p++) {
+            ranks += !used[s.layers[l].parts[p].rank]++;
+            granks += !gused[g.layers[l].parts[p].rank]++;
+        }
+        assert_true(ranks >= n - 1); /* 4 KV groups off the projection rank first */
+        sum_s += ranks;
+        sum_g += granks;
+    }
+    /* the greedy keeps most of them with the projection */
+    assert_true(sum_g <= c.n_layers * 2 && sum_s >= c.n_layers * (n - 1));
+    plan_free(&g);
+    plan_free(&s);
+}
+
+/* The medium: on a shared channel a slice exchange's n(n-1) transmissions queue (11 more
+ * airtimes than a switched network's each, for 4 members), through an access point each
+ * takes the air twice, and --wire f16 halves the exchange's bytes. */
+static void test_prediction_medium(void **state)
+{
+    (void)state;
+    ModelConfig c = tinyllama();
+    const int n = 4, P = n + 1;
+    double lat[25];
+    for (int i = 0; i < P * P; i++)
+        lat[i] = i / P == i % P ? 0 : 5.0;
+    PlanRequest req = {.partition = PARTITION_SLICE, .placement = PLACEMENT_GREEDY, .seed = 1,
+                       .n_workers = n, .kv_positions = 64, .lat_ms = lat, .ref_Bps = 4e9,
+                       .head_on_controller = 1, .bw_Bps = 25e6};
+    Plan p;
+    char err[256];
+    assert_int_equal(plan_build(&p, &c, &req, err, sizeof err), 0);
+    const double air = (32.0 + 4.0 * c.dim) / 25e6 * 1e3, ex = 2.0 * c.n_layers;
+    const double sw = plan_predict_ms(&p, &c, &req);
+    req.medium = MEDIUM_SHARED;
+    const double sh = plan_predict_ms(&p, &c, &req);
+    /* every exchange 11 airtimes later; layer 0's input 3 more transmissions at most */
+    assert_true(sh - sw >= ex * 11 * air - 1e-6);
+    assert_true(sh - sw <= ex * 11 * air + 4 * air + 1e-6);
+    req.relay_ap = 1;
+    const double ap = plan_predict_ms(&p, &c, &req);
+    assert_true(ap - sw >= ex * 23 * air - 1e-6);
+    assert_true(ap - sw <= ex * 23 * air + 8 * air + 1e-6);
+    req.wire_bytes = 2;
+    const double ap16 = plan_predict_ms(&p, &c, &req);
+    const double saved = ex * 24 * (2.0 * c.dim) / 25e6 * 1e3;
+    assert_true(fabs((ap - ap16) - saved) < 0.02 * saved);
+    req.wire_bytes = 34.0 / 32; /* Q8_0 blocks: fewer bytes still */
+    assert_true(plan_predict_ms(&p, &c, &req) < ap16);
+    /* One message: latency plus its airtime, with the frame overhead, twice through an AP. */
+    req.frame_s = 0.2e-3;
+    NetLink net = plan_cost_net(&req);
+    assert_true(fabs(plan_cost_hop_ms(&req, 1, 2, 25e3) - (5.0 + 2 * (1.0 + 0.2))) < 1e-9);
+    assert_true(fabs(net_airtime_s(&net, 25e3) - 2 * (1e-3 + 0.2e-3)) < 1e-12);
+    plan_free(&p);
+}
+
 /* The prediction's extra terms: fixed_ms is added once; the latency spread adds the expected
  * maximum over the other members to each of a slice layer's two exchanges. */
 static void test_prediction_terms(void **state)
@@ -355,6 +438,8 @@ int main(void)
         cmocka_unit_test(test_json_and_print),
         cmocka_unit_test(test_links_and_auto),
         cmocka_unit_test(test_prediction_terms),
+        cmocka_unit_test(test_prediction_medium),
+        cmocka_unit_test(test_spread_placement),
         cmocka_unit_test(test_head_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -373,6 +373,41 @@ static void test_cost_models(void **state)
     sim_cluster_free(&cl);
 }
 
+/* The shared medium and the exchange patterns in the event core: a slice exchange's
+ * transmissions queue on one channel (each taking the air twice through an access point),
+ * so the same plan slows down from switched to shared to relayed, and on the shared channel
+ * reduce-and-broadcast (2(n-1) transmissions an exchange) beats all-to-all (n(n-1)). */
+static void test_shared_medium(void **state)
+{
+    (void)state;
+    ModelConfig c = small_llama();
+    const double speed[4] = {1e9, 1e9, 1e9, 1e9};
+    SimCluster cl;
+    uniform_cluster(&cl, 4, speed, 1e-3, 1e6); /* 1 MB/s: the air dominates */
+    PlanRequest req = {.partition = PARTITION_SLICE, .placement = PLACEMENT_GREEDY,
+                       .n_workers = 4, .kv_positions = 64, .head_on_controller = 1,
+                       .exchange = EXCHANGE_ALL};
+    Plan p;
+    char err[256];
+    assert_int_equal(plan_build(&p, &c, &req, err, sizeof err), 0);
+    const double sw = sim_plan_token_time(&c, &cl, &p, 8);
+    cl.medium = SIM_MEDIUM_SHARED;
+    const double sh = sim_plan_token_time(&c, &cl, &p, 8);
+    cl.relay_ap = 1;
+    const double ap = sim_plan_token_time(&c, &cl, &p, 8);
+    const double air = sim_msg_bytes(&c) / 1e6, ex = 2.0 * c.n_layers;
+    print_message("slice token: switched %.1f ms, shared %.1f, via an AP %.1f (air %.2f ms)\n",
+                  sw * 1e3, sh * 1e3, ap * 1e3, air * 1e3);
+    /* 12 transmissions queued, against a switched sender's 3 on its own uplink */
+    assert_true(sh - sw >= ex * 4.5 * air);
+    assert_true(ap - sh >= ex * 11 * air);
+    p.exchange = EXCHANGE_REDUCE;
+    const double red = sim_plan_token_time(&c, &cl, &p, 8);
+    assert_true(red < ap);
+    plan_free(&p);
+    sim_cluster_free(&cl);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -384,6 +419,7 @@ int main(void)
         cmocka_unit_test(test_policies_and_replacement),
         cmocka_unit_test(test_cluster_roundtrip),
         cmocka_unit_test(test_cost_models),
+        cmocka_unit_test(test_shared_medium),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

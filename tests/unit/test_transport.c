@@ -1,6 +1,7 @@
 /* The transport without MPI (link specs and matrices: test_cluster.c): the in-process base
  * (point-to-point order per tag, broadcast, gatherv layout, allgather, accounting), and the
- * emulation and fault layers' delivery times. */
+ * emulation and fault layers' delivery times, the shared channel's queueing (switched, shared,
+ * through an access point) and compute dilation's factor. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,10 +9,12 @@
 #include <cmocka.h>
 
 #include "cluster.h"
+#include "netmodel.h"
 #include "transport.h"
 #include "util.h"
 #include "wire.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,11 +163,153 @@ static void test_emulation_and_stall(void **state)
     assert_true(a[0].ok);
 }
 
+/* ---- The shared channel: ranks 1..NB-1 (senders) each send 1 MB at once to the next one
+ * (1 -> 2 -> ... -> NB-1 -> 1); every receiver records when its message counts as delivered,
+ * from a common start.  `senders` of them send; the others only receive. */
+enum { NB = 5, MB1 = 1 << 20 };
+
+typedef struct {
+    InprocWorld *w;
+    int rank, senders;
+    const NetLink *links;
+    double sent, done; /* when this rank sent its message / took delivery of one (0: none) */
+} BurstArg;
+
+static void *burst(void *p)
+{
+    BurstArg *a = p;
+    Transport t;
+    transport_inproc_init(&t, a->w, a->rank);
+    transport_push_emulation(&t, a->links, 1);
+    unsigned char *buf = xcalloc(1, sizeof(WireHdr) + MB1);
+    int dst = a->rank == 0 ? -1 : a->rank % (NB - 1) + 1;
+    int src = a->rank == 0 ? -1 : a->rank == 1 ? NB - 1 : a->rank - 1;
+    int sends = a->rank >= 1 && a->rank <= a->senders;
+    int recvs = src >= 1 && src <= a->senders;
+    transport_barrier(&t);
+    TransportReq rs = {0}, rr = {0};
+    unsigned char *in = xcalloc(1, sizeof(WireHdr) + MB1);
+    if (recvs)
+        transport_irecv(&t, in, sizeof(WireHdr) + MB1, src, 7, &rr);
+    if (sends) {
+        WireHdr h = {0};
+        h.cmd = WIRE_STEP;
+        transport_stamp(&t, &h);
+        a->sent = h.t_send;
+        memcpy(buf, &h, sizeof h);
+        transport_isend(&t, buf, sizeof(WireHdr) + MB1, dst, 7, &rs);
+    }
+    if (recvs) {
+        transport_wait(&t, &rr);
+        WireHdr h;
+        memcpy(&h, in, sizeof h);
+        transport_deliver(&t, &h, sizeof(WireHdr) + MB1);
+        a->done = time_now();
+    }
+    transport_wait(&t, &rs);
+    transport_barrier(&t);
+    free(in);
+    free(buf);
+    transport_finalize(&t);
+    return NULL;
+}
+
+/* From the first send to the last delivery of a burst of `senders` messages over links like
+ * `spec`. */
+static double burst_s(const char *spec, int senders)
+{
+    NetLink links[NB * NB];
+    char err[256];
+    assert_int_equal(cluster_parse_link(spec, &links[0], err, sizeof err), 0);
+    for (int i = 1; i < NB * NB; i++)
+        links[i] = links[0];
+    InprocWorld *w = transport_inproc_world(NB);
+    pthread_t th[NB];
+    BurstArg a[NB];
+    for (int r = 0; r < NB; r++) {
+        a[r] = (BurstArg){.w = w, .rank = r, .senders = senders, .links = links};
+        assert_int_equal(pthread_create(&th[r], NULL, burst, &a[r]), 0);
+    }
+    double first = INFINITY, last = 0;
+    for (int r = 0; r < NB; r++) {
+        pthread_join(th[r], NULL);
+        last = a[r].done > last ? a[r].done : last;
+        if (a[r].sent > 0)
+            first = a[r].sent < first ? a[r].sent : first;
+    }
+    transport_inproc_world_free(w);
+    return last - first;
+}
+
+static void test_shared_channel(void **state)
+{
+    (void)state;
+    /* 1 MB at 100 Mbit/s: 84 ms on the air. */
+    const double air = (sizeof(WireHdr) + MB1) / (100e6 / 8);
+    double one = burst_s("bw=100mbit,medium=switched", 1);
+    double four_sw = burst_s("bw=100mbit,medium=switched", 4);
+    double one_sh = burst_s("bw=100mbit,medium=shared", 1);
+    double four_sh = burst_s("bw=100mbit,medium=shared", 4);
+    double one_ap = burst_s("bw=100mbit,medium=shared,relay=ap", 1);
+    double four_ap = burst_s("bw=100mbit,medium=shared,relay=ap", 4);
+    print_message("burst of 1 MB at 100 Mbit/s (air %.3f): switched %.3f / %.3f ms, shared "
+                  "%.3f / %.3f ms, through an AP %.3f / %.3f ms (1 / 4 senders)\n", air * 1e3,
+                  one * 1e3, four_sw * 1e3, one_sh * 1e3, four_sh * 1e3, one_ap * 1e3,
+                  four_ap * 1e3);
+    /* Sleeps never end early: each is at least its airtime. */
+    assert_true(one >= air && one_sh >= air && one_ap >= 2 * air);
+    /* Switched: four paths in parallel, about one send (a loaded host may add a little). */
+    assert_true(four_sw < 1.5 * one + 0.02);
+    /* Shared: the four transmissions queue on one channel. */
+    assert_true(four_sh >= 3.5 * air && four_sh >= 3.5 * one_sh - 0.05);
+    /* Through an access point every transmission takes the air twice. */
+    assert_true(one_ap >= 1.9 * one_sh - 0.02);
+    assert_true(four_ap >= 4 * 2 * air && four_ap >= 1.9 * four_sh - 0.05);
+    /* The model the planner and the simulator charge is the same. */
+    NetLink l;
+    char err[256];
+    assert_int_equal(cluster_parse_link("bw=100mbit,medium=shared,relay=ap,frame=1ms", &l, err,
+                                        sizeof err), 0);
+    assert_true(fabs(net_airtime_s(&l, 12.5e6) - 2 * (1.0 + 1e-3)) < 1e-9);
+    assert_true(fabs(net_burst_s(&l, 12.5e6, 4) - 8 * (1.0 + 1e-3)) < 1e-9);
+    l.medium = MEDIUM_SWITCHED;
+    assert_true(fabs(net_burst_s(&l, 12.5e6, 4) - 1.0) < 1e-9);
+}
+
+/* ---- Compute dilation: a stretch of work lasts factor x its CPU time. */
+static void test_dilation_factor(void **state)
+{
+    (void)state;
+    InprocWorld *w = transport_inproc_world(1);
+    Transport t;
+    transport_inproc_init(&t, w, 0);
+    transport_push_dilation(&t, 4.0);
+    assert_true(t.slowdown == 4.0);
+    transport_compute(&t, 1);
+    double c0 = time_cpu(), w0 = time_now();
+    volatile double x = 0;
+    while (time_cpu() - c0 < 0.05)
+        for (int i = 0; i < 10000; i++)
+            x += 1e-9 * i;
+    double cpu = time_cpu() - c0;
+    transport_compute(&t, 0);
+    double wall = time_now() - w0;
+    /* The rank slept out 4x its CPU time (or nothing, if a loaded host already took longer). */
+    assert_true(wall >= 4.0 * cpu - 1e-3);
+    if (t.dilated_s > 0)
+        assert_true(wall <= 4.0 * cpu + 0.02);
+    assert_true(t.dilated_s <= 3.0 * cpu + 1e-3);
+    transport_finalize(&t);
+    transport_inproc_world_free(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_inproc_collectives),
         cmocka_unit_test(test_emulation_and_stall),
+        cmocka_unit_test(test_shared_channel),
+        cmocka_unit_test(test_dilation_factor),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
