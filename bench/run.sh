@@ -184,7 +184,7 @@ else
 fi
 [[ " $CONFIGS " == *" layer "* ]] || note "layer-wise is not in --configs: no speedups"
 SWEEP_CONFIGS=""
-for c in layer head head/greedy head/seed slice auto; do [[ " $CONFIGS " == *" $c "* ]] && SWEEP_CONFIGS+=" $c"; done
+for c in layer head head/greedy slice auto; do [[ " $CONFIGS " == *" $c "* ]] && SWEEP_CONFIGS+=" $c"; done
 
 # ---- the link --------------------------------------------------------------------------
 BASE_RTT=none JIT_RATIO=0.2
