@@ -686,7 +686,7 @@ if True:
                     for p_ in ("layer", "head", "slice")}
             exact_ = {p_: v for p_, v in meas.items() if v is not None}
             autos.append({"model": s["model"], "rtt_ms": base_rtt, "auto_choice": s["auto_choice"],
-                          "best_fixed_config": min(exact_, key=exact_.get) if exact_ else None,
+                          "best_fixed_config": CAND[min(exact_, key=exact_.get)] if exact_ else None,
                           **{f"auto_predicted_{p_}_ms": s.get(f"auto_predicted_{p_}_ms") for p_ in meas},
                           **{f"measured_{p_}_ms": v for p_, v in meas.items()}})
 if autos:
