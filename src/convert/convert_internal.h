@@ -5,6 +5,7 @@
 #define HEADSPLIT_CONVERT_INTERNAL_H
 
 #include "config.h"
+#include "convert.h"
 #include "tokenizer.h"
 
 #include <hdf5.h>
@@ -70,8 +71,10 @@ int writer_put_tokenizer(ModelWriter *w, const Tokenizer *t, char *err, size_t e
  * recognise by family; len bytes, not NUL-terminated; nothing when tmpl is NULL or empty. */
 int writer_put_chat_template(ModelWriter *w, const char *tmpl, size_t len, char *err,
                              size_t errlen);
-/* Closes the file and renames it to its final name; 0 or -1 (the partial file is removed). */
-int writer_finish_file(ModelWriter *w, char *err, size_t errlen);
+/* Fills stats (may be NULL: config c, tensors and bytes written), closes the file and renames
+ * it to its final name; 0 or -1 (the partial file is removed). */
+int writer_finish_file(ModelWriter *w, const ModelConfig *c, ConvertStats *stats, char *err,
+                       size_t errlen);
 /* Closes and removes the partial file (safe on a writer that never opened). */
 void writer_abort_file(ModelWriter *w);
 

@@ -492,12 +492,7 @@ int convert_from_gguf(const char *path, const char *out, ConvertStats *stats, ch
             writer_put_chat_template(&w, ct, ctl, err, errlen) < 0)
             goto fail;
     }
-    if (stats) {
-        stats->config = c;
-        stats->n_tensors = w.n_tensors;
-        stats->tensor_bytes = w.bytes;
-    }
-    if (writer_finish_file(&w, err, errlen) < 0)
+    if (writer_finish_file(&w, &c, stats, err, errlen) < 0)
         goto fail;
     tokenizer_free(tok);
     gguf_close(g);

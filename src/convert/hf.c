@@ -666,14 +666,9 @@ int convert_from_hf_tok(const char *dir, const char *tokenizer, const char *out,
         if (crc < 0)
             goto fail;
     }
-    if (stats) {
-        stats->config = c;
-        stats->n_tensors = w.n_tensors;
-        stats->tensor_bytes = w.bytes;
-    }
     free(r.held);
     r.held = NULL;
-    if (writer_finish_file(&w, err, errlen) < 0)
+    if (writer_finish_file(&w, &c, stats, err, errlen) < 0)
         goto fail;
     tokenizer_free(tok);
     safetensors_close(st);

@@ -214,12 +214,7 @@ int convert_from_llama2c(const char *checkpoint, const char *tokenizer, const ch
          stream(&w, &src, lo.cls, "/lm_head", 2, d_emb, err, errlen) < 0) ||
         writer_put_tokenizer(&w, tok, err, errlen) < 0)
         goto fail;
-    if (stats) {
-        stats->config = c;
-        stats->n_tensors = w.n_tensors;
-        stats->tensor_bytes = w.bytes;
-    }
-    if (writer_finish_file(&w, err, errlen) < 0)
+    if (writer_finish_file(&w, &c, stats, err, errlen) < 0)
         goto fail;
     tokenizer_free(tok);
     close(fd);

@@ -219,12 +219,7 @@ int convert_make_synthetic(const char *spec, uint64_t seed, int layers, const ch
          syn_tensor(&w, seed, "/lm_head", SYN_WEIGHT, 2, V, dim, 0, err, errlen) < 0) ||
         writer_put_tokenizer(&w, tok, err, errlen) < 0)
         goto fail;
-    if (stats) {
-        stats->config = c;
-        stats->n_tensors = w.n_tensors;
-        stats->tensor_bytes = w.bytes;
-    }
-    if (writer_finish_file(&w, err, errlen) < 0)
+    if (writer_finish_file(&w, &c, stats, err, errlen) < 0)
         goto fail;
     tokenizer_free(tok);
     return 0;

@@ -322,8 +322,14 @@ int writer_put_chat_template(ModelWriter *w, const char *tmpl, size_t len, char 
     return rc;
 }
 
-int writer_finish_file(ModelWriter *w, char *err, size_t errlen)
+int writer_finish_file(ModelWriter *w, const ModelConfig *c, ConvertStats *stats, char *err,
+                       size_t errlen)
 {
+    if (stats) {
+        stats->config = *c;
+        stats->n_tensors = w->n_tensors;
+        stats->tensor_bytes = w->bytes;
+    }
     int rc = 0;
     if (H5Fclose(w->file) < 0)
         rc = util_err(err, errlen, "%s: close failed (disk full?)", w->tmp_path);

@@ -167,16 +167,25 @@ static void quantize_q4_0(BlockQ4_0 *y, const float *x, int64_t nb)
     }
 }
 
+/* The smallest and largest of one block's QK values (Q4_1, Q5_1). */
+static void block_min_max(const float *x, float *min, float *max)
+{
+    float lo = FLT_MAX, hi = -FLT_MAX;
+    for (int j = 0; j < QK; j++) {
+        if (x[j] < lo)
+            lo = x[j];
+        if (x[j] > hi)
+            hi = x[j];
+    }
+    *min = lo;
+    *max = hi;
+}
+
 static void quantize_q4_1(BlockQ4_1 *y, const float *x, int64_t nb)
 {
     for (int64_t i = 0; i < nb; i++, x += QK) {
-        float min = FLT_MAX, max = -FLT_MAX;
-        for (int j = 0; j < QK; j++) {
-            if (x[j] < min)
-                min = x[j];
-            if (x[j] > max)
-                max = x[j];
-        }
+        float min, max;
+        block_min_max(x, &min, &max);
         const float d = (max - min) / ((1 << 4) - 1);
         const float id = d ? 1.0f / d : 0.0f;
         y[i].d = F2H(d);
@@ -216,13 +225,8 @@ static void quantize_q5_0(BlockQ5_0 *y, const float *x, int64_t nb)
 static void quantize_q5_1(BlockQ5_1 *y, const float *x, int64_t nb)
 {
     for (int64_t i = 0; i < nb; i++, x += QK) {
-        float min = FLT_MAX, max = -FLT_MAX;
-        for (int j = 0; j < QK; j++) {
-            if (x[j] < min)
-                min = x[j];
-            if (x[j] > max)
-                max = x[j];
-        }
+        float min, max;
+        block_min_max(x, &min, &max);
         const float d = (max - min) / ((1 << 5) - 1);
         const float id = d ? 1.0f / d : 0.0f;
         y[i].d = F2H(d);
