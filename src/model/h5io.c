@@ -227,6 +227,25 @@ int h5io_check_shape(hid_t file, const char *path, int rank, const uint64_t *dim
     return rc;
 }
 
+/* Reads the hyperslab (hs, hc) of dataset path as mtype into out. */
+static int read_hyperslab(hid_t file, const char *path, int rank, const hsize_t *hs,
+                          const hsize_t *hc, hid_t mtype, void *out, const char *fname,
+                          char *err, size_t errlen)
+{
+    hid_t d = H5Dopen2(file, path, H5P_DEFAULT);
+    hid_t fs = H5Dget_space(d);
+    hid_t ms = H5Screate_simple(rank, hc, NULL);
+    int rc = 0;
+    if (H5Sselect_hyperslab(fs, H5S_SELECT_SET, hs, NULL, hc, NULL) < 0 ||
+        H5Dread(d, mtype, ms, fs, H5P_DEFAULT, out) < 0)
+        rc = util_err(err, errlen, "%s: read of dataset %s failed (truncated file?)", fname,
+                      path);
+    H5Sclose(ms);
+    H5Sclose(fs);
+    H5Dclose(d);
+    return rc;
+}
+
 int h5io_read_slab(hid_t file, const char *path, int rank, const uint64_t *dims,
                    const uint64_t *start, const uint64_t *count, float *out,
                    const char *fname, char *err, size_t errlen)
@@ -241,18 +260,7 @@ int h5io_read_slab(hid_t file, const char *path, int rank, const uint64_t *dims,
         hs[i] = start[i];
         hc[i] = count[i];
     }
-    hid_t d = H5Dopen2(file, path, H5P_DEFAULT);
-    hid_t fs = H5Dget_space(d);
-    hid_t ms = H5Screate_simple(rank, hc, NULL);
-    int rc = 0;
-    if (H5Sselect_hyperslab(fs, H5S_SELECT_SET, hs, NULL, hc, NULL) < 0 ||
-        H5Dread(d, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, out) < 0)
-        rc = util_err(err, errlen, "%s: read of dataset %s failed (truncated file?)", fname,
-                      path);
-    H5Sclose(ms);
-    H5Sclose(fs);
-    H5Dclose(d);
-    return rc;
+    return read_hyperslab(file, path, rank, hs, hc, H5T_NATIVE_FLOAT, out, fname, err, errlen);
 }
 
 hid_t h5io_create_tensor(hid_t file, const char *path, int rank, const uint64_t *dims,
@@ -428,18 +436,7 @@ int h5io_read_qslab(hid_t file, const char *path, int rank, const uint64_t *dims
         hc[rank - 1] = count[rank - 1] / bs * bb;
         mtype = H5T_NATIVE_UINT8;
     }
-    hid_t d = H5Dopen2(file, path, H5P_DEFAULT);
-    hid_t fs = H5Dget_space(d);
-    hid_t ms = H5Screate_simple(rank, hc, NULL);
-    int rc = 0;
-    if (H5Sselect_hyperslab(fs, H5S_SELECT_SET, hs, NULL, hc, NULL) < 0 ||
-        H5Dread(d, mtype, ms, fs, H5P_DEFAULT, out) < 0)
-        rc = util_err(err, errlen, "%s: read of dataset %s failed (truncated file?)", fname,
-                      path);
-    H5Sclose(ms);
-    H5Sclose(fs);
-    H5Dclose(d);
-    return rc;
+    return read_hyperslab(file, path, rank, hs, hc, mtype, out, fname, err, errlen);
 }
 
 hid_t h5io_create_qtensor(hid_t file, const char *path, int rank, const uint64_t *dims, QType t,
