@@ -1,7 +1,8 @@
 /* cluster.h: the one description of a cluster (devices and the network between them) that
  * the planner, the cost models, the engine's link emulation and the simulator all read, and
  * the parsers of its text forms (link specs, link matrices, devices files, the device
- * catalogue).  Pure data and pure functions: no MPI, no HDF5. */
+ * catalogue).  The simulator's clusters (generated, read from its JSON, calibrated) are this
+ * struct too.  Pure data and pure functions: no MPI, no HDF5. */
 #ifndef HEADSPLIT_CLUSTER_H
 #define HEADSPLIT_CLUSTER_H
 
@@ -12,13 +13,16 @@
  * path (Ethernet through a switch; what --emulate-link did before media existed).  SHARED:
  * one half-duplex channel (WiFi): a transmission occupies it for bytes/bandwidth plus a
  * per-frame overhead, and transmissions queue behind each other. */
-typedef enum { MEDIUM_SWITCHED = 0, MEDIUM_SHARED = 1 } Medium;
+typedef enum { MEDIUM_SWITCHED = 0, MEDIUM_SHARED = 1, MEDIUM_IDEAL = 2 } Medium;
+/* (IDEAL, the simulator's --medium ideal: no queueing anywhere, every message only delayed
+ * by latency + bytes/bandwidth; the cost model and the emulation treat it as SWITCHED.) */
 
 /* One directed link a -> b. */
 typedef struct {
-    double rtt_s;       /* round trip; the one-way latency is half */
-    double jitter_s;    /* one-way delay varies by +- jitter/2 */
-    double bw_Bps;      /* bytes per second (0: unlimited) */
+    double rtt_s;       /* round trip; the one-way latency is half (net_latency_s) */
+    double jitter_s;    /* one-way delay varies by +- jitter/2, or (Cluster.jitter
+                         * JITTER_HALFNORMAL) by a half-normal extra delay of sigma jitter */
+    double bw_Bps;      /* bytes per second (0: unlimited; the simulator needs > 0) */
     Medium medium;
     int relay_ap;       /* shared medium through an access point: every frame crosses the
                          * air twice (station -> AP -> station) */
@@ -35,10 +39,21 @@ typedef struct {
     double slowdown;    /* compute dilation factor for emulation (<= 1: none) */
 } ClusterDevice;
 
+/* The distribution of NetLink.jitter_s: uniform +- jitter/2 (the link emulation's), or a
+ * half-normal extra delay of sigma jitter_s (the simulator's link presets). */
+typedef enum { JITTER_UNIFORM = 0, JITTER_HALFNORMAL = 1 } JitterShape;
+/* How a broadcast spreads, as the simulator models the MPI library's Ibcast: libnbc's rule
+ * (linear up to 4 members, else binomial), the root sending to each member in turn, or a
+ * binomial tree. */
+typedef enum { BCAST_AUTO = 0, BCAST_LINEAR = 1, BCAST_BINOMIAL = 2 } BcastShape;
+
 typedef struct {
-    int n;              /* ranks, controller included */
+    int n;              /* ranks, controller included; workers are 1..n-1 */
     ClusterDevice *dev; /* [n] */
     NetLink *link;      /* [n*n], link[a*n+b] from a to b */
+    JitterShape jitter; /* every link's */
+    BcastShape bcast;   /* the simulator's broadcast */
+    char links_name[24]; /* where the links come from ("wifi", "measured", ...; "" unnamed) */
 } Cluster;
 
 /* One row of the device catalogue (share/devices.tsv), which headsplit-sim and
@@ -64,10 +79,18 @@ int cluster_load_catalogue(const char *path, CatalogueEntry **out, int *n, char 
 /* The catalogue's path: $HEADSPLIT_DEVICE_CATALOGUE, else the given default. */
 const char *cluster_catalogue_path(const char *fallback);
 
-/* Empty cluster of n ranks: devices zeroed, links zeroed (unlimited, no delay). */
+/* Empty cluster of n ranks: devices zeroed, links zeroed (unlimited, no delay), uniform
+ * jitter, BCAST_AUTO, no name. */
 void cluster_init(Cluster *cl, int n);
 /* Frees what cluster_init allocated; accepts NULL and a zeroed struct. */
 void cluster_free(Cluster *cl);
+/* The link a -> b. */
+static inline NetLink *cluster_link(const Cluster *cl, int a, int b)
+{
+    return &cl->link[(size_t)a * (size_t)cl->n + (size_t)b];
+}
+/* Sets the medium of every link (relay and frame overhead kept). */
+void cluster_set_medium(Cluster *cl, Medium m);
 
 /* Parses a link description: comma-separated key=value items (rtt=10ms, jitter=2ms,
  * bw=200mbit, frame=0.2ms, medium=shared|switched, relay=ap|none) and presets (wifi: 10 ms

@@ -38,6 +38,22 @@ void inputs_free(ClusterInputs *ci);
  * link 0 -> 1's. */
 void inputs_derive(ClusterInputs *ci, const ModelConfig *c, const size_t *file_mem,
                    const double *file_speed);
+/* The cluster as the planner sees it (what --placement dp|exact solve over): each worker at
+ * its stabilised speed (devices[r].speed x ref_Bps), the controller at its probed speed (20
+ * GB/s where unknown), budgets times budget_frac, one-way latencies lat_ms, the planner's
+ * bandwidth (unlimited: 1 TB/s), no jitter, every link on link 0 -> 1's medium; named
+ * "measured".  out is initialised here (cluster_free frees it). */
+void inputs_planner_cluster(Cluster *out, const ClusterInputs *ci, double budget_frac);
+
+/* A cluster's devices in the form plan_build takes ([n-1], the caller frees): budgets times
+ * budget_frac, speeds relative to the fastest worker (not stabilised). */
+Device *cluster_plan_devices(const Cluster *cl, double budget_frac);
+/* A cluster's links in the form plan_build takes: fills req's lat_ms (a new [n*n] matrix of
+ * one-way ms, the caller frees it, also returned), bw_Bps (the slowest link), the medium of
+ * link 0 -> 1 (shared, or else switched) and ref_Bps (the fastest worker's speed, the unit of
+ * cluster_plan_devices' speeds). */
+double *cluster_plan_links(const Cluster *cl, PlanRequest *req);
+
 /* Copies the derived inputs into req (devices, n_workers, lat_ms, bw_Bps, ref_Bps,
  * lat_sd_ms, fixed_ms); req keeps pointers into ci. */
 void inputs_fill_request(const ClusterInputs *ci, PlanRequest *req);

@@ -13,6 +13,9 @@
 
 #include "cluster.h"
 
+/* One-way latency of l in seconds: half its round trip. */
+static inline double net_latency_s(const NetLink *l) { return 0.5 * l->rtt_s; }
+
 /* 1 when transmissions on l queue on one channel. */
 static inline int net_is_shared(const NetLink *l) { return l->medium == MEDIUM_SHARED; }
 

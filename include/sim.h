@@ -15,40 +15,12 @@
 #include <stdint.h>
 #include <stdio.h>
 
-typedef struct {
-    double latency;   /* one-way seconds */
-    double jitter;    /* seconds: sigma of a half-normal extra delay per message, or the
-                       * width of a uniform +-jitter/2 one (SimCluster.jitter_uniform) */
-    double bandwidth; /* bytes/s */
-} SimLink;
-
-typedef struct {
-    char name[24];
-    double speed;       /* bytes/s of weights and KV cache streamed by the decode kernels */
-    double op_overhead; /* seconds added to every compute op (calls, norms, RoPE) */
-    size_t mem_budget;  /* bytes for weights and KV cache; 0: unlimited */
-    double load_bw;     /* bytes/s of weight (re)loading from local storage */
-} SimDevice;
-
-/* How the layer-input broadcast is modelled: the root sends to every member in turn (linear),
- * a binomial tree (MPICH/libnbc), or libnbc's rule (linear up to 4 members, else binomial). */
-typedef enum { SIM_BCAST_LINEAR = 0, SIM_BCAST_BINOMIAL = 1, SIM_BCAST_AUTO = 2 } SimBcast;
-/* Switched: each device has its own uplink and downlink.  Shared: one radio channel, every
- * transmission in the cell takes turns (WiFi).  Ideal: no queueing, every message is only
- * delayed by latency + bytes/bandwidth (what the engine's --emulate-link does). */
-typedef enum { SIM_MEDIUM_SWITCHED = 0, SIM_MEDIUM_SHARED = 1, SIM_MEDIUM_IDEAL = 2 } SimMedium;
-
-typedef struct {
-    int n_workers;  /* devices 1..n_workers; rank 0 is the controller */
-    SimDevice *dev; /* [n_workers+1] */
-    SimLink *link;  /* [(n_workers+1)^2], link[a*(n_workers+1)+b] from a to b */
-    SimMedium medium;
-    int relay_ap;       /* shared: every transmission crosses the air twice (netmodel.h) */
-    double frame_s;     /* shared: overhead of one transmission */
-    SimBcast bcast;
-    int jitter_uniform; /* jitter as the engine's --emulate-link draws it */
-    char links_name[24];
-} SimCluster;
+/* A simulated cluster is the planner's Cluster (cluster.h): devices (speed_Bps, op_overhead_s,
+ * mem_budget, load_Bps) and links (one-way latency rtt_s/2, jitter_s, bw_Bps > 0, medium;
+ * switched: each device has its own uplink and downlink; shared: one radio channel, every
+ * transmission in the cell takes turns; ideal: no queueing, every message only delayed by
+ * latency + bytes/bandwidth, as the engine's --emulate-link), its jitter's distribution and
+ * the broadcast's shape (cluster.bcast). */
 
 typedef enum {
     SIM_POLICY_LAYER_DP = 0, /* EdgeShard-style contiguous blocks chosen by DP */
@@ -106,44 +78,33 @@ int sim_model_read(ModelConfig *c, const char *path, char *err, size_t errlen);
 /* n heterogeneous devices (classes from Raspberry Pi to laptop, drawn with seed; seed 0:
  * identical devices).  mem_slack > 0 scales budgets so that together they hold mem_slack
  * times the model's layers with KV for kv_positions; 0 keeps the class memory. */
-int sim_cluster_generate(SimCluster *cl, int n, uint64_t seed, const ModelConfig *c,
+int sim_cluster_generate(Cluster *cl, int n, uint64_t seed, const ModelConfig *c,
                          double mem_slack, int kv_positions, char *err, size_t errlen);
 /* Link presets: wifi (~10 ms RTT, jitter 2 ms, 50-200 Mbit/s, shared channel), gbit (1-10
  * Gbit/s, 0.1-0.5 ms, switched), loopback; drawn per device with seed. */
-int sim_cluster_set_links(SimCluster *cl, const char *preset, uint64_t seed, char *err,
+int sim_cluster_set_links(Cluster *cl, const char *preset, uint64_t seed, char *err,
                           size_t errlen);
 /* JSON devices description (see docs/simulator.md). */
-int sim_cluster_read(SimCluster *cl, const char *path, char *err, size_t errlen);
-int sim_cluster_write(const SimCluster *cl, const char *path, char *err, size_t errlen);
-json_t *sim_cluster_to_json(const SimCluster *cl);
-void sim_cluster_init(SimCluster *cl, int n_workers);
-void sim_cluster_free(SimCluster *cl);
-/* The simulator's cluster for a measured one, as the planner sees it: each worker at its
- * stabilised speed (devices[r].speed x ref_Bps), the controller at its probed speed, budgets
- * times budget_frac, one-way latencies lat_ms, the planner's bandwidth (unlimited: 1 TB/s),
- * no jitter; a shared medium where link 0 -> 1 is. */
-void sim_cluster_from_inputs(SimCluster *cl, const ClusterInputs *ci, double budget_frac);
-/* Relative speeds and budgets in the form plan_build takes ([n_workers], caller frees). */
-Device *sim_cluster_plan_devices(const SimCluster *cl, double budget_frac);
-/* The link inputs the engine's greedy gets from its RTT measurement: fills req's lat_ms (a
- * new [(n+1)^2] matrix of one-way ms, the caller frees it), bw_Bps (the slowest link) and
- * ref_Bps (the fastest worker's speed, the unit of sim_cluster_plan_devices' speeds, as
- * in the engine). */
-double *sim_cluster_plan_links(const SimCluster *cl, PlanRequest *req);
+int sim_cluster_read(Cluster *cl, const char *path, char *err, size_t errlen);
+int sim_cluster_write(const Cluster *cl, const char *path, char *err, size_t errlen);
+json_t *sim_cluster_to_json(const Cluster *cl);
+/* n_workers + 1 ranks on loopback links (20 us one way, 5 GB/s, switched), half-normal
+ * jitter, BCAST_AUTO; devices zeroed.  cluster_free frees it. */
+void sim_cluster_init(Cluster *cl, int n_workers);
 
 /* Per-operation costs in seconds (no jitter): compute on device rank, messages a -> b. */
-double sim_cost_attn(const ModelConfig *c, const SimCluster *cl, int rank, int n_q, int pos);
-double sim_cost_proj(const ModelConfig *c, const SimCluster *cl, int rank);
-double sim_cost_ffn(const ModelConfig *c, const SimCluster *cl, int rank);
-double sim_cost_controller(const ModelConfig *c, const SimCluster *cl, int embed);
+double sim_cost_attn(const ModelConfig *c, const Cluster *cl, int rank, int n_q, int pos);
+double sim_cost_proj(const ModelConfig *c, const Cluster *cl, int rank);
+double sim_cost_ffn(const ModelConfig *c, const Cluster *cl, int rank);
+double sim_cost_controller(const ModelConfig *c, const Cluster *cl, int embed);
 /* A split LM head's share on a member: the final norm and `rows` rows. */
-double sim_cost_head_rows(const ModelConfig *c, const SimCluster *cl, int rank, int rows);
-double sim_cost_msg(const SimCluster *cl, int a, int b, double bytes);
+double sim_cost_head_rows(const ModelConfig *c, const Cluster *cl, int rank, int rows);
+double sim_cost_msg(const Cluster *cl, int a, int b, double bytes);
 /* Bytes of one pipeline message (the 32-byte WireHdr + dim floats). */
 double sim_msg_bytes(const ModelConfig *c);
 
 /* Runs the simulation; 0, or -1 with err (a policy that does not fit is an error). */
-int sim_run(SimResult *res, const ModelConfig *c, const SimCluster *cl, const SimOptions *o,
+int sim_run(SimResult *res, const ModelConfig *c, const Cluster *cl, const SimOptions *o,
             char *err, size_t errlen);
 void sim_result_free(SimResult *res);
 int sim_result_write_csv(const SimResult *res, const char *path, char *err, size_t errlen);
@@ -154,16 +115,16 @@ const char *sim_tag_name(SimTag t);
 
 /* The simulator behind the cost interface (cost.h): sim_plan_token_time at pos, in ms. */
 typedef struct {
-    const SimCluster *cl;
+    const Cluster *cl;
     int pos;
 } SimCostInputs;
 CostModel sim_cost_model(const SimCostInputs *in);
 
 /* Deterministic (jitter-free) time of one token at position pos under plan, by the same
  * event simulation; and of one layer whose input comes from rank producer. */
-double sim_plan_token_time(const ModelConfig *c, const SimCluster *cl, const Plan *plan,
+double sim_plan_token_time(const ModelConfig *c, const Cluster *cl, const Plan *plan,
                            int pos);
-double sim_layer_time(const ModelConfig *c, const SimCluster *cl, const LayerPlan *lp,
+double sim_layer_time(const ModelConfig *c, const Cluster *cl, const LayerPlan *lp,
                       int producer, int pos);
 
 /* Calibration against the engine's --metrics JSON.  A measured run gives the model, the plan
@@ -196,14 +157,14 @@ typedef struct {
 int sim_calibrate_read(SimMeasuredRun *run, const char *metrics_path, char *err, size_t errlen);
 void sim_calibrate_free(SimMeasuredRun *run);
 /* The cluster that replays run with the calibrated devices. */
-void sim_calibrate_cluster(const SimCalibration *cal, const SimMeasuredRun *run, SimCluster *cl,
-                           SimBcast bcast);
+void sim_calibrate_cluster(const SimCalibration *cal, const SimMeasuredRun *run, Cluster *cl,
+                           BcastShape bcast);
 /* Simulates run: median ms/token over the same tokens, and the mean absolute relative error
  * of the per-token latencies. */
-int sim_calibrate_predict(const SimCalibration *cal, const SimMeasuredRun *run, SimBcast bcast,
+int sim_calibrate_predict(const SimCalibration *cal, const SimMeasuredRun *run, BcastShape bcast,
                           double *median_ms, double *token_err, char *err, size_t errlen);
 /* Fits the device speed (golden-section search on its logarithm) to the fit runs' medians. */
-int sim_calibrate_fit(SimCalibration *cal, const SimMeasuredRun *runs, int n, SimBcast bcast,
+int sim_calibrate_fit(SimCalibration *cal, const SimMeasuredRun *runs, int n, BcastShape bcast,
                       char *err, size_t errlen);
 
 #endif

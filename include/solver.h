@@ -32,17 +32,17 @@ typedef struct {
 } SolverStats;
 
 /* Layer-wise DP; -1 with err when no contiguous split fits the budgets. */
-int solver_layer_dp(Plan *plan, SolverStats *st, const ModelConfig *c, const SimCluster *cl,
+int solver_layer_dp(Plan *plan, SolverStats *st, const ModelConfig *c, const Cluster *cl,
                     const SolverRequest *req, char *err, size_t errlen);
 /* Layer-wise brute force over every sequence of blocks (tests; tiny cases only). */
-double solver_layer_brute(const ModelConfig *c, const SimCluster *cl, const SolverRequest *req);
+double solver_layer_brute(const ModelConfig *c, const Cluster *cl, const SolverRequest *req);
 /* Exact head-level placement; -1 with err when nothing fits or n_workers > 6. */
-int solver_exact(Plan *plan, SolverStats *st, const ModelConfig *c, const SimCluster *cl,
+int solver_exact(Plan *plan, SolverStats *st, const ModelConfig *c, const Cluster *cl,
                  const SolverRequest *req, char *err, size_t errlen);
 /* Head-level brute force over every assignment (tests; a layer or two, 2-3 devices). */
-double solver_exact_brute(const ModelConfig *c, const SimCluster *cl, const SolverRequest *req);
+double solver_exact_brute(const ModelConfig *c, const Cluster *cl, const SolverRequest *req);
 /* 1 if plan's weights plus KV for kv_positions fit every budget of cl. */
-int solver_plan_fits(const Plan *plan, const ModelConfig *c, const SimCluster *cl,
+int solver_plan_fits(const Plan *plan, const ModelConfig *c, const Cluster *cl,
                      int kv_positions);
 
 #endif

@@ -131,8 +131,8 @@ static int run_open(Run *run)
  * by a node count, not a time, so that every rank finds the same plan. */
 static int solve_placement(Run *run, char *err, size_t errlen)
 {
-    SimCluster cl;
-    sim_cluster_from_inputs(&cl, &run->ci, run->req.fill > 0 ? run->req.fill : 1);
+    Cluster cl;
+    inputs_planner_cluster(&cl, &run->ci, run->req.fill > 0 ? run->req.fill : 1);
     SolverRequest sreq = {run->kv_cap / 2, run->kv_cap, 2000000, 0};
     SolverStats st;
     double t0 = time_now();
@@ -146,7 +146,7 @@ static int solve_placement(Run *run, char *err, size_t errlen)
                      run->o.solver == 1 ? "dp" : "exact", st.cost_s * 1e3, sreq.pos,
                      run->o.solver == 2 && !st.optimal ? " (node limit: best found)" : "");
     }
-    sim_cluster_free(&cl);
+    cluster_free(&cl);
     return rc;
 }
 

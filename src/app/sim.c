@@ -209,17 +209,17 @@ static int parse_choices(SimArgs *a, int ch, const char *arg, char *err, size_t 
     switch (ch) {
     case O_LINKS: a->links = arg; break;
     case O_BCAST:
-        a->bcast = strcmp(arg, "linear") == 0 ? SIM_BCAST_LINEAR
-                   : strcmp(arg, "binomial") == 0 ? SIM_BCAST_BINOMIAL
-                   : strcmp(arg, "auto") == 0 ? SIM_BCAST_AUTO : -2;
+        a->bcast = strcmp(arg, "linear") == 0 ? BCAST_LINEAR
+                   : strcmp(arg, "binomial") == 0 ? BCAST_BINOMIAL
+                   : strcmp(arg, "auto") == 0 ? BCAST_AUTO : -2;
         if (a->bcast == -2)
             return util_err(err, errlen, "--bcast: '%s' is not linear, binomial or auto",
                             arg);
         break;
     case O_MEDIUM:
-        a->medium = strcmp(arg, "switched") == 0 ? SIM_MEDIUM_SWITCHED
-                    : strcmp(arg, "shared") == 0 ? SIM_MEDIUM_SHARED
-                    : strcmp(arg, "ideal") == 0 ? SIM_MEDIUM_IDEAL : -2;
+        a->medium = strcmp(arg, "switched") == 0 ? MEDIUM_SWITCHED
+                    : strcmp(arg, "shared") == 0 ? MEDIUM_SHARED
+                    : strcmp(arg, "ideal") == 0 ? MEDIUM_IDEAL : -2;
         if (a->medium == -2)
             return util_err(err, errlen, "--medium: '%s' is not switched, shared or ideal",
                             arg);
@@ -301,7 +301,7 @@ static int emit_json(json_t *j, const char *path, char *err, size_t errlen)
     return rc == 0 ? 0 : util_err(err, errlen, "%s: cannot write the JSON", path ? path : "stdout");
 }
 
-static int setup_cluster(SimCluster *cl, const SimArgs *a, const ModelConfig *c, char *err,
+static int setup_cluster(Cluster *cl, const SimArgs *a, const ModelConfig *c, char *err,
                          size_t errlen)
 {
     char *end;
@@ -317,16 +317,16 @@ static int setup_cluster(SimCluster *cl, const SimArgs *a, const ModelConfig *c,
     if (rc < 0)
         return -1;
     if (a->bcast >= 0)
-        cl->bcast = (SimBcast)a->bcast;
+        cl->bcast = (BcastShape)a->bcast;
     if (a->medium >= 0)
-        cl->medium = (SimMedium)a->medium;
+        cluster_set_medium(cl, (Medium)a->medium);
     if (a->write_devices)
         return sim_cluster_write(cl, a->write_devices, err, errlen);
     return 0;
 }
 
 /* One row of the calibration table: measured vs simulated median ms/token of a run. */
-static json_t *predict_row(const SimCalibration *cal, const SimMeasuredRun *run, SimBcast bc,
+static json_t *predict_row(const SimCalibration *cal, const SimMeasuredRun *run, BcastShape bc,
                            int fit, char *err, size_t errlen)
 {
     double sim_ms, tok_err;
@@ -349,7 +349,7 @@ static json_t *predict_row(const SimCalibration *cal, const SimMeasuredRun *run,
 
 static int sim_app_calibrate(const SimArgs *a, char *err, size_t errlen)
 {
-    SimBcast bc = a->bcast >= 0 ? (SimBcast)a->bcast : SIM_BCAST_AUTO;
+    BcastShape bc = a->bcast >= 0 ? (BcastShape)a->bcast : BCAST_AUTO;
     const int n_fit = a->n_calibrate, n = n_fit + a->n_predict;
     SimMeasuredRun *runs = xcalloc((size_t)n, sizeof(SimMeasuredRun));
     int rc = 0, n_read = 0;
@@ -388,10 +388,10 @@ static int sim_app_calibrate(const SimArgs *a, char *err, size_t errlen)
         json_decref(rows);
     }
     if (rc == 0 && a->calibrate_out) {
-        SimCluster cl;
+        Cluster cl;
         sim_calibrate_cluster(&cal, &runs[0], &cl, bc);
         rc = sim_cluster_write(&cl, a->calibrate_out, err, errlen);
-        sim_cluster_free(&cl);
+        cluster_free(&cl);
     }
     if (rc == 0)
         rc = emit_json(j, a->json, err, errlen);
@@ -403,14 +403,14 @@ static int sim_app_calibrate(const SimArgs *a, char *err, size_t errlen)
 }
 
 /* Token time of an engine placement, or -1 when it does not build or fit. */
-static double engine_cost(const ModelConfig *c, const SimCluster *cl, PlacementKind k,
+static double engine_cost(const ModelConfig *c, const Cluster *cl, PlacementKind k,
                           const SolverRequest *req, int show)
 {
-    Device *dv = sim_cluster_plan_devices(cl, 1.0);
+    Device *dv = cluster_plan_devices(cl, 1.0);
     PlanRequest pr = {.partition = k == PLACEMENT_LAYER ? PARTITION_LAYER : PARTITION_HEAD,
-                      .placement = k, .seed = 1, .n_workers = cl->n_workers, .devices = dv,
+                      .placement = k, .seed = 1, .n_workers = cl->n - 1, .devices = dv,
                       .kv_positions = req->kv_positions};
-    double *lat = sim_cluster_plan_links(cl, &pr);
+    double *lat = cluster_plan_links(cl, &pr);
     Plan p;
     char e[256];
     double t = -1;
@@ -427,7 +427,7 @@ static double engine_cost(const ModelConfig *c, const SimCluster *cl, PlacementK
     return t;
 }
 
-static int sim_app_solve(const SimArgs *a, const ModelConfig *c, const SimCluster *cl,
+static int sim_app_solve(const SimArgs *a, const ModelConfig *c, const Cluster *cl,
                          char *err, size_t errlen)
 {
     SolverRequest req = {a->solve_pos >= 0 ? a->solve_pos : a->tokens / 2, a->tokens, 0,
@@ -449,7 +449,7 @@ static int sim_app_solve(const SimArgs *a, const ModelConfig *c, const SimCluste
     plan_free(&p);
     double opt = xst.cost_s;
     json_t *j = json_pack("{s:i,s:s,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:b,s:I,s:I,s:f}",
-                          "devices", cl->n_workers, "links", cl->links_name, "model_layers",
+                          "devices", cl->n - 1, "links", cl->links_name, "model_layers",
                           c->n_layers, "pos", req.pos, "kv_positions", req.kv_positions,
                           "fixed_ms", fixed * 1e3, "exact_ms", opt * 1e3, "bound_ms",
                           xst.bound_s * 1e3, "greedy_ms", greedy * 1e3, "layer_dp_ms", dp * 1e3,
@@ -469,7 +469,7 @@ static int sim_app_solve(const SimArgs *a, const ModelConfig *c, const SimCluste
     return rc;
 }
 
-static int run_sim(const SimArgs *a, const ModelConfig *c, const SimCluster *cl, char *err,
+static int run_sim(const SimArgs *a, const ModelConfig *c, const Cluster *cl, char *err,
                    size_t errlen)
 {
     if (a->n_accept && a->n_accept != c->n_layers - 1)
@@ -481,14 +481,14 @@ static int run_sim(const SimArgs *a, const ModelConfig *c, const SimCluster *cl,
                     a->accept_all, a->replan_at, a->kv_horizon, NULL};
     if (a->engine_placement_set) {
         /* The engine's own plan_build, as headsplit --placement would build it. */
-        Device *dv = sim_cluster_plan_devices(cl, 1.0);
+        Device *dv = cluster_plan_devices(cl, 1.0);
         Partition part = a->engine_partition_set ? a->engine_partition
                          : a->engine_placement == PLACEMENT_LAYER ? PARTITION_LAYER
                                                                   : PARTITION_HEAD;
         PlanRequest req = {.partition = part, .placement = a->engine_placement,
-                           .seed = a->seed, .n_workers = cl->n_workers, .devices = dv,
+                           .seed = a->seed, .n_workers = cl->n - 1, .devices = dv,
                            .kv_positions = a->tokens};
-        double *lat = sim_cluster_plan_links(cl, &req);
+        double *lat = cluster_plan_links(cl, &req);
         SimCostInputs in = {cl, a->tokens / 2};
         CostModel model = sim_cost_model(&in);
         int rc = a->engine_partition_auto
@@ -517,7 +517,7 @@ static int run_sim(const SimArgs *a, const ModelConfig *c, const SimCluster *cl,
     if (a->csv)
         rc = sim_result_write_csv(&r, a->csv, err, errlen);
     json_t *j = sim_result_to_json(&r, &o);
-    json_object_set_new(j, "devices", json_integer(cl->n_workers));
+    json_object_set_new(j, "devices", json_integer(cl->n - 1));
     json_object_set_new(j, "links", json_string(cl->links_name));
     json_object_set_new(j, "model_layers", json_integer(c->n_layers));
     if (a->engine_placement_set)
@@ -555,7 +555,7 @@ int main(int argc, char **argv)
         rc = sim_app_calibrate(&a, err, sizeof err);
     } else {
         ModelConfig c;
-        SimCluster cl;
+        Cluster cl;
         memset(&cl, 0, sizeof cl);
         rc = a.model ? sim_model_read(&c, a.model, err, sizeof err)
                      : sim_model_preset(&c, a.shape, a.layers, err, sizeof err);
@@ -566,7 +566,7 @@ int main(int argc, char **argv)
         if (rc == 0)
             rc = a.solve ? sim_app_solve(&a, &c, &cl, err, sizeof err)
                          : run_sim(&a, &c, &cl, err, sizeof err);
-        sim_cluster_free(&cl);
+        cluster_free(&cl);
     }
     if (rc < 0)
         fprintf(stderr, "headsplit-sim: error: %s\n", err);

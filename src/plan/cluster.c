@@ -19,6 +19,12 @@ void cluster_init(Cluster *cl, int n)
     cl->link = xcalloc((size_t)n * (size_t)n, sizeof(NetLink));
 }
 
+void cluster_set_medium(Cluster *cl, Medium m)
+{
+    for (size_t i = 0; i < (size_t)cl->n * (size_t)cl->n; i++)
+        cl->link[i].medium = m;
+}
+
 void cluster_free(Cluster *cl)
 {
     if (!cl)

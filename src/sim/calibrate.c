@@ -221,41 +221,42 @@ void sim_calibrate_free(SimMeasuredRun *run)
     memset(run, 0, sizeof *run);
 }
 
-void sim_calibrate_cluster(const SimCalibration *cal, const SimMeasuredRun *run, SimCluster *cl,
-                           SimBcast bcast)
+void sim_calibrate_cluster(const SimCalibration *cal, const SimMeasuredRun *run, Cluster *cl,
+                           BcastShape bcast)
 {
     const int n = run->plan.n_workers, n1 = n + 1;
     sim_cluster_init(cl, n);
     for (int r = 0; r <= n; r++)
-        cl->dev[r] = (SimDevice){"calibrated", cal->speed, cal->op_overhead, 0, 1e9};
+        cl->dev[r] = (ClusterDevice){.name = "calibrated", .speed_Bps = cal->speed,
+                                     .op_overhead_s = cal->op_overhead, .load_Bps = 1e9};
     snprintf(cl->dev[0].name, sizeof cl->dev[0].name, "controller");
     for (int a = 0; a < n1; a++)
         for (int b = 0; b < n1; b++) {
             /* The emulated one-way delay, else half the measured round trip. */
             double rtt = run->emu_rtt_s > 0 ? run->emu_rtt_s * 1e3
                          : run->rtt_ms   ? run->rtt_ms[a * n1 + b] : 0;
-            cl->link[a * n1 + b] = (SimLink){rtt > 0 ? rtt / 2e3 : 20e-6,
-                                             run->jitter_s,
-                                             run->bw_Bps > 0 ? run->bw_Bps : 5e9};
+            cl->link[a * n1 + b] = (NetLink){.rtt_s = 2 * (rtt > 0 ? rtt / 2e3 : 20e-6),
+                                             .jitter_s = run->jitter_s,
+                                             .bw_Bps = run->bw_Bps > 0 ? run->bw_Bps : 5e9};
         }
     cl->bcast = bcast;
     /* The engine's emulation delays each message on its own (uniform jitter); loopback MPI
      * does not queue. */
-    cl->medium = SIM_MEDIUM_IDEAL;
-    cl->jitter_uniform = 1;
+    cluster_set_medium(cl, MEDIUM_IDEAL);
+    cl->jitter = JITTER_UNIFORM;
     snprintf(cl->links_name, sizeof cl->links_name, "measured");
 }
 
-int sim_calibrate_predict(const SimCalibration *cal, const SimMeasuredRun *run, SimBcast bcast,
+int sim_calibrate_predict(const SimCalibration *cal, const SimMeasuredRun *run, BcastShape bcast,
                           double *median_ms, double *token_err, char *err, size_t errlen)
 {
-    SimCluster cl;
+    Cluster cl;
     sim_calibrate_cluster(cal, run, &cl, bcast);
     SimOptions o = {SIM_POLICY_PLAN, &run->plan, run->n_tokens, 1, run->speculated,
                     run->speculated ? run->accept : NULL, 1.0, 0.85, 0, NULL};
     SimResult r;
     int rc = sim_run(&r, &run->model, &cl, &o, err, errlen);
-    sim_cluster_free(&cl);
+    cluster_free(&cl);
     if (rc < 0)
         return -1;
     *median_ms = median_from(r.token_ms, r.n_tokens, run->skip);
@@ -271,7 +272,7 @@ int sim_calibrate_predict(const SimCalibration *cal, const SimMeasuredRun *run, 
 #define CAL_OP_OVERHEAD 2e-6 /* per kernel call group; small next to the fitted term */
 
 /* Sum over the fit runs of log(simulated / measured)^2 at speed exp(x). */
-static double objective(double x, const SimMeasuredRun *runs, int n, SimBcast bcast)
+static double objective(double x, const SimMeasuredRun *runs, int n, BcastShape bcast)
 {
     SimCalibration cal = {exp(x), CAL_OP_OVERHEAD, 0, 0};
     double s = 0;
@@ -287,7 +288,7 @@ static double objective(double x, const SimMeasuredRun *runs, int n, SimBcast bc
     return s;
 }
 
-int sim_calibrate_fit(SimCalibration *cal, const SimMeasuredRun *runs, int n, SimBcast bcast,
+int sim_calibrate_fit(SimCalibration *cal, const SimMeasuredRun *runs, int n, BcastShape bcast,
                       char *err, size_t errlen)
 {
     if (n < 1)

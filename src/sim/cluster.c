@@ -10,6 +10,7 @@
 #include "cluster.h"
 #include "config_io.h"
 #include "h5io.h"
+#include "netmodel.h"
 #include "util.h"
 #include "wire.h"
 
@@ -26,29 +27,24 @@ static double uniform(uint64_t *st, double lo, double hi)
     return lo + (hi - lo) * (double)(rng_next(st) >> 11) / 9007199254740992.0;
 }
 
-void sim_cluster_init(SimCluster *cl, int n_workers)
+/* A link of one-way latency lat_s (stored as its round trip). */
+static NetLink sim_link(double lat_s, double jitter_s, double bw_Bps, Medium m)
 {
-    memset(cl, 0, sizeof *cl);
-    cl->n_workers = n_workers;
-    cl->dev = xcalloc((size_t)n_workers + 1, sizeof(SimDevice));
+    return (NetLink){.rtt_s = 2 * lat_s, .jitter_s = jitter_s, .bw_Bps = bw_Bps, .medium = m};
+}
+
+void sim_cluster_init(Cluster *cl, int n_workers)
+{
+    cluster_init(cl, n_workers + 1);
     size_t n = (size_t)(n_workers + 1) * (size_t)(n_workers + 1);
-    cl->link = xcalloc(n, sizeof(SimLink));
     for (size_t i = 0; i < n; i++)
-        cl->link[i] = (SimLink){20e-6, 0, 5e9};
-    cl->bcast = SIM_BCAST_AUTO;
+        cl->link[i] = sim_link(20e-6, 0, 5e9, MEDIUM_SWITCHED);
+    cl->jitter = JITTER_HALFNORMAL;
+    cl->bcast = BCAST_AUTO;
     snprintf(cl->links_name, sizeof cl->links_name, "loopback");
 }
 
-void sim_cluster_free(SimCluster *cl)
-{
-    if (!cl)
-        return;
-    free(cl->dev);
-    free(cl->link);
-    memset(cl, 0, sizeof *cl);
-}
-
-int sim_cluster_generate(SimCluster *cl, int n, uint64_t seed, const ModelConfig *c,
+int sim_cluster_generate(Cluster *cl, int n, uint64_t seed, const ModelConfig *c,
                          double mem_slack, int kv_positions, char *err, size_t errlen)
 {
     if (n < 1 || n > 4096)
@@ -74,17 +70,17 @@ int sim_cluster_generate(SimCluster *cl, int n, uint64_t seed, const ModelConfig
     sim_cluster_init(cl, n);
     uint64_t st = seed * 0x9e3779b97f4a7c15ull + 0x1234567ull;
     /* The controller: a hub of laptop class holding embeddings and the LM head. */
-    cl->dev[0] = (SimDevice){"controller", 20e9, 0, 0, 1e9};
+    cl->dev[0] = (ClusterDevice){.name = "controller", .speed_Bps = 20e9, .load_Bps = 1e9};
     double mem_total = 0;
     for (int r = 1; r <= n; r++) {
         int k = seed ? (int)(rng_next(&st) % (uint64_t)n_draw) : 1;
         double fs = seed ? uniform(&st, 0.85, 1.15) : 1.0;
         double fm = seed ? uniform(&st, 0.85, 1.15) : 1.0;
-        SimDevice *d = &cl->dev[r];
+        ClusterDevice *d = &cl->dev[r];
         snprintf(d->name, sizeof d->name, "%s", classes[k]->dev.name);
-        d->speed = classes[k]->dev.speed_Bps * fs;
+        d->speed_Bps = classes[k]->dev.speed_Bps * fs;
         d->mem_budget = (size_t)((double)classes[k]->dev.mem_budget * fm);
-        d->load_bw = classes[k]->dev.load_Bps;
+        d->load_Bps = classes[k]->dev.load_Bps;
         mem_total += (double)d->mem_budget;
     }
     free(classes);
@@ -101,18 +97,18 @@ int sim_cluster_generate(SimCluster *cl, int n, uint64_t seed, const ModelConfig
     return sim_cluster_set_links(cl, "gbit", seed, err, errlen);
 }
 
-int sim_cluster_set_links(SimCluster *cl, const char *preset, uint64_t seed, char *err,
+int sim_cluster_set_links(Cluster *cl, const char *preset, uint64_t seed, char *err,
                           size_t errlen)
 {
     /* Per device: a link rate and a one-way latency share; a pair gets the slower rate and
      * the sum of the two shares. */
     double rate_lo, rate_hi, lat_lo, lat_hi, jitter;
-    SimMedium medium = SIM_MEDIUM_SWITCHED;
+    Medium medium = MEDIUM_SWITCHED;
     if (strcmp(preset, "wifi") == 0) {
         /* ~10 ms RTT: 3-4 ms one way plus half-normal jitter (sigma 2 ms, mean 1.6 ms). */
         rate_lo = 50e6 / 8, rate_hi = 200e6 / 8, lat_lo = 1.5e-3, lat_hi = 2.0e-3;
         jitter = 2e-3;
-        medium = SIM_MEDIUM_SHARED;
+        medium = MEDIUM_SHARED;
     } else if (strcmp(preset, "gbit") == 0) {
         rate_lo = 1e9 / 8, rate_hi = 10e9 / 8, lat_lo = 0.05e-3, lat_hi = 0.25e-3;
         jitter = 0.02e-3;
@@ -123,7 +119,7 @@ int sim_cluster_set_links(SimCluster *cl, const char *preset, uint64_t seed, cha
         return util_err(err, errlen, "--links: unknown preset '%s' (wifi, gbit, loopback)",
                         preset);
     }
-    const int n = cl->n_workers + 1;
+    const int n = cl->n;
     double *rate = xmalloc((size_t)n * sizeof(double)), *lat = xmalloc((size_t)n * sizeof(double));
     uint64_t st = seed * 0xbf58476d1ce4e5b9ull + 0x51ed27ull;
     for (int r = 0; r < n; r++) {
@@ -133,94 +129,23 @@ int sim_cluster_set_links(SimCluster *cl, const char *preset, uint64_t seed, cha
     for (int a = 0; a < n; a++)
         for (int b = 0; b < n; b++)
             cl->link[(size_t)a * (size_t)n + (size_t)b] =
-                (SimLink){lat[a] + lat[b], jitter, rate[a] < rate[b] ? rate[a] : rate[b]};
+                sim_link(lat[a] + lat[b], jitter, rate[a] < rate[b] ? rate[a] : rate[b], medium);
     free(rate);
     free(lat);
-    cl->medium = medium;
     snprintf(cl->links_name, sizeof cl->links_name, "%s", preset);
     return 0;
 }
 
-void sim_cluster_from_inputs(SimCluster *cl, const ClusterInputs *ci, double budget_frac)
+static json_t *matrix_json(const Cluster *cl, int what)
 {
-    const int n = ci->cluster.n;
-    sim_cluster_init(cl, n - 1);
-    const ClusterDevice *cd = ci->cluster.dev;
-    cl->dev[0] = (SimDevice){"controller", cd[0].speed_Bps > 0 ? cd[0].speed_Bps : 20e9, 0, 0,
-                             cd[0].load_Bps > 0 ? cd[0].load_Bps : 1e9};
-    for (int r = 1; r < n; r++) {
-        SimDevice *d = &cl->dev[r];
-        snprintf(d->name, sizeof d->name, "%s", cd[r].name[0] ? cd[r].name : "worker");
-        d->speed = ci->devices[r - 1].speed * ci->ref_Bps;
-        d->op_overhead = cd[r].op_overhead_s;
-        d->mem_budget = (size_t)((double)ci->devices[r - 1].mem_budget * budget_frac);
-        d->load_bw = cd[r].load_Bps > 0 ? cd[r].load_Bps : 1e9;
-    }
-    for (int i = 0; i < n * n; i++)
-        cl->link[i] = (SimLink){ci->lat_ms[i] * 1e-3, 0, ci->bw_Bps > 0 ? ci->bw_Bps : 1e12};
-    cl->medium = n > 1 && ci->cluster.link[1].medium == MEDIUM_SHARED ? SIM_MEDIUM_SHARED
-                                                                       : SIM_MEDIUM_SWITCHED;
-    if (cl->medium == SIM_MEDIUM_SHARED) {
-        cl->relay_ap = ci->cluster.link[1].relay_ap;
-        cl->frame_s = ci->cluster.link[1].frame_s;
-    }
-    snprintf(cl->links_name, sizeof cl->links_name, "measured");
-}
-
-/* The unit of the planner's relative speeds: the fastest worker's speed, as the engine's
- * start-up normalises (inputs_derive).  Costs are speed x unit, so the unit cancels. */
-static double fastest_worker(const SimCluster *cl)
-{
-    double ref = 0;
-    for (int r = 1; r <= cl->n_workers; r++)
-        ref = cl->dev[r].speed > ref ? cl->dev[r].speed : ref;
-    return ref > 0 ? ref : 1;
-}
-
-Device *sim_cluster_plan_devices(const SimCluster *cl, double budget_frac)
-{
-    const double ref = fastest_worker(cl);
-    Device *d = xcalloc((size_t)cl->n_workers, sizeof(Device));
-    for (int r = 1; r <= cl->n_workers; r++)
-        d[r - 1] = (Device){(size_t)((double)cl->dev[r].mem_budget * budget_frac),
-                            cl->dev[r].speed / ref};
-    return d;
-}
-
-double *sim_cluster_plan_links(const SimCluster *cl, PlanRequest *req)
-{
-    const int n = cl->n_workers + 1;
-    double *lat = xcalloc((size_t)n * (size_t)n, sizeof(double));
-    double bw = 0;
-    for (int a = 0; a < n; a++)
-        for (int b = 0; b < n; b++) {
-            const SimLink *lk = &cl->link[(size_t)a * (size_t)n + (size_t)b];
-            if (a == b)
-                continue;
-            lat[(size_t)a * (size_t)n + (size_t)b] = lk->latency * 1e3;
-            if (lk->bandwidth > 0 && (bw == 0 || lk->bandwidth < bw))
-                bw = lk->bandwidth;
-        }
-    req->lat_ms = lat;
-    req->bw_Bps = bw;
-    /* the medium, so that the planner charges the airtime the event core does */
-    req->medium = cl->medium == SIM_MEDIUM_SHARED ? MEDIUM_SHARED : MEDIUM_SWITCHED;
-    req->relay_ap = cl->medium == SIM_MEDIUM_SHARED && cl->relay_ap;
-    req->frame_s = cl->medium == SIM_MEDIUM_SHARED ? cl->frame_s : 0;
-    req->ref_Bps = fastest_worker(cl);
-    return lat;
-}
-
-static json_t *matrix_json(const SimCluster *cl, int what)
-{
-    const int n = cl->n_workers + 1;
+    const int n = cl->n;
     json_t *m = json_array();
     for (int a = 0; a < n; a++) {
         json_t *row = json_array();
         for (int b = 0; b < n; b++) {
-            const SimLink *lk = &cl->link[(size_t)a * (size_t)n + (size_t)b];
-            double v = what == 0 ? lk->latency * 1e3 : what == 1 ? lk->jitter * 1e3
-                                                                 : lk->bandwidth * 8 / 1e6;
+            const NetLink *lk = cluster_link(cl, a, b);
+            double v = what == 0 ? net_latency_s(lk) * 1e3 : what == 1 ? lk->jitter_s * 1e3
+                                                                       : lk->bw_Bps * 8 / 1e6;
             json_array_append_new(row, json_real(v));
         }
         json_array_append_new(m, row);
@@ -228,21 +153,23 @@ static json_t *matrix_json(const SimCluster *cl, int what)
     return m;
 }
 
-json_t *sim_cluster_to_json(const SimCluster *cl)
+json_t *sim_cluster_to_json(const Cluster *cl)
 {
     json_t *o = json_object(), *devs = json_array();
-    for (int r = 0; r <= cl->n_workers; r++) {
-        const SimDevice *d = &cl->dev[r];
+    for (int r = 0; r < cl->n; r++) {
+        const ClusterDevice *d = &cl->dev[r];
         json_array_append_new(devs, json_pack("{s:s,s:f,s:f,s:f,s:f}", "name", d->name,
-                              "speed_gbs", d->speed / 1e9, "op_overhead_us",
-                              d->op_overhead * 1e6, "mem_mb", (double)d->mem_budget / 1e6,
-                              "load_mbs", d->load_bw / 1e6));
+                              "speed_gbs", d->speed_Bps / 1e9, "op_overhead_us",
+                              d->op_overhead_s * 1e6, "mem_mb", (double)d->mem_budget / 1e6,
+                              "load_mbs", d->load_Bps / 1e6));
     }
     json_object_set_new(o, "links", json_string(cl->links_name));
+    /* one medium for the whole network: link 0 -> 1's */
     static const char *media[] = {"switched", "shared", "ideal"};
-    json_object_set_new(o, "medium", json_string(media[cl->medium]));
-    json_object_set_new(o, "jitter", json_string(cl->jitter_uniform ? "uniform" : "halfnormal"));
-    static const char *bc[] = {"linear", "binomial", "auto"};
+    json_object_set_new(o, "medium", json_string(media[cluster_link(cl, 0, 1)->medium]));
+    json_object_set_new(o, "jitter", json_string(cl->jitter == JITTER_UNIFORM ? "uniform"
+                                                                               : "halfnormal"));
+    static const char *bc[] = {"auto", "linear", "binomial"};
     json_object_set_new(o, "bcast", json_string(bc[cl->bcast]));
     json_object_set_new(o, "devices", devs);
     json_object_set_new(o, "link_latency_ms", matrix_json(cl, 0));
@@ -251,7 +178,7 @@ json_t *sim_cluster_to_json(const SimCluster *cl)
     return o;
 }
 
-int sim_cluster_write(const SimCluster *cl, const char *path, char *err, size_t errlen)
+int sim_cluster_write(const Cluster *cl, const char *path, char *err, size_t errlen)
 {
     json_t *o = sim_cluster_to_json(cl);
     int rc = json_dump_file(o, path, JSON_INDENT(1)) == 0
@@ -267,10 +194,10 @@ static double num(json_t *o, const char *key, double dflt)
 }
 
 /* Reads matrix key (n x n numbers) into the links; 1 if present, 0 if absent, -1 malformed. */
-static int read_matrix(SimCluster *cl, json_t *o, const char *key, int what)
+static int read_matrix(Cluster *cl, json_t *o, const char *key, int what)
 {
     json_t *m = json_object_get(o, key);
-    const int n = cl->n_workers + 1;
+    const int n = cl->n;
     if (!m)
         return 0;
     if (!json_is_array(m) || (int)json_array_size(m) != n)
@@ -284,19 +211,19 @@ static int read_matrix(SimCluster *cl, json_t *o, const char *key, int what)
             if (!json_is_number(v))
                 return -1;
             double x = json_number_value(v);
-            SimLink *lk = &cl->link[(size_t)a * (size_t)n + (size_t)b];
+            NetLink *lk = cluster_link(cl, a, b);
             if (what == 0)
-                lk->latency = x / 1e3;
+                lk->rtt_s = 2 * (x / 1e3);
             else if (what == 1)
-                lk->jitter = x / 1e3;
+                lk->jitter_s = x / 1e3;
             else
-                lk->bandwidth = x * 1e6 / 8;
+                lk->bw_Bps = x * 1e6 / 8;
         }
     }
     return 1;
 }
 
-int sim_cluster_read(SimCluster *cl, const char *path, char *err, size_t errlen)
+int sim_cluster_read(Cluster *cl, const char *path, char *err, size_t errlen)
 {
     json_error_t je;
     json_t *o = json_load_file(path, 0, &je);
@@ -313,15 +240,15 @@ int sim_cluster_read(SimCluster *cl, const char *path, char *err, size_t errlen)
     int rc = 0;
     for (int r = 0; r <= n && rc == 0; r++) {
         json_t *d = json_array_get(devs, (size_t)r);
-        SimDevice *sd = &cl->dev[r];
+        ClusterDevice *sd = &cl->dev[r];
         json_t *nm = json_object_get(d, "name");
         snprintf(sd->name, sizeof sd->name, "%s", json_is_string(nm) ? json_string_value(nm)
                                                                      : r ? "worker" : "controller");
-        sd->speed = num(d, "speed_gbs", 0) * 1e9;
-        sd->op_overhead = num(d, "op_overhead_us", 0) / 1e6;
+        sd->speed_Bps = num(d, "speed_gbs", 0) * 1e9;
+        sd->op_overhead_s = num(d, "op_overhead_us", 0) / 1e6;
         sd->mem_budget = (size_t)(num(d, "mem_mb", 0) * 1e6);
-        sd->load_bw = num(d, "load_mbs", 200) * 1e6;
-        if (!(sd->speed > 0) || sd->op_overhead < 0 || !(sd->load_bw > 0))
+        sd->load_Bps = num(d, "load_mbs", 200) * 1e6;
+        if (!(sd->speed_Bps > 0) || sd->op_overhead_s < 0 || !(sd->load_Bps > 0))
             rc = util_err(err, errlen, "%s: devices[%d]: speed_gbs and load_mbs must be > 0, "
                           "op_overhead_us >= 0", path, r);
     }
@@ -339,36 +266,35 @@ int sim_cluster_read(SimCluster *cl, const char *path, char *err, size_t errlen)
                           keys[w], n + 1, n + 1);
     json_t *med = json_object_get(o, "medium"), *bc = json_object_get(o, "bcast");
     if (rc == 0 && json_is_string(med))
-        cl->medium = strcmp(json_string_value(med), "shared") == 0  ? SIM_MEDIUM_SHARED
-                     : strcmp(json_string_value(med), "ideal") == 0 ? SIM_MEDIUM_IDEAL
-                                                                    : SIM_MEDIUM_SWITCHED;
+        cluster_set_medium(cl, strcmp(json_string_value(med), "shared") == 0  ? MEDIUM_SHARED
+                               : strcmp(json_string_value(med), "ideal") == 0 ? MEDIUM_IDEAL
+                                                                              : MEDIUM_SWITCHED);
     json_t *jd = json_object_get(o, "jitter");
     if (rc == 0 && json_is_string(jd))
-        cl->jitter_uniform = strcmp(json_string_value(jd), "uniform") == 0;
+        cl->jitter = strcmp(json_string_value(jd), "uniform") == 0 ? JITTER_UNIFORM
+                                                                   : JITTER_HALFNORMAL;
     if (rc == 0 && json_is_string(bc)) {
         const char *s = json_string_value(bc);
-        cl->bcast = strcmp(s, "linear") == 0 ? SIM_BCAST_LINEAR
-                    : strcmp(s, "binomial") == 0 ? SIM_BCAST_BINOMIAL : SIM_BCAST_AUTO;
+        cl->bcast = strcmp(s, "linear") == 0 ? BCAST_LINEAR
+                    : strcmp(s, "binomial") == 0 ? BCAST_BINOMIAL : BCAST_AUTO;
     }
     for (size_t i = 0; rc == 0 && i < (size_t)(n + 1) * (size_t)(n + 1); i++)
-        if (!(cl->link[i].bandwidth > 0) || cl->link[i].latency < 0 || cl->link[i].jitter < 0)
+        if (!(cl->link[i].bw_Bps > 0) || cl->link[i].rtt_s < 0 || cl->link[i].jitter_s < 0)
             rc = util_err(err, errlen, "%s: links need bandwidth > 0, latency and jitter >= 0",
                           path);
     json_decref(o);
     if (rc < 0)
-        sim_cluster_free(cl);
+        cluster_free(cl);
     return rc;
 }
 
-static const SimDevice *dev_of(const SimCluster *cl, int rank) { return &cl->dev[rank]; }
-
-static double on_device(const SimCluster *cl, int rank, double bytes)
+static double on_device(const Cluster *cl, int rank, double bytes)
 {
-    const SimDevice *d = dev_of(cl, rank);
-    return bytes / d->speed + d->op_overhead;
+    const ClusterDevice *d = &cl->dev[rank];
+    return bytes / d->speed_Bps + d->op_overhead_s;
 }
 
-double sim_cost_attn(const ModelConfig *c, const SimCluster *cl, int rank, int n_q, int pos)
+double sim_cost_attn(const ModelConfig *c, const Cluster *cl, int rank, int n_q, int pos)
 {
     /* The part's weights, and K and V of its KV group for positions 0..pos. */
     double bytes = (double)config_attn_unit_bytes(c, n_q) +
@@ -376,17 +302,17 @@ double sim_cost_attn(const ModelConfig *c, const SimCluster *cl, int rank, int n
     return on_device(cl, rank, bytes);
 }
 
-double sim_cost_proj(const ModelConfig *c, const SimCluster *cl, int rank)
+double sim_cost_proj(const ModelConfig *c, const Cluster *cl, int rank)
 {
     return on_device(cl, rank, (double)config_proj_bytes(c));
 }
 
-double sim_cost_ffn(const ModelConfig *c, const SimCluster *cl, int rank)
+double sim_cost_ffn(const ModelConfig *c, const Cluster *cl, int rank)
 {
     return on_device(cl, rank, (double)config_ffn_bytes(c, c->ffn_dim));
 }
 
-double sim_cost_controller(const ModelConfig *c, const SimCluster *cl, int embed)
+double sim_cost_controller(const ModelConfig *c, const Cluster *cl, int embed)
 {
     /* Embedding: one row.  Head: final norm and the LM head over the vocabulary. */
     double bytes = embed ? (double)c->dim * sizeof(float)
@@ -394,17 +320,17 @@ double sim_cost_controller(const ModelConfig *c, const SimCluster *cl, int embed
     return on_device(cl, 0, bytes);
 }
 
-double sim_cost_head_rows(const ModelConfig *c, const SimCluster *cl, int rank, int rows)
+double sim_cost_head_rows(const ModelConfig *c, const Cluster *cl, int rank, int rows)
 {
     return on_device(cl, rank, ((double)rows + 1.0) * c->dim * sizeof(float));
 }
 
-double sim_cost_msg(const SimCluster *cl, int a, int b, double bytes)
+double sim_cost_msg(const Cluster *cl, int a, int b, double bytes)
 {
     if (a == b)
         return 0;
-    const SimLink *lk = &cl->link[(size_t)a * (size_t)(cl->n_workers + 1) + (size_t)b];
-    return lk->latency + bytes / lk->bandwidth;
+    const NetLink *lk = cluster_link(cl, a, b);
+    return net_latency_s(lk) + bytes / lk->bw_Bps;
 }
 
 /* Every engine message starts with the wire header (include/wire.h, MPI-free). */

@@ -15,15 +15,15 @@
 
 enum { EV_READY = 0, EV_DONE = 1, EV_TXDONE = 2 };
 
-void des_init(SimDes *d, const SimCluster *cl, uint64_t *jitter_rng, FILE *trace)
+void des_init(SimDes *d, const Cluster *cl, uint64_t *jitter_rng, FILE *trace)
 {
     memset(d, 0, sizeof *d);
     d->cl = cl;
-    d->n_res = 2 * (cl->n_workers + 1) + 1;
+    d->n_res = 2 * cl->n + 1;
     d->q_head = xmalloc((size_t)d->n_res * sizeof(int));
     d->q_tail = xmalloc((size_t)d->n_res * sizeof(int));
     d->busy = xcalloc((size_t)d->n_res, 1);
-    d->rx_free = xcalloc((size_t)cl->n_workers + 1, sizeof(double));
+    d->rx_free = xcalloc((size_t)cl->n, sizeof(double));
     d->jitter_rng = jitter_rng;
     d->trace = trace;
     d->cap_ops = 256;
@@ -55,7 +55,7 @@ void des_reset(SimDes *d)
     for (int r = 0; r < d->n_res; r++)
         d->q_head[r] = d->q_tail[r] = -1;
     memset(d->busy, 0, (size_t)d->n_res);
-    for (int r = 0; r <= d->cl->n_workers; r++)
+    for (int r = 0; r < d->cl->n; r++)
         d->rx_free[r] = 0;
 }
 
@@ -158,9 +158,9 @@ static DesEvent pop(SimDes *d)
     return top;
 }
 
-static const SimLink *link_of(const SimDes *d, int a, int b)
+static const NetLink *link_of(const SimDes *d, int a, int b)
 {
-    return &d->cl->link[(size_t)a * (size_t)(d->cl->n_workers + 1) + (size_t)b];
+    return cluster_link(d->cl, a, b);
 }
 
 /* The resource an op occupies; -1: none (messages on ideal links). */
@@ -168,9 +168,10 @@ static int resource_of(const SimDes *d, const DesOp *o)
 {
     if (o->kind == DES_COMPUTE)
         return 2 * o->src;
-    if (d->cl->medium == SIM_MEDIUM_IDEAL)
+    const Medium m = link_of(d, o->src, o->dst)->medium;
+    if (m == MEDIUM_IDEAL)
         return -1;
-    return d->cl->medium == SIM_MEDIUM_SHARED ? d->n_res - 1 : 2 * o->src + 1;
+    return m == MEDIUM_SHARED ? d->n_res - 1 : 2 * o->src + 1;
 }
 
 static void trace_op(const SimDes *d, const char *what, int op)
@@ -190,11 +191,7 @@ static void trace_op(const SimDes *d, const char *what, int op)
  * shared medium plus the per-frame overhead, twice through an access point. */
 static double tx_s(const SimDes *d, const DesOp *o)
 {
-    const SimLink *lk = link_of(d, o->src, o->dst);
-    NetLink l = {.bw_Bps = lk->bandwidth,
-                 .medium = d->cl->medium == SIM_MEDIUM_SHARED ? MEDIUM_SHARED : MEDIUM_SWITCHED,
-                 .relay_ap = d->cl->relay_ap, .frame_s = d->cl->frame_s};
-    return net_airtime_s(&l, o->amount);
+    return net_airtime_s(link_of(d, o->src, o->dst), o->amount);
 }
 
 /* Starts the first waiting op of resource r if it is idle. */
@@ -226,7 +223,7 @@ static void on_ready(SimDes *d, int op)
     int r = resource_of(d, o);
     if (r < 0) {
         trace_op(d, "start", op);
-        push(d, d->now + o->amount / link_of(d, o->src, o->dst)->bandwidth, EV_TXDONE, op);
+        push(d, d->now + o->amount / link_of(d, o->src, o->dst)->bw_Bps, EV_TXDONE, op);
         return;
     }
     o->qnext = -1;
@@ -246,21 +243,21 @@ static void on_txdone(SimDes *d, int op)
         d->busy[r] = 0;
         start_next(d, r);
     }
-    const SimLink *lk = link_of(d, o->src, o->dst);
-    double delay = lk->latency;
-    if (d->jitter_rng && lk->jitter > 0) {
-        if (d->cl->jitter_uniform) {
+    const NetLink *lk = link_of(d, o->src, o->dst);
+    double delay = net_latency_s(lk);
+    if (d->jitter_rng && lk->jitter_s > 0) {
+        if (d->cl->jitter == JITTER_UNIFORM) {
             double u = (double)(rng_next(d->jitter_rng) >> 11) / 9007199254740992.0;
-            delay += lk->jitter * (u - 0.5);
+            delay += lk->jitter_s * (u - 0.5);
             delay = delay > 0 ? delay : 0;
         } else {
-            delay += des_jitter(d->jitter_rng, lk->jitter);
+            delay += des_jitter(d->jitter_rng, lk->jitter_s);
         }
     }
     double arrive = d->now + delay;
-    if (d->cl->medium == SIM_MEDIUM_SWITCHED) {
+    if (lk->medium == MEDIUM_SWITCHED) {
         /* The receiver's downlink takes the bytes of one message at a time. */
-        double rx = d->rx_free[o->dst] + o->amount / lk->bandwidth;
+        double rx = d->rx_free[o->dst] + o->amount / lk->bw_Bps;
         if (rx > arrive)
             arrive = rx;
         d->rx_free[o->dst] = arrive;
@@ -283,7 +280,7 @@ static void on_done(SimDes *d, int op, SimResult *acc)
         if (o->kind == DES_MSG && o->src != o->dst) {
             acc->bytes_sent += o->amount;
             acc->messages += 1;
-            acc->busy_s[o->tag] += o->amount / link_of(d, o->src, o->dst)->bandwidth;
+            acc->busy_s[o->tag] += o->amount / link_of(d, o->src, o->dst)->bw_Bps;
         } else if (o->kind == DES_COMPUTE) {
             acc->busy_s[o->tag] += o->amount;
         }
@@ -297,7 +294,7 @@ double des_run(SimDes *d, double t0, SimResult *acc)
 {
     d->now = t0;
     d->n_heap = 0;
-    for (int r = 0; r <= d->cl->n_workers; r++)
+    for (int r = 0; r < d->cl->n; r++)
         if (d->rx_free[r] < t0)
             d->rx_free[r] = t0;
     for (int i = 0; i < d->n_ops; i++)

@@ -26,21 +26,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-void flow_init(SimFlow *f, SimDes *d, const ModelConfig *c, const SimCluster *cl, int max_parts)
+void flow_init(SimFlow *f, SimDes *d, const ModelConfig *c, const Cluster *cl, int max_parts)
 {
     memset(f, 0, sizeof *f);
     f->d = d;
     f->c = c;
     f->cl = cl;
     f->exchange = EXCHANGE_ALL; /* flow_token sets the plan's */
-    f->cap = 2 * (cl->n_workers + 2) + max_parts + 8;
+    f->cap = 2 * (cl->n + 1) + max_parts + 8;
     int **arrays[] = {&f->members, &f->cons, &f->recv, &f->spec_recv, &f->ready, &f->g1,
                       &f->tmp};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
         *arrays[i] = xmalloc((size_t)f->cap * sizeof(int));
-    f->hold = xmalloc(((size_t)cl->n_workers + 1) * sizeof(int));
-    f->got = xmalloc(((size_t)cl->n_workers + 1) * sizeof(int));
-    f->got_z = xmalloc(((size_t)cl->n_workers + 1) * sizeof(int));
+    f->hold = xmalloc((size_t)cl->n * sizeof(int));
+    f->got = xmalloc((size_t)cl->n * sizeof(int));
+    f->got_z = xmalloc((size_t)cl->n * sizeof(int));
 }
 
 void flow_free(SimFlow *f)
@@ -60,11 +60,11 @@ void flow_free(SimFlow *f)
     memset(f, 0, sizeof *f);
 }
 
-static int bcast_binomial(const SimCluster *cl, int n)
+static int bcast_binomial(const Cluster *cl, int n)
 {
-    if (cl->bcast == SIM_BCAST_AUTO)
+    if (cl->bcast == BCAST_AUTO)
         return n > 4;
-    return cl->bcast == SIM_BCAST_BINOMIAL;
+    return cl->bcast == BCAST_BINOMIAL;
 }
 
 void flow_bcast(SimFlow *f, SimTag tag, int layer, const int *members, int n, int dep,
@@ -208,7 +208,7 @@ static int pipe_layer(SimFlow *f, const LayerPlan *lp, const ScheduleLayer *sl, 
     int ffn = des_compute(d, SIM_TAG_FFN, l, lp->ffn_rank,
                           sim_cost_ffn(f->c, f->cl, lp->ffn_rank));
     des_dep(d, ffn_in, ffn);
-    for (int r = 0; r <= f->cl->n_workers; r++)
+    for (int r = 0; r < f->cl->n; r++)
         f->hold[r] = -2;
     f->hold[lp->ffn_rank] = ffn;
     *proj_out = proj;
@@ -284,13 +284,13 @@ static void slice_layer(SimFlow *f, const LayerPlan *lp, const ScheduleLayer *sl
     int *a = f->ready, *z = f->g1, *x = f->tmp;
     for (int i = 0; i < n; i++) {
         int r = sl->members[i];
-        const SimDevice *dv = &f->cl->dev[r];
+        const ClusterDevice *dv = &f->cl->dev[r];
         int nq = heads_on(lp, r), calls = 0;
         for (int k = 0; k < lp->n_parts; k++)
             calls += lp->parts[k].rank == r;
         /* Its parts, then their columns of the output projection (one call per part). */
         double t = attn_time(f, lp, r) + (double)c->dim * nq * c->head_dim * sizeof(float) /
-                   dv->speed + calls * dv->op_overhead;
+                   dv->speed_Bps + calls * dv->op_overhead_s;
         a[i] = des_compute(d, SIM_TAG_ATTN, l, r, t);
         des_dep(d, f->got[r], a[i]);
     }
@@ -300,14 +300,14 @@ static void slice_layer(SimFlow *f, const LayerPlan *lp, const ScheduleLayer *sl
         for (int k = 0; k < lp->n_slices; k++)
             if (lp->slices[k].rank == r)
                 cols += lp->slices[k].f1 - lp->slices[k].f0;
-        const SimDevice *dv = &f->cl->dev[r];
-        double t = (double)config_ffn_bytes(c, cols) / dv->speed +
-                   dv->op_overhead;
+        const ClusterDevice *dv = &f->cl->dev[r];
+        double t = (double)config_ffn_bytes(c, cols) / dv->speed_Bps +
+                   dv->op_overhead_s;
         a[i] = des_compute(d, SIM_TAG_FFN, l, r, t);
         des_dep(d, z[i], a[i]);
     }
     exchange(f, l, sl->members, n, a, x);
-    for (int r = 0; r <= f->cl->n_workers; r++)
+    for (int r = 0; r < f->cl->n; r++)
         f->hold[r] = -2;
     for (int i = 0; i < n; i++)
         f->hold[sl->members[i]] = x[i];
@@ -315,7 +315,7 @@ static void slice_layer(SimFlow *f, const LayerPlan *lp, const ScheduleLayer *sl
 
 int flow_layer(SimFlow *f, const LayerPlan *lp, int l, int producer, int in_op)
 {
-    for (int r = 0; r <= f->cl->n_workers; r++)
+    for (int r = 0; r < f->cl->n; r++)
         f->hold[r] = -2;
     f->hold[producer] = in_op < 0 ? -1 : in_op;
     ScheduleLayer sl;
@@ -331,7 +331,7 @@ int flow_token(SimFlow *f, const Plan *p, const unsigned char *spec)
     Schedule s;
     plan_schedule(&s, p, f->c);
     f->exchange = p->exchange;
-    for (int r = 0; r <= f->cl->n_workers; r++)
+    for (int r = 0; r < f->cl->n; r++)
         f->hold[r] = -2;
     f->hold[0] = des_compute(d, SIM_TAG_EMBED, -1, 0, sim_cost_controller(f->c, f->cl, 1));
     int proj_prev = -1, last;

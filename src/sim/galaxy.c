@@ -9,14 +9,14 @@
 
 #include <stdlib.h>
 
-int galaxy_build_plan(Plan *p, const ModelConfig *c, const SimCluster *cl, int kv_positions,
+int galaxy_build_plan(Plan *p, const ModelConfig *c, const Cluster *cl, int kv_positions,
                       char *err, size_t errlen)
 {
-    const int n = cl->n_workers;
+    const int n = cl->n - 1;
     /* The water-fill reads only speed ratios: the devices' own speeds (bytes/s) serve. */
     Device *dv = xcalloc((size_t)n, sizeof(Device));
     for (int d = 1; d <= n; d++)
-        dv[d - 1] = (Device){cl->dev[d].mem_budget, cl->dev[d].speed};
+        dv[d - 1] = (Device){cl->dev[d].mem_budget, cl->dev[d].speed_Bps};
     PlanRequest req = {.partition = PARTITION_SLICE, .placement = PLACEMENT_WATERFILL,
                        .n_workers = n, .devices = dv, .kv_positions = kv_positions};
     char perr[256];

@@ -40,10 +40,10 @@ static int template_plan(Plan *p, const ModelConfig *c, int n, int kv, char *err
     return plan_build(p, c, &req, err, errlen);
 }
 
-static void dp_costs(DpCtx *x, const ModelConfig *c, const SimCluster *cl, const Plan *tmpl,
+static void dp_costs(DpCtx *x, const ModelConfig *c, const Cluster *cl, const Plan *tmpl,
                      const SolverRequest *req)
 {
-    const int n = cl->n_workers;
+    const int n = cl->n - 1;
     LayerPlan lp = tmpl->layers[0];
     lp.parts = xmalloc((size_t)lp.n_parts * sizeof(AttnPart));
     memcpy(lp.parts, tmpl->layers[0].parts, (size_t)lp.n_parts * sizeof(AttnPart));
@@ -157,21 +157,21 @@ static int next_perm(int *a, int n)
 }
 
 /* Insertion sort of device ranks, fastest first (ties: lower rank first). */
-static void sort_by_speed(int *ord, int n, const SimCluster *cl)
+static void sort_by_speed(int *ord, int n, const Cluster *cl)
 {
     for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && cl->dev[ord[j]].speed > cl->dev[ord[j - 1]].speed; j--) {
+        for (int j = i; j > 0 && cl->dev[ord[j]].speed_Bps > cl->dev[ord[j - 1]].speed_Bps; j--) {
             int t = ord[j];
             ord[j] = ord[j - 1];
             ord[j - 1] = t;
         }
 }
 
-int solver_layer_dp(Plan *plan, SolverStats *st, const ModelConfig *c, const SimCluster *cl,
+int solver_layer_dp(Plan *plan, SolverStats *st, const ModelConfig *c, const Cluster *cl,
                     const SolverRequest *req, char *err, size_t errlen)
 {
     double t0 = time_now();
-    const int n = cl->n_workers, L = c->n_layers;
+    const int n = cl->n - 1, L = c->n_layers;
     if (template_plan(plan, c, n, req->kv_positions, err, errlen) < 0)
         return -1;
     DpCtx x = {n, L, xcalloc((size_t)(n + 1) * (size_t)(n + 1), sizeof(double)),
@@ -287,9 +287,9 @@ static double brute_rec(const DpCtx *x, int l, int prev, unsigned used, double a
     return best;
 }
 
-double solver_layer_brute(const ModelConfig *c, const SimCluster *cl, const SolverRequest *req)
+double solver_layer_brute(const ModelConfig *c, const Cluster *cl, const SolverRequest *req)
 {
-    const int n = cl->n_workers;
+    const int n = cl->n - 1;
     Plan tmpl;
     char err[256];
     if (n > 16 || template_plan(&tmpl, c, n, req->kv_positions, err, sizeof err) < 0)
@@ -309,10 +309,10 @@ double solver_layer_brute(const ModelConfig *c, const SimCluster *cl, const Solv
     return v;
 }
 
-int solver_plan_fits(const Plan *plan, const ModelConfig *c, const SimCluster *cl,
+int solver_plan_fits(const Plan *plan, const ModelConfig *c, const Cluster *cl,
                      int kv_positions)
 {
-    for (int r = 1; r <= cl->n_workers; r++) {
+    for (int r = 1; r < cl->n; r++) {
         size_t b = cl->dev[r].mem_budget;
         if (b && plan_rank_weight_bytes(plan, c, r) +
                          plan_rank_kv_bytes(plan, c, r, kv_positions) > b)

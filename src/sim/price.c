@@ -14,7 +14,7 @@ int sim_plan_max_parts(const Plan *p)
     return m;
 }
 
-double sim_plan_token_time(const ModelConfig *c, const SimCluster *cl, const Plan *plan, int pos)
+double sim_plan_token_time(const ModelConfig *c, const Cluster *cl, const Plan *plan, int pos)
 {
     SimDes d;
     des_init(&d, cl, NULL, NULL);
@@ -28,7 +28,7 @@ double sim_plan_token_time(const ModelConfig *c, const SimCluster *cl, const Pla
     return t;
 }
 
-double sim_layer_time(const ModelConfig *c, const SimCluster *cl, const LayerPlan *lp,
+double sim_layer_time(const ModelConfig *c, const Cluster *cl, const LayerPlan *lp,
                       int producer, int pos)
 {
     SimDes d;

@@ -32,11 +32,11 @@ static void run_plan_copy(Plan *dst, const Plan *src)
 }
 
 /* Highest (weights + KV for positions) / budget over the workers with a budget. */
-static double mem_frac(const Plan *p, const ModelConfig *c, const SimCluster *cl, int positions,
+static double mem_frac(const Plan *p, const ModelConfig *c, const Cluster *cl, int positions,
                        int *worst)
 {
     double mx = 0;
-    for (int r = 1; r <= cl->n_workers; r++) {
+    for (int r = 1; r < cl->n; r++) {
         if (!cl->dev[r].mem_budget)
             continue;
         double b = (double)(plan_rank_weight_bytes(p, c, r) +
@@ -51,13 +51,13 @@ static double mem_frac(const Plan *p, const ModelConfig *c, const SimCluster *cl
     return mx;
 }
 
-static int build_head_plan(Plan *p, const ModelConfig *c, const SimCluster *cl, double frac,
+static int build_head_plan(Plan *p, const ModelConfig *c, const Cluster *cl, double frac,
                            int kv_positions, char *err, size_t errlen)
 {
-    Device *dv = sim_cluster_plan_devices(cl, frac);
+    Device *dv = cluster_plan_devices(cl, frac);
     PlanRequest req = {.partition = PARTITION_HEAD, .placement = PLACEMENT_GREEDY,
-                       .n_workers = cl->n_workers, .devices = dv, .kv_positions = kv_positions};
-    double *lat = sim_cluster_plan_links(cl, &req);
+                       .n_workers = (cl->n - 1), .devices = dv, .kv_positions = kv_positions};
+    double *lat = cluster_plan_links(cl, &req);
     int rc = plan_build(p, c, &req, err, errlen);
     free(lat);
     free(dv);
@@ -67,7 +67,7 @@ static int build_head_plan(Plan *p, const ModelConfig *c, const SimCluster *cl, 
 /* Migration from old to new before the token at pos: KV caches move over the links, the new
  * holder of a piece reloads its weights from storage.  Returns the seconds it takes. */
 static double migrate(SimDes *d, const Plan *old, const Plan *nw, const ModelConfig *c,
-                      const SimCluster *cl, int pos, double now, SimResult *res)
+                      const Cluster *cl, int pos, double now, SimResult *res)
 {
     des_reset(d);
     for (int l = 0; l < nw->n_layers; l++) {
@@ -80,17 +80,17 @@ static double migrate(SimDes *d, const Plan *old, const Plan *nw, const ModelCon
             double w = (double)config_attn_unit_bytes(c, b->parts[k].q1 - b->parts[k].q0);
             if (kv > 0)
                 des_msg(d, SIM_TAG_KV_MOVE, l, from, to, kv);
-            des_compute(d, SIM_TAG_RELOAD, l, to, w / cl->dev[to].load_bw);
+            des_compute(d, SIM_TAG_RELOAD, l, to, w / cl->dev[to].load_Bps);
             res->migrated_bytes += kv + w;
         }
         double pw = (double)config_proj_bytes(c),
                fw = (double)config_ffn_bytes(c, c->ffn_dim);
         if (a->proj_rank != b->proj_rank) {
-            des_compute(d, SIM_TAG_RELOAD, l, b->proj_rank, pw / cl->dev[b->proj_rank].load_bw);
+            des_compute(d, SIM_TAG_RELOAD, l, b->proj_rank, pw / cl->dev[b->proj_rank].load_Bps);
             res->migrated_bytes += pw;
         }
         if (a->ffn_rank != b->ffn_rank) {
-            des_compute(d, SIM_TAG_RELOAD, l, b->ffn_rank, fw / cl->dev[b->ffn_rank].load_bw);
+            des_compute(d, SIM_TAG_RELOAD, l, b->ffn_rank, fw / cl->dev[b->ffn_rank].load_Bps);
             res->migrated_bytes += fw;
         }
     }
@@ -103,7 +103,7 @@ static double migrate(SimDes *d, const Plan *old, const Plan *nw, const ModelCon
  * within the whole budget, for fewer positions).  Returns migration seconds, or -1 when the
  * cache no longer fits anywhere. */
 static double dynamic_step(SimDes *d, Plan *plan, int *horizon, const ModelConfig *c,
-                           const SimCluster *cl, const SimOptions *o, int pos, double now,
+                           const Cluster *cl, const SimOptions *o, int pos, double now,
                            SimResult *res)
 {
     int worst = 0;
@@ -140,7 +140,7 @@ static double dynamic_step(SimDes *d, Plan *plan, int *horizon, const ModelConfi
     return t;
 }
 
-static int setup_policy(Plan *plan, const ModelConfig *c, const SimCluster *cl,
+static int setup_policy(Plan *plan, const ModelConfig *c, const Cluster *cl,
                         const SimOptions *o, char *err, size_t errlen)
 {
     SolverRequest req = {o->n_tokens / 2, o->n_tokens, 0, 0};
@@ -155,7 +155,7 @@ static int setup_policy(Plan *plan, const ModelConfig *c, const SimCluster *cl,
             return 0;
         return build_head_plan(plan, c, cl, 1.0, horizon, err, errlen);
     case SIM_POLICY_PLAN:
-        if (!o->plan || o->plan->n_layers != c->n_layers || o->plan->n_workers != cl->n_workers)
+        if (!o->plan || o->plan->n_layers != c->n_layers || o->plan->n_workers != (cl->n - 1))
             return util_err(err, errlen, "the plan does not match the model and devices");
         run_plan_copy(plan, o->plan);
         return plan_validate(plan, c, err, errlen);
@@ -163,7 +163,7 @@ static int setup_policy(Plan *plan, const ModelConfig *c, const SimCluster *cl,
     }
 }
 
-int sim_run(SimResult *res, const ModelConfig *c, const SimCluster *cl, const SimOptions *o,
+int sim_run(SimResult *res, const ModelConfig *c, const Cluster *cl, const SimOptions *o,
             char *err, size_t errlen)
 {
     memset(res, 0, sizeof *res);
@@ -223,7 +223,7 @@ int sim_run(SimResult *res, const ModelConfig *c, const SimCluster *cl, const Si
             res->peak_mem_frac = mf;
     }
     res->total_s = now;
-    for (int r = 1; r <= cl->n_workers; r++)
+    for (int r = 1; r < cl->n; r++)
         for (int l = 0; l < plan.n_layers; l++)
             if (plan_rank_in_layer(&plan, l, r)) {
                 res->devices_used++;

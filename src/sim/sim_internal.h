@@ -31,7 +31,7 @@ typedef struct {
 
 /* Resources: per rank a compute unit (2r) and an uplink (2r+1); the shared channel last. */
 typedef struct {
-    const SimCluster *cl;
+    const Cluster *cl;
     DesOp *ops;
     int n_ops, cap_ops;
     DesEdge *edges;
@@ -42,13 +42,13 @@ typedef struct {
     int n_res;
     int *q_head, *q_tail; /* [n_res] FIFO of waiting ops */
     unsigned char *busy;  /* [n_res] */
-    double *rx_free;      /* [n_workers+1] when each downlink is free again */
+    double *rx_free;      /* [n] when each downlink is free again */
     uint64_t *jitter_rng; /* NULL: no jitter */
     FILE *trace;
     double now;
 } SimDes;
 
-void des_init(SimDes *d, const SimCluster *cl, uint64_t *jitter_rng, FILE *trace);
+void des_init(SimDes *d, const Cluster *cl, uint64_t *jitter_rng, FILE *trace);
 void des_free(SimDes *d);
 /* Forgets the graph (capacity kept); resources idle. */
 void des_reset(SimDes *d);
@@ -69,19 +69,19 @@ enum { FLOW_SPEC_NONE = 0, FLOW_SPEC_KEEP = 1, FLOW_SPEC_REJECT = 2 };
 typedef struct {
     SimDes *d;
     const ModelConfig *c;
-    const SimCluster *cl;
+    const Cluster *cl;
     int pos;
     int cap;
     /* scratch, [cap] each */
     int *members, *cons, *recv, *spec_recv, *ready, *g1, *tmp;
-    int *hold;   /* [n_workers+1] op after which a rank holds the layer input (-1: from t0),
+    int *hold;   /* [n] op after which a rank holds the layer input (-1: from t0),
                   * -2: not a holder */
-    int *got;    /* [n_workers+1] op after which a consumer has the input */
-    int *got_z;  /* [n_workers+1] op after which a consumer has the speculative Z (-2: none) */
+    int *got;    /* [n] op after which a consumer has the input */
+    int *got_z;  /* [n] op after which a consumer has the speculative Z (-2: none) */
     SliceExchange exchange; /* SLICE layers' exchange pattern (flow_token: the plan's) */
 } SimFlow;
 
-void flow_init(SimFlow *f, SimDes *d, const ModelConfig *c, const SimCluster *cl, int max_parts);
+void flow_init(SimFlow *f, SimDes *d, const ModelConfig *c, const Cluster *cl, int max_parts);
 void flow_free(SimFlow *f);
 /* members[0] is the root; recv[i] receives the op after which member i holds the data. */
 void flow_bcast(SimFlow *f, SimTag tag, int layer, const int *members, int n, int dep,
@@ -102,7 +102,7 @@ int sim_plan_max_parts(const Plan *p);
 
 /* The Galaxy-style plan: SLICE layers over every device, attention parts and FFN columns in
  * proportion to speed within the memory budgets (with KV for kv_positions). */
-int galaxy_build_plan(Plan *p, const ModelConfig *c, const SimCluster *cl, int kv_positions,
+int galaxy_build_plan(Plan *p, const ModelConfig *c, const Cluster *cl, int kv_positions,
                       char *err, size_t errlen);
 
 #endif

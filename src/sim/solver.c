@@ -40,7 +40,7 @@ typedef struct {
 
 typedef struct {
     const ModelConfig *c;
-    const SimCluster *cl;
+    const Cluster *cl;
     int n, L, P, W;        /* workers, layers, parts per layer, W = P + 2 roles */
     Plan tmpl;
     int n_conf, cap_conf;
@@ -469,12 +469,12 @@ static int same_parts(const Plan *a, const Plan *b)
     return 1;
 }
 
-static void bnb_init(Bnb *b, const ModelConfig *c, const SimCluster *cl)
+static void bnb_init(Bnb *b, const ModelConfig *c, const Cluster *cl)
 {
     memset(b, 0, sizeof *b);
     b->c = c;
     b->cl = cl;
-    b->n = cl->n_workers;
+    b->n = cl->n - 1;
     b->L = c->n_layers;
     const int n1 = b->n + 1;
     b->ffn_bytes = config_ffn_bytes(c, c->ffn_dim);
@@ -508,7 +508,7 @@ static void bnb_init(Bnb *b, const ModelConfig *c, const SimCluster *cl)
 }
 
 /* Cost of a known plan as an incumbent (DBL_MAX if it does not fit or fails). */
-static double incumbent(const Plan *p, const ModelConfig *c, const SimCluster *cl, int pos,
+static double incumbent(const Plan *p, const ModelConfig *c, const Cluster *cl, int pos,
                         int kv)
 {
     return solver_plan_fits(p, c, cl, kv) ? sim_plan_token_time(c, cl, p, pos) : DBL_MAX;
@@ -519,7 +519,7 @@ static double incumbent(const Plan *p, const ModelConfig *c, const SimCluster *c
  * in this structure.  Adds its effort to st; *bound gets a lower bound of this structure's
  * optimum.  Returns 0, or -1 with err. */
 static int exact_search(int whole, double *ub, Plan *best, const Plan *inc, SolverStats *st,
-                        double *bound, const ModelConfig *c, const SimCluster *cl,
+                        double *bound, const ModelConfig *c, const Cluster *cl,
                         const SolverRequest *req, double deadline, char *err, size_t errlen)
 {
     Bnb b;
@@ -588,23 +588,23 @@ static int exact_search(int whole, double *ub, Plan *best, const Plan *inc, Solv
     return rc;
 }
 
-int solver_exact(Plan *plan, SolverStats *st, const ModelConfig *c, const SimCluster *cl,
+int solver_exact(Plan *plan, SolverStats *st, const ModelConfig *c, const Cluster *cl,
                  const SolverRequest *req, char *err, size_t errlen)
 {
     double t0 = time_now();
     memset(plan, 0, sizeof *plan);
-    if (cl->n_workers < 1 || cl->n_workers > 6)
+    if ((cl->n - 1) < 1 || (cl->n - 1) > 6)
         return util_err(err, errlen, "the exact solver takes 1 to 6 devices, not %d",
-                        cl->n_workers);
+                        (cl->n - 1));
     /* Incumbents: greedy and layer-dp, whichever is cheaper and fits. */
     Plan known;
     char kerr[256];
     double ub = DBL_MAX;
-    Device *dv = sim_cluster_plan_devices(cl, 1.0);
+    Device *dv = cluster_plan_devices(cl, 1.0);
     PlanRequest greq = {.partition = PARTITION_HEAD, .placement = PLACEMENT_GREEDY,
-                        .n_workers = cl->n_workers, .devices = dv,
+                        .n_workers = (cl->n - 1), .devices = dv,
                         .kv_positions = req->kv_positions};
-    double *glat = sim_cluster_plan_links(cl, &greq);
+    double *glat = cluster_plan_links(cl, &greq);
     for (int k = 0; k < 2; k++) {
         int ok = k == 0 ? plan_build(&known, c, &greq, kerr, sizeof kerr) == 0
                         : solver_layer_dp(&known, NULL, c, cl, req, kerr, sizeof kerr) == 0;
@@ -626,7 +626,7 @@ int solver_exact(Plan *plan, SolverStats *st, const ModelConfig *c, const SimClu
     SolverStats s = {0, 0, 1, 0, 0, 0};
     double deadline = req->max_s > 0 ? t0 + req->max_s : 0, bound = DBL_MAX, bd = DBL_MAX;
     Plan inc = *plan;
-    int split = (cl->n_workers + c->n_kv_heads - 1) / c->n_kv_heads > 1 &&
+    int split = ((cl->n - 1) + c->n_kv_heads - 1) / c->n_kv_heads > 1 &&
                 config_q_per_kv(c) > 1;
     int rc = 0;
     for (int whole = 0; whole <= split && rc == 0; whole++) {
@@ -650,7 +650,7 @@ int solver_exact(Plan *plan, SolverStats *st, const ModelConfig *c, const SimClu
 
 /* Brute force over every assignment of every role of every layer. */
 static void brute_rec(Plan *p, int v, int nv, int W, int n, const ModelConfig *c,
-                      const SimCluster *cl, const SolverRequest *req, double *best)
+                      const Cluster *cl, const SolverRequest *req, double *best)
 {
     if (v == nv) {
         if (solver_plan_fits(p, c, cl, req->kv_positions)) {
@@ -673,15 +673,15 @@ static void brute_rec(Plan *p, int v, int nv, int W, int n, const ModelConfig *c
     }
 }
 
-double solver_exact_brute(const ModelConfig *c, const SimCluster *cl, const SolverRequest *req)
+double solver_exact_brute(const ModelConfig *c, const Cluster *cl, const SolverRequest *req)
 {
     Plan p;
     char err[256];
-    if (head_template(&p, c, cl->n_workers, req->kv_positions, 0, err, sizeof err) < 0)
+    if (head_template(&p, c, (cl->n - 1), req->kv_positions, 0, err, sizeof err) < 0)
         return DBL_MAX;
     const int W = p.layers[0].n_parts + 2;
     double best = DBL_MAX;
-    brute_rec(&p, 0, W * c->n_layers, W, cl->n_workers, c, cl, req, &best);
+    brute_rec(&p, 0, W * c->n_layers, W, (cl->n - 1), c, cl, req, &best);
     plan_free(&p);
     return best;
 }

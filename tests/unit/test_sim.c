@@ -24,18 +24,18 @@ static ModelConfig small_llama(void)
 }
 
 /* n identical-link workers; speeds given; every link latency lat, bandwidth bw, no jitter. */
-static void uniform_cluster(SimCluster *cl, int n, const double *speed, double lat, double bw)
+static void uniform_cluster(Cluster *cl, int n, const double *speed, double lat, double bw)
 {
     sim_cluster_init(cl, n);
     for (int r = 0; r <= n; r++)
-        cl->dev[r] = (SimDevice){"d", r == 0 ? 5e8 : speed[r - 1], 1e-5, 0, 1e8};
+        cl->dev[r] = (ClusterDevice){.name = "d", .speed_Bps = r == 0 ? 5e8 : speed[r - 1],
+                                     .op_overhead_s = 1e-5, .load_Bps = 1e8};
     for (int i = 0; i < (n + 1) * (n + 1); i++)
-        cl->link[i] = (SimLink){lat, 0, bw};
-    cl->medium = SIM_MEDIUM_SWITCHED;
-    cl->bcast = SIM_BCAST_LINEAR;
+        cl->link[i] = (NetLink){.rtt_s = 2 * lat, .bw_Bps = bw, .medium = MEDIUM_SWITCHED};
+    cl->bcast = BCAST_LINEAR;
 }
 
-static void run_ok(SimResult *r, const ModelConfig *c, const SimCluster *cl, const SimOptions *o)
+static void run_ok(SimResult *r, const ModelConfig *c, const Cluster *cl, const SimOptions *o)
 {
     char err[256];
     if (sim_run(r, c, cl, o, err, sizeof err) != 0)
@@ -55,7 +55,7 @@ static char *slurp(FILE *f, long *len)
     return buf;
 }
 
-static char *trace_of(const ModelConfig *c, const SimCluster *cl, SimPolicy p, uint64_t seed,
+static char *trace_of(const ModelConfig *c, const Cluster *cl, SimPolicy p, uint64_t seed,
                       long *len)
 {
     FILE *f = tmpfile();
@@ -73,7 +73,7 @@ static void test_determinism(void **state)
 {
     (void)state;
     ModelConfig c = small_llama();
-    SimCluster cl;
+    Cluster cl;
     char err[256];
     assert_int_equal(sim_cluster_generate(&cl, 6, 3, &c, 2.0, 40, err, sizeof err), 0);
     assert_int_equal(sim_cluster_set_links(&cl, "wifi", 3, err, sizeof err), 0);
@@ -92,11 +92,11 @@ static void test_determinism(void **state)
         free(b);
         free(d);
     }
-    sim_cluster_free(&cl);
+    cluster_free(&cl);
 }
 
 /* Attention of every part of a layer on one device at pos. */
-static double layer_compute(const ModelConfig *c, const SimCluster *cl, int rank, int pos)
+static double layer_compute(const ModelConfig *c, const Cluster *cl, int rank, int pos)
 {
     double t = sim_cost_proj(c, cl, rank) + sim_cost_ffn(c, cl, rank);
     for (int g = 0; g < c->n_kv_heads; g++)
@@ -108,7 +108,7 @@ static void test_one_device_analytic(void **state)
 {
     (void)state;
     ModelConfig c = small_llama();
-    SimCluster cl;
+    Cluster cl;
     double speed[1] = {2e8};
     uniform_cluster(&cl, 1, speed, 1e-3, 1e7);
     SimOptions o = {SIM_POLICY_GREEDY, NULL, 5, 1, 0, NULL, 1, 0.85, 0, NULL};
@@ -125,14 +125,14 @@ static void test_one_device_analytic(void **state)
     }
     assert_int_equal(r.devices_used, 1);
     sim_result_free(&r);
-    sim_cluster_free(&cl);
+    cluster_free(&cl);
 }
 
 static void test_two_devices_analytic(void **state)
 {
     (void)state;
     ModelConfig c = small_llama();
-    SimCluster cl;
+    Cluster cl;
     double speed[2] = {1e8, 3e8};
     uniform_cluster(&cl, 2, speed, 2e-3, 1e7);
     /* The engine's layer-wise placement: contiguous blocks sized by speed (1 and 3 layers). */
@@ -178,17 +178,17 @@ static void test_two_devices_analytic(void **state)
     assert_true(fabs(sim_layer_time(&c, &cl, lp, 0, 0) - expect) < 1e-12);
     plan_free(&h);
     plan_free(&p);
-    sim_cluster_free(&cl);
+    cluster_free(&cl);
 }
 
 static void test_layers_additive(void **state)
 {
     (void)state;
     ModelConfig c = small_llama();
-    SimCluster cl;
+    Cluster cl;
     char err[256];
     assert_int_equal(sim_cluster_generate(&cl, 5, 7, &c, 0, 64, err, sizeof err), 0);
-    Device *dv = sim_cluster_plan_devices(&cl, 1.0);
+    Device *dv = cluster_plan_devices(&cl, 1.0);
     for (int k = 0; k < 3; k++) {
         PlanRequest req = {.partition = PARTITION_HEAD, .placement = (PlacementKind)k,
                            .seed = 5, .n_workers = 5, .devices = dv, .kv_positions = 64};
@@ -205,10 +205,10 @@ static void test_layers_additive(void **state)
         plan_free(&p);
     }
     free(dv);
-    sim_cluster_free(&cl);
+    cluster_free(&cl);
 }
 
-static double mean_ms(const ModelConfig *c, const SimCluster *cl, const Plan *plan, int spec,
+static double mean_ms(const ModelConfig *c, const Cluster *cl, const Plan *plan, int spec,
                       double accept)
 {
     SimOptions o = {SIM_POLICY_PLAN, plan, 30, 4, spec, NULL, accept, 0.85, 0, NULL};
@@ -227,7 +227,7 @@ static void test_speculation(void **state)
 {
     (void)state;
     ModelConfig c = small_llama();
-    SimCluster cl;
+    Cluster cl;
     double speed[4] = {1e8, 1e8, 1e8, 1e8};
     uniform_cluster(&cl, 4, speed, 1e-3, 1e8);
     /* Each layer's FFN and projection on device 1 or 2 (alternating), its heads on 3 and 4:
@@ -251,7 +251,7 @@ static void test_speculation(void **state)
     assert_true(keep < base * 0.95);
     assert_true(reject >= base * (1 - 1e-12));
     plan_free(&p);
-    sim_cluster_free(&cl);
+    cluster_free(&cl);
 }
 
 static void test_policies_and_replacement(void **state)
@@ -259,7 +259,7 @@ static void test_policies_and_replacement(void **state)
     (void)state;
     ModelConfig c = small_llama();
     c.n_layers = 6;
-    SimCluster cl;
+    Cluster cl;
     char err[256];
     assert_int_equal(sim_cluster_generate(&cl, 8, 5, &c, 1.6, 200, err, sizeof err), 0);
     for (int p = 0; p < SIM_POLICY_PLAN; p++) {
@@ -278,14 +278,14 @@ static void test_policies_and_replacement(void **state)
         }
         sim_result_free(&r);
     }
-    sim_cluster_free(&cl);
+    cluster_free(&cl);
 }
 
 static void test_cluster_roundtrip(void **state)
 {
     (void)state;
     ModelConfig c = small_llama();
-    SimCluster a, b;
+    Cluster a, b;
     char err[256], path[] = "/tmp/hs_sim_devXXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
@@ -293,16 +293,18 @@ static void test_cluster_roundtrip(void **state)
     assert_int_equal(sim_cluster_set_links(&a, "wifi", 2, err, sizeof err), 0);
     assert_int_equal(sim_cluster_write(&a, path, err, sizeof err), 0);
     assert_int_equal(sim_cluster_read(&b, path, err, sizeof err), 0);
-    assert_int_equal(b.n_workers, 4);
-    assert_int_equal(b.medium, SIM_MEDIUM_SHARED);
-    for (int r = 0; r <= 4; r++)
-        assert_true(fabs(b.dev[r].speed - a.dev[r].speed) < 1e-3 * a.dev[r].speed);
+    assert_int_equal(b.n, 5);
     for (int i = 0; i < 25; i++)
-        assert_true(fabs(b.link[i].latency - a.link[i].latency) < 1e-9);
+        assert_int_equal(b.link[i].medium, MEDIUM_SHARED);
+    assert_int_equal(b.jitter, JITTER_HALFNORMAL);
+    for (int r = 0; r <= 4; r++)
+        assert_true(fabs(b.dev[r].speed_Bps - a.dev[r].speed_Bps) < 1e-3 * a.dev[r].speed_Bps);
+    for (int i = 0; i < 25; i++)
+        assert_true(fabs(b.link[i].rtt_s - a.link[i].rtt_s) < 2e-9);
     unlink(path);
     close(fd);
-    sim_cluster_free(&a);
-    sim_cluster_free(&b);
+    cluster_free(&a);
+    cluster_free(&b);
 }
 
 /* Both cost models behind one interface: the candidate builder prices each candidate with the
@@ -313,14 +315,14 @@ static void test_cost_models(void **state)
 {
     (void)state;
     ModelConfig c = small_llama();
-    SimCluster cl;
+    Cluster cl;
     char err[256];
     assert_int_equal(sim_cluster_generate(&cl, 4, 2, &c, 3.0, 64, err, sizeof err), 0);
     assert_int_equal(sim_cluster_set_links(&cl, "wifi", 2, err, sizeof err), 0);
-    Device *dv = sim_cluster_plan_devices(&cl, 1.0);
+    Device *dv = cluster_plan_devices(&cl, 1.0);
     PlanRequest req = {.partition = PARTITION_HEAD, .placement = PLACEMENT_GREEDY, .seed = 1,
                        .n_workers = 4, .devices = dv, .kv_positions = 64};
-    double *lat = sim_cluster_plan_links(&cl, &req);
+    double *lat = cluster_plan_links(&cl, &req);
     SimCostInputs in = {&cl, 32};
     CostModel sim = sim_cost_model(&in), ana = cost_model_analytic(&req);
     assert_string_equal(sim.name, "simulated");
@@ -370,7 +372,7 @@ static void test_cost_models(void **state)
     }
     free(lat);
     free(dv);
-    sim_cluster_free(&cl);
+    cluster_free(&cl);
 }
 
 /* The shared medium and the exchange patterns in the event core: a slice exchange's
@@ -382,7 +384,7 @@ static void test_shared_medium(void **state)
     (void)state;
     ModelConfig c = small_llama();
     const double speed[4] = {1e9, 1e9, 1e9, 1e9};
-    SimCluster cl;
+    Cluster cl;
     uniform_cluster(&cl, 4, speed, 1e-3, 1e6); /* 1 MB/s: the air dominates */
     PlanRequest req = {.partition = PARTITION_SLICE, .placement = PLACEMENT_GREEDY,
                        .n_workers = 4, .kv_positions = 64, .head_on_controller = 1,
@@ -391,9 +393,10 @@ static void test_shared_medium(void **state)
     char err[256];
     assert_int_equal(plan_build(&p, &c, &req, err, sizeof err), 0);
     const double sw = sim_plan_token_time(&c, &cl, &p, 8);
-    cl.medium = SIM_MEDIUM_SHARED;
+    cluster_set_medium(&cl, MEDIUM_SHARED);
     const double sh = sim_plan_token_time(&c, &cl, &p, 8);
-    cl.relay_ap = 1;
+    for (int i = 0; i < cl.n * cl.n; i++)
+        cl.link[i].relay_ap = 1;
     const double ap = sim_plan_token_time(&c, &cl, &p, 8);
     const double air = sim_msg_bytes(&c) / 1e6, ex = 2.0 * c.n_layers;
     print_message("slice token: switched %.1f ms, shared %.1f, via an AP %.1f (air %.2f ms)\n",
@@ -405,7 +408,7 @@ static void test_shared_medium(void **state)
     const double red = sim_plan_token_time(&c, &cl, &p, 8);
     assert_true(red < ap);
     plan_free(&p);
-    sim_cluster_free(&cl);
+    cluster_free(&cl);
 }
 
 int main(void)
