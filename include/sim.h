@@ -113,10 +113,14 @@ const char *sim_policy_name(SimPolicy p);
 int sim_parse_policy(const char *s, SimPolicy *out);
 const char *sim_tag_name(SimTag t);
 
-/* The simulator behind the cost interface (cost.h): sim_plan_token_time at pos, in ms. */
+/* The simulator behind the cost interface (cost.h), the "simulated" model: token_ms/token_s
+ * sim_plan_token_time at pos, layer_s sim_layer_time at pos, hop_s sim_cost_msg of one
+ * pipeline message, controller_s sim_cost_controller, ffn_s sim_cost_ffn.  The layer DP and
+ * the exact solver (solver.h) price with it in headsplit-sim and for headsplit --placement
+ * dp|exact. */
 typedef struct {
     const Cluster *cl;
-    int pos;
+    int pos;          /* position whose KV reads the costs include */
 } SimCostInputs;
 CostModel sim_cost_model(const SimCostInputs *in);
 

@@ -68,7 +68,8 @@ LAYER = {
     "netmodel.h": "plan",       # the network model (airtime, shared channel), header only
     "schedule.h": "plan",
     "inputs.h": "plan",         # ClusterInputs and their pure stabilisation (no MPI)
-    "cost.h": "plan",           # the cost model interface
+    "cost.h": "plan",           # the cost model interface (token and layer costs)
+    "solver.h": "plan",         # the layer DP and the exact solver over a cost model
     "wire.h": "plan",
     # transport: every MPI call
     "transport.h": "transport",
@@ -80,7 +81,6 @@ LAYER = {
     "convert.h": "convert",
     "safetensors.h": "convert",
     "sim.h": "sim",
-    "solver.h": "sim",
 }
 
 # src/ folders and their layer.

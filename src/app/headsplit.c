@@ -126,24 +126,27 @@ static int run_open(Run *run)
     return startup_agree(&run->cm, err);
 }
 
-/* --placement dp|exact: the simulator's solvers over the measured cluster as the planner
- * sees it (stabilised, so every rank solves the same problem); the exact search is bounded
- * by a node count, not a time, so that every rank finds the same plan. */
+/* --placement dp|exact: the solvers (solver.h) over the measured cluster as the planner sees
+ * it (stabilised, so every rank solves the same problem), priced by the simulator's cost
+ * model; the exact search is bounded by a node count, not a time, so that every rank finds
+ * the same plan. */
 static int solve_placement(Run *run, char *err, size_t errlen)
 {
     Cluster cl;
     inputs_planner_cluster(&cl, &run->ci, run->req.fill > 0 ? run->req.fill : 1);
-    SolverRequest sreq = {run->kv_cap / 2, run->kv_cap, 2000000, 0};
+    SolverRequest sreq = {run->kv_cap, 2000000, 0};
+    SimCostInputs in = {&cl, run->kv_cap / 2};
+    CostModel model = sim_cost_model(&in);
     SolverStats st;
     double t0 = time_now();
     int rc = run->o.solver == 1
-                 ? solver_layer_dp(&run->plan, &st, &run->cfg, &cl, &sreq, err, errlen)
-                 : solver_exact(&run->plan, &st, &run->cfg, &cl, &sreq, err, errlen);
+                 ? solver_layer_dp(&run->plan, &st, &run->cfg, &cl, &model, &sreq, err, errlen)
+                 : solver_exact(&run->plan, &st, &run->cfg, &cl, &model, &sreq, err, errlen);
     if (rc == 0) {
         run->plan.build_ms = (time_now() - t0) * 1e3;
         if (run->cm.rank == 0)
             LOG_INFO("headsplit: %s placement: simulated %.2f ms/token at position %d%s",
-                     run->o.solver == 1 ? "dp" : "exact", st.cost_s * 1e3, sreq.pos,
+                     run->o.solver == 1 ? "dp" : "exact", st.cost_s * 1e3, in.pos,
                      run->o.solver == 2 && !st.optimal ? " (node limit: best found)" : "");
     }
     cluster_free(&cl);

@@ -403,8 +403,8 @@ static int sim_app_calibrate(const SimArgs *a, char *err, size_t errlen)
 }
 
 /* Token time of an engine placement, or -1 when it does not build or fit. */
-static double engine_cost(const ModelConfig *c, const Cluster *cl, PlacementKind k,
-                          const SolverRequest *req, int show)
+static double engine_cost(const ModelConfig *c, const Cluster *cl, const CostModel *m,
+                          PlacementKind k, const SolverRequest *req, int show)
 {
     Device *dv = cluster_plan_devices(cl, 1.0);
     PlanRequest pr = {.partition = k == PLACEMENT_LAYER ? PARTITION_LAYER : PARTITION_HEAD,
@@ -418,7 +418,7 @@ static double engine_cost(const ModelConfig *c, const Cluster *cl, PlacementKind
     free(lat);
     if (built) {
         if (solver_plan_fits(&p, c, cl, req->kv_positions))
-            t = sim_plan_token_time(c, cl, &p, req->pos);
+            t = cost_token_s(m, &p, c);
         if (show)
             plan_print(&p, c, stderr);
         plan_free(&p);
@@ -430,19 +430,21 @@ static double engine_cost(const ModelConfig *c, const Cluster *cl, PlacementKind
 static int sim_app_solve(const SimArgs *a, const ModelConfig *c, const Cluster *cl,
                          char *err, size_t errlen)
 {
-    SolverRequest req = {a->solve_pos >= 0 ? a->solve_pos : a->tokens / 2, a->tokens, 0,
-                         a->solve_limit_s};
+    SolverRequest req = {a->tokens, 0, a->solve_limit_s};
+    const int pos = a->solve_pos >= 0 ? a->solve_pos : a->tokens / 2;
+    SimCostInputs in = {cl, pos};
+    CostModel model = sim_cost_model(&in);
     double fixed = sim_cost_controller(c, cl, 1) + sim_cost_controller(c, cl, 0);
-    double greedy = engine_cost(c, cl, PLACEMENT_GREEDY, &req, a->show_placement);
-    double rr = engine_cost(c, cl, PLACEMENT_ROUNDROBIN, &req, 0);
+    double greedy = engine_cost(c, cl, &model, PLACEMENT_GREEDY, &req, a->show_placement);
+    double rr = engine_cost(c, cl, &model, PLACEMENT_ROUNDROBIN, &req, 0);
     Plan p;
     SolverStats dst, xst;
     double dp = -1;
-    if (solver_layer_dp(&p, &dst, c, cl, &req, err, errlen) == 0) {
+    if (solver_layer_dp(&p, &dst, c, cl, &model, &req, err, errlen) == 0) {
         dp = dst.cost_s;
         plan_free(&p);
     }
-    if (solver_exact(&p, &xst, c, cl, &req, err, errlen) < 0)
+    if (solver_exact(&p, &xst, c, cl, &model, &req, err, errlen) < 0)
         return -1;
     if (a->show_placement)
         plan_print(&p, c, stderr);
@@ -450,7 +452,7 @@ static int sim_app_solve(const SimArgs *a, const ModelConfig *c, const Cluster *
     double opt = xst.cost_s;
     json_t *j = json_pack("{s:i,s:s,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:b,s:I,s:I,s:f}",
                           "devices", cl->n - 1, "links", cl->links_name, "model_layers",
-                          c->n_layers, "pos", req.pos, "kv_positions", req.kv_positions,
+                          c->n_layers, "pos", pos, "kv_positions", req.kv_positions,
                           "fixed_ms", fixed * 1e3, "exact_ms", opt * 1e3, "bound_ms",
                           xst.bound_s * 1e3, "greedy_ms", greedy * 1e3, "layer_dp_ms", dp * 1e3,
                           "optimal", xst.optimal, "nodes", (json_int_t)xst.nodes, "configs",

@@ -1,5 +1,7 @@
-/* cost.c: the cost model shared by --partition auto and the link-aware placement: predicted
- * time of one token along the critical path of a plan. */
+/* cost.c: the analytic cost model shared by --partition auto and the link-aware placement:
+ * predicted time of one token along the critical path of a plan; its pieces (one PIPE layer,
+ * a hop, the controller's work) for the solvers; and the cost interface (cost.h) over any
+ * model. */
 #include "cost.h"
 #include "netmodel.h"
 #include "plan.h"
@@ -18,6 +20,7 @@ typedef struct {
     double chan; /* shared medium: ms at which the channel is next free */
     int *order;  /* [n] scratch: ranks in order of readiness */
     int *members; /* [n] scratch: a SLICE layer's members */
+    int *need;    /* [n] scratch: the consumers of a layer's input */
     double *arr, *at; /* [n] scratch: arrivals, readiness by rank */
 } Cost;
 
@@ -160,44 +163,111 @@ static double exchange_ms(Cost *k, SliceExchange x, const LayerPlan *lp, const d
     return phase_ms(k, m, n, k->at, m, n, 32.0 + 4.0 * dim / n, k->arr);
 }
 
+/* A cost walk over n ranks (scratch allocated; cost_free frees it). */
+static void cost_init(Cost *k, const ModelConfig *c, const PlanRequest *req, int n)
+{
+    *k = (Cost){c, req, n, plan_cost_net(req), 0, 0, NULL, NULL, NULL, NULL, NULL};
+    k->shared = net_is_shared(&k->net);
+    k->order = xcalloc((size_t)n, sizeof(int));
+    k->members = xcalloc((size_t)n, sizeof(int));
+    k->need = xcalloc((size_t)n, sizeof(int));
+    k->arr = xcalloc((size_t)n, sizeof(double));
+    k->at = xcalloc((size_t)n, sizeof(double));
+}
+
+static void cost_free(Cost *k)
+{
+    free(k->order);
+    free(k->members);
+    free(k->need);
+    free(k->arr);
+    free(k->at);
+}
+
+/* When each rank has layer lp's input (ready[]): the holders (has[]) at t, the others from
+ * root, the designated holder (on a shared medium the root's transmissions to the consumers
+ * queue, in rank order). */
+static void layer_input(Cost *k, const LayerPlan *lp, int root, double t, const int *has,
+                        double *ready)
+{
+    const double msg = 32.0 + 4.0 * k->c->dim;
+    int *need = k->need;
+    if (!k->shared) {
+        for (int r = 0; r < k->n; r++)
+            ready[r] = has[r] ? t : t + hop_ms(k, root, r, msg);
+        return;
+    }
+    memset(need, 0, (size_t)k->n * sizeof(int));
+    if (lp->mode == LAYER_SLICE)
+        for (int j = 0; j < lp->n_slices; j++)
+            need[lp->slices[j].rank] = 1;
+    else
+        for (int p = 0; p < lp->n_parts; p++)
+            need[lp->parts[p].rank] = 1;
+    if (lp->mode != LAYER_SLICE)
+        need[lp->proj_rank] = 1;
+    for (int r = 0; r < k->n; r++)
+        ready[r] = has[r] || !need[r] ? t : queued_ms(k, root, r, t, msg);
+}
+
+/* A PIPE layer whose ranks have its input at ready[] (busy[]: scratch, zeroed): parts in
+ * parallel across ranks, serial on one rank; the gather at the projection rank (on a shared
+ * medium the senders' transmissions queue in order of readiness), Z, the FFN.  Returns when
+ * the FFN ends. */
+static double pipe_layer(Cost *k, const LayerPlan *lp, const double *ready, double *busy)
+{
+    const ModelConfig *c = k->c;
+    const double msg = 32.0 + 4.0 * c->dim;
+    double gathered = ready[lp->proj_rank];
+    int senders = 0;
+    for (int r = 1; r < k->n; r++) {
+        double done = ready[r];
+        int any = 0;
+        for (int p = 0; p < lp->n_parts; p++)
+            if (lp->parts[p].rank == r) {
+                done += work_ms(k, r, part_bytes(c, &lp->parts[p], 0));
+                any = 1;
+            }
+        busy[r] = done;
+        if (!any)
+            continue;
+        if (k->shared && r != lp->proj_rank) {
+            k->order[senders++] = r;
+            continue;
+        }
+        double v = done + hop_ms(k, r, lp->proj_rank, msg);
+        gathered = v > gathered ? v : gathered;
+        senders += r != lp->proj_rank;
+    }
+    if (k->shared) {
+        sort_by(k->order, senders, busy);
+        for (int i = 0; i < senders; i++) {
+            double v = queued_ms(k, k->order[i], lp->proj_rank, busy[k->order[i]], msg);
+            gathered = v > gathered ? v : gathered;
+        }
+    }
+    gathered += spread_ms(k, senders);
+    double z = gathered + work_ms(k, lp->proj_rank, (double)config_proj_bytes(c));
+    z = k->shared ? queued_ms(k, lp->proj_rank, lp->ffn_rank, z, msg)
+                  : z + hop_ms(k, lp->proj_rank, lp->ffn_rank, msg);
+    return z + work_ms(k, lp->ffn_rank, (double)config_ffn_bytes(c, c->ffn_dim));
+}
+
 double plan_predict_ms(const Plan *plan, const ModelConfig *c, const PlanRequest *req)
 {
-    Cost k = {c, req, plan->n_workers + 1, plan_cost_net(req), 0, 0, NULL, NULL, NULL, NULL};
-    k.shared = net_is_shared(&k.net);
-    k.order = xcalloc((size_t)k.n, sizeof(int));
-    k.members = xcalloc((size_t)k.n, sizeof(int));
-    k.arr = xcalloc((size_t)k.n, sizeof(double));
-    k.at = xcalloc((size_t)k.n, sizeof(double));
+    Cost k;
+    cost_init(&k, c, req, plan->n_workers + 1);
     const double msg = 32.0 + 4.0 * c->dim;
     /* a SLICE partial sum's elements as --wire sends them */
     const double wire = req->wire_bytes > 0 ? req->wire_bytes : 4.0;
     double *ready = xcalloc((size_t)k.n, sizeof(double)); /* when each rank has X */
     double *busy = xcalloc((size_t)k.n, sizeof(double));  /* when each rank is free */
     int *has = xcalloc((size_t)k.n, sizeof(int));         /* holds the current X */
-    int *need = xcalloc((size_t)k.n, sizeof(int));        /* consumes the current X */
     has[0] = 1;
     double t = 0; /* time X of the current layer exists at its holders */
     for (int l = 0; l < plan->n_layers; l++) {
         const LayerPlan *lp = &plan->layers[l];
-        /* Input: holders have it at t; others get it from the designated holder (on a
-         * shared medium the root's transmissions to the consumers queue, in rank order). */
-        int root = l == 0 ? 0 : plan->layers[l - 1].ffn_rank;
-        if (!k.shared) {
-            for (int r = 0; r < k.n; r++)
-                ready[r] = has[r] ? t : t + hop_ms(&k, root, r, msg);
-        } else {
-            memset(need, 0, (size_t)k.n * sizeof(int));
-            if (lp->mode == LAYER_SLICE)
-                for (int j = 0; j < lp->n_slices; j++)
-                    need[lp->slices[j].rank] = 1;
-            else
-                for (int p = 0; p < lp->n_parts; p++)
-                    need[lp->parts[p].rank] = 1;
-            if (lp->mode != LAYER_SLICE)
-                need[lp->proj_rank] = 1;
-            for (int r = 0; r < k.n; r++)
-                ready[r] = has[r] || !need[r] ? t : queued_ms(&k, root, r, t, msg);
-        }
+        layer_input(&k, lp, l == 0 ? 0 : plan->layers[l - 1].ffn_rank, t, has, ready);
         memset(busy, 0, (size_t)k.n * sizeof(double));
         if (lp->mode == LAYER_SLICE) {
             double t1, t2;
@@ -223,41 +293,7 @@ double plan_predict_ms(const Plan *plan, const ModelConfig *c, const PlanRequest
             t = t2;
             continue;
         }
-        /* PIPE: parts in parallel across ranks, serial on one rank; gather at proj (on a
-         * shared medium the senders' transmissions queue in order of readiness). */
-        double gathered = ready[lp->proj_rank];
-        int senders = 0;
-        for (int r = 1; r < k.n; r++) {
-            double done = ready[r];
-            int any = 0;
-            for (int p = 0; p < lp->n_parts; p++)
-                if (lp->parts[p].rank == r) {
-                    done += work_ms(&k, r, part_bytes(c, &lp->parts[p], 0));
-                    any = 1;
-                }
-            busy[r] = done;
-            if (!any)
-                continue;
-            if (k.shared && r != lp->proj_rank) {
-                k.order[senders++] = r;
-                continue;
-            }
-            double v = done + hop_ms(&k, r, lp->proj_rank, msg);
-            gathered = v > gathered ? v : gathered;
-            senders += r != lp->proj_rank;
-        }
-        if (k.shared) {
-            sort_by(k.order, senders, busy);
-            for (int i = 0; i < senders; i++) {
-                double v = queued_ms(&k, k.order[i], lp->proj_rank, busy[k.order[i]], msg);
-                gathered = v > gathered ? v : gathered;
-            }
-        }
-        gathered += spread_ms(&k, senders);
-        double z = gathered + work_ms(&k, lp->proj_rank, (double)config_proj_bytes(c));
-        z = k.shared ? queued_ms(&k, lp->proj_rank, lp->ffn_rank, z, msg)
-                     : z + hop_ms(&k, lp->proj_rank, lp->ffn_rank, msg);
-        t = z + work_ms(&k, lp->ffn_rank, (double)config_ffn_bytes(c, c->ffn_dim));
+        t = pipe_layer(&k, lp, ready, busy);
         memset(has, 0, (size_t)k.n * sizeof(int));
         has[lp->ffn_rank] = 1;
     }
@@ -284,11 +320,7 @@ double plan_predict_ms(const Plan *plan, const ModelConfig *c, const PlanRequest
     free(ready);
     free(busy);
     free(has);
-    free(need);
-    free(k.order);
-    free(k.members);
-    free(k.arr);
-    free(k.at);
+    cost_free(&k);
     return t;
 }
 
@@ -297,14 +329,85 @@ static double analytic_token_ms(const void *ctx, const Plan *plan, const ModelCo
     return plan_predict_ms(plan, c, (const PlanRequest *)ctx);
 }
 
+static double analytic_token_s(const void *ctx, const Plan *plan, const ModelConfig *c)
+{
+    return plan_predict_ms(plan, c, (const PlanRequest *)ctx) / 1e3;
+}
+
+/* One PIPE layer from producer, as plan_predict_ms walks it (the channel free at 0). */
+static double analytic_layer_s(const void *ctx, const LayerPlan *lp, int producer,
+                               const ModelConfig *c)
+{
+    const PlanRequest *req = ctx;
+    Cost k;
+    cost_init(&k, c, req, req->n_workers + 1);
+    double *ready = xcalloc((size_t)k.n, sizeof(double));
+    double *busy = xcalloc((size_t)k.n, sizeof(double));
+    int *has = xcalloc((size_t)k.n, sizeof(int));
+    has[producer] = 1;
+    layer_input(&k, lp, producer, 0, has, ready);
+    double t = pipe_layer(&k, lp, ready, busy);
+    free(ready);
+    free(busy);
+    free(has);
+    cost_free(&k);
+    return t / 1e3;
+}
+
+static double analytic_hop_s(const void *ctx, int a, int b, const ModelConfig *c)
+{
+    return plan_cost_hop_ms((const PlanRequest *)ctx, a, b, 32.0 + 4.0 * c->dim) / 1e3;
+}
+
+static double analytic_controller_s(const void *ctx, int embed, const ModelConfig *c)
+{
+    (void)c;
+    const PlanRequest *req = ctx;
+    return embed || !(req->fixed_ms > 0) ? 0 : req->fixed_ms / 1e3;
+}
+
+static double analytic_ffn_s(const void *ctx, int rank, const ModelConfig *c)
+{
+    return plan_cost_work_ms((const PlanRequest *)ctx, rank,
+                             (double)config_ffn_bytes(c, c->ffn_dim)) / 1e3;
+}
+
 CostModel cost_model_analytic(const PlanRequest *req)
 {
-    return (CostModel){"analytic", analytic_token_ms, req};
+    return (CostModel){.name = "analytic", .token_ms = analytic_token_ms,
+                       .token_s = analytic_token_s, .layer_s = analytic_layer_s,
+                       .hop_s = analytic_hop_s, .controller_s = analytic_controller_s,
+                       .ffn_s = analytic_ffn_s, .ctx = req};
 }
 
 double cost_token_ms(const CostModel *m, const Plan *plan, const ModelConfig *c)
 {
     return m->token_ms(m->ctx, plan, c);
+}
+
+double cost_token_s(const CostModel *m, const Plan *plan, const ModelConfig *c)
+{
+    return m->token_s(m->ctx, plan, c);
+}
+
+double cost_layer_s(const CostModel *m, const LayerPlan *lp, int producer, const ModelConfig *c)
+{
+    return m->layer_s(m->ctx, lp, producer, c);
+}
+
+double cost_hop_s(const CostModel *m, int a, int b, const ModelConfig *c)
+{
+    return m->hop_s(m->ctx, a, b, c);
+}
+
+double cost_controller_s(const CostModel *m, int embed, const ModelConfig *c)
+{
+    return m->controller_s(m->ctx, embed, c);
+}
+
+double cost_ffn_s(const CostModel *m, int rank, const ModelConfig *c)
+{
+    return m->ffn_s(m->ctx, rank, c);
 }
 
 int cost_build_best(Plan *plan, const ModelConfig *c, const PlanRequest *req,

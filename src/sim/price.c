@@ -1,8 +1,9 @@
 /* price.c: the simulator's deterministic costs of a plan: one token (sim_plan_token_time) and
  * one layer from a given producer (sim_layer_time), by the same event replay as a run without
- * jitter; the layer DP and the exact solver price their candidates with them, and the cost
- * interface (cost.h) offers them as the "simulated" model.  Kept apart from run.c so that the
- * calls go one way: run -> solvers -> price -> flow -> des. */
+ * jitter, offered with the per-operation costs behind the cost interface (cost.h) as the
+ * "simulated" model, which the layer DP and the exact solver (src/plan/) price their
+ * candidates with.  Calls go one way: run -> price -> flow -> des; the solvers reach the
+ * simulator only through the CostModel they are given. */
 #include "sim_internal.h"
 
 int sim_plan_max_parts(const Plan *p)
@@ -49,7 +50,38 @@ static double simulated_token_ms(const void *ctx, const Plan *plan, const ModelC
     return sim_plan_token_time(c, in->cl, plan, in->pos) * 1e3;
 }
 
+static double simulated_token_s(const void *ctx, const Plan *plan, const ModelConfig *c)
+{
+    const SimCostInputs *in = ctx;
+    return sim_plan_token_time(c, in->cl, plan, in->pos);
+}
+
+static double simulated_layer_s(const void *ctx, const LayerPlan *lp, int producer,
+                                const ModelConfig *c)
+{
+    const SimCostInputs *in = ctx;
+    return sim_layer_time(c, in->cl, lp, producer, in->pos);
+}
+
+static double simulated_hop_s(const void *ctx, int a, int b, const ModelConfig *c)
+{
+    return sim_cost_msg(((const SimCostInputs *)ctx)->cl, a, b, sim_msg_bytes(c));
+}
+
+static double simulated_controller_s(const void *ctx, int embed, const ModelConfig *c)
+{
+    return sim_cost_controller(c, ((const SimCostInputs *)ctx)->cl, embed);
+}
+
+static double simulated_ffn_s(const void *ctx, int rank, const ModelConfig *c)
+{
+    return sim_cost_ffn(c, ((const SimCostInputs *)ctx)->cl, rank);
+}
+
 CostModel sim_cost_model(const SimCostInputs *in)
 {
-    return (CostModel){"simulated", simulated_token_ms, in};
+    return (CostModel){.name = "simulated", .token_ms = simulated_token_ms,
+                       .token_s = simulated_token_s, .layer_s = simulated_layer_s,
+                       .hop_s = simulated_hop_s, .controller_s = simulated_controller_s,
+                       .ffn_s = simulated_ffn_s, .ctx = in};
 }

@@ -143,10 +143,13 @@ static double dynamic_step(SimDes *d, Plan *plan, int *horizon, const ModelConfi
 static int setup_policy(Plan *plan, const ModelConfig *c, const Cluster *cl,
                         const SimOptions *o, char *err, size_t errlen)
 {
-    SolverRequest req = {o->n_tokens / 2, o->n_tokens, 0, 0};
+    SolverRequest req = {o->n_tokens, 0, 0};
+    SimCostInputs in = {cl, o->n_tokens / 2};
+    CostModel model = sim_cost_model(&in);
     int horizon = o->kv_horizon > 0 && o->kv_horizon < o->n_tokens ? o->kv_horizon : o->n_tokens;
     switch (o->policy) {
-    case SIM_POLICY_LAYER_DP: return solver_layer_dp(plan, NULL, c, cl, &req, err, errlen);
+    case SIM_POLICY_LAYER_DP:
+        return solver_layer_dp(plan, NULL, c, cl, &model, &req, err, errlen);
     case SIM_POLICY_GALAXY: return galaxy_build_plan(plan, c, cl, o->n_tokens, err, errlen);
     case SIM_POLICY_GREEDY: return build_head_plan(plan, c, cl, 1.0, o->n_tokens, err, errlen);
     case SIM_POLICY_DYNAMIC:

@@ -4,7 +4,8 @@
  * its own roles and on its producer (the previous FFN rank).  Attention parts of one size are
  * interchangeable (the flow depends on how many each rank holds), so a layer configuration is
  * a canonical part->rank assignment (ranks non-decreasing within a size) plus the projection
- * and FFN ranks; each is timed once per producer by the event simulation.  The search picks
+ * and FFN ranks; each is timed once per producer by the cost model (cost_layer_s: the
+ * simulator's event replay, or the analytic critical path).  The search picks
  * one configuration per layer under the memory budgets, pruned by
  *  - the incumbent (greedy's and layer-dp's plans to start with),
  *  - a Lagrangian lower bound: with multipliers lam[d] >= 0 pricing device memory (fitted by
@@ -19,7 +20,7 @@
  * placements and the bound check can stop the loop. */
 #include "solver.h"
 
-#include "sim_internal.h"
+#include "inputs.h"
 #include "util.h"
 
 #include <float.h>
@@ -41,6 +42,7 @@ typedef struct {
 typedef struct {
     const ModelConfig *c;
     const Cluster *cl;
+    const CostModel *m;
     int n, L, P, W;        /* workers, layers, parts per layer, W = P + 2 roles */
     Plan tmpl;
     int n_conf, cap_conf;
@@ -68,19 +70,9 @@ typedef struct {
     MemoEntry *memo;       /* [1<<memo_bits] */
     int memo_bits;
     long memo_n;
-    SimDes des;
-    SimFlow flow;
 } Bnb;
 
-static double layer_eval(Bnb *b, const LayerPlan *lp, int producer, int pos)
-{
-    des_reset(&b->des);
-    b->flow.pos = pos;
-    flow_layer(&b->flow, lp, 0, producer, -1);
-    return des_run(&b->des, 0, NULL);
-}
-
-static void add_conf(Bnb *b, const int *ranks, int pos, int kv)
+static void add_conf(Bnb *b, const int *ranks, int kv)
 {
     if (b->n_conf == b->cap_conf) {
         b->cap_conf = b->cap_conf ? 2 * b->cap_conf : 1024;
@@ -110,14 +102,14 @@ static void add_conf(Bnb *b, const int *ranks, int pos, int kv)
     cn[lp->proj_rank] += 1u << 16;
     cn[lp->ffn_rank] += 1u << 24;
     for (int p = 0; p <= b->n; p++)
-        b->cost[(size_t)k * (size_t)(b->n + 1) + (size_t)p] = layer_eval(b, lp, p, pos);
+        b->cost[(size_t)k * (size_t)(b->n + 1) + (size_t)p] = cost_layer_s(b->m, lp, p, c);
 }
 
 /* Canonical assignments: parts of one size get non-decreasing ranks. */
-static void enum_confs(Bnb *b, int *ranks, int j, int *last_of_size, int pos, int kv)
+static void enum_confs(Bnb *b, int *ranks, int j, int *last_of_size, int kv)
 {
     if (j == b->W) {
-        add_conf(b, ranks, pos, kv);
+        add_conf(b, ranks, kv);
         return;
     }
     int lo = 1, sz = -1, saved = 0;
@@ -131,7 +123,7 @@ static void enum_confs(Bnb *b, int *ranks, int j, int *last_of_size, int pos, in
         ranks[j] = r;
         if (sz >= 0)
             last_of_size[sz] = r;
-        enum_confs(b, ranks, j + 1, last_of_size, pos, kv);
+        enum_confs(b, ranks, j + 1, last_of_size, kv);
     }
     if (sz >= 0)
         last_of_size[sz] = saved;
@@ -396,7 +388,7 @@ static void bnb_prepare(Bnb *b, const SolverRequest *req)
     const int n = b->n, n1 = n + 1;
     int *ranks = xcalloc((size_t)b->W, sizeof(int));
     int *last = xcalloc((size_t)config_q_per_kv(b->c) + 1, sizeof(int));
-    enum_confs(b, ranks, 0, last, req->pos, req->kv_positions);
+    enum_confs(b, ranks, 0, last, req->kv_positions);
     free(ranks);
     free(last);
     b->rmin = DBL_MAX;
@@ -434,8 +426,6 @@ static void bnb_free(Bnb *b)
     free(b->best_choice);
     free(b->cnt);
     free(b->memo);
-    flow_free(&b->flow);
-    des_free(&b->des);
 }
 
 /* A head-level plan's structure (parts per layer): plan_build's, which splits KV groups when
@@ -469,11 +459,12 @@ static int same_parts(const Plan *a, const Plan *b)
     return 1;
 }
 
-static void bnb_init(Bnb *b, const ModelConfig *c, const Cluster *cl)
+static void bnb_init(Bnb *b, const ModelConfig *c, const Cluster *cl, const CostModel *m)
 {
     memset(b, 0, sizeof *b);
     b->c = c;
     b->cl = cl;
+    b->m = m;
     b->n = cl->n - 1;
     b->L = c->n_layers;
     const int n1 = b->n + 1;
@@ -485,12 +476,12 @@ static void bnb_init(Bnb *b, const ModelConfig *c, const Cluster *cl)
     b->budget = xcalloc((size_t)n1, sizeof(size_t));
     b->choice = xcalloc((size_t)b->L, sizeof(int));
     b->best_choice = xcalloc((size_t)b->L, sizeof(int));
-    double head = sim_cost_controller(c, cl, 0);
+    double head = cost_controller_s(m, 0, c);
     b->tail_min = DBL_MAX;
     for (int d = 0; d <= b->n; d++) {
-        b->tail[d] = sim_cost_msg(cl, d, 0, sim_msg_bytes(c)) + head;
+        b->tail[d] = cost_hop_s(m, d, 0, c) + head;
         if (d > 0) {
-            b->ffn_t[d] = sim_cost_ffn(c, cl, d);
+            b->ffn_t[d] = cost_ffn_s(m, d, c);
             b->budget[d] = cl->dev[d].mem_budget;
             b->by_ffn[d - 1] = d;
             if (b->tail[d] < b->tail_min)
@@ -503,15 +494,14 @@ static void bnb_init(Bnb *b, const ModelConfig *c, const Cluster *cl)
             b->by_ffn[j] = b->by_ffn[j - 1];
             b->by_ffn[j - 1] = t;
         }
-    b->embed = sim_cost_controller(c, cl, 1);
-    des_init(&b->des, cl, NULL, NULL);
+    b->embed = cost_controller_s(m, 1, c);
 }
 
 /* Cost of a known plan as an incumbent (DBL_MAX if it does not fit or fails). */
-static double incumbent(const Plan *p, const ModelConfig *c, const Cluster *cl, int pos,
-                        int kv)
+static double incumbent(const Plan *p, const ModelConfig *c, const Cluster *cl,
+                        const CostModel *m, int kv)
 {
-    return solver_plan_fits(p, c, cl, kv) ? sim_plan_token_time(c, cl, p, pos) : DBL_MAX;
+    return solver_plan_fits(p, c, cl, kv) ? cost_token_s(m, p, c) : DBL_MAX;
 }
 
 /* Searches the placements with the parts of structure `whole` for a token time below *ub
@@ -520,10 +510,11 @@ static double incumbent(const Plan *p, const ModelConfig *c, const Cluster *cl, 
  * optimum.  Returns 0, or -1 with err. */
 static int exact_search(int whole, double *ub, Plan *best, const Plan *inc, SolverStats *st,
                         double *bound, const ModelConfig *c, const Cluster *cl,
-                        const SolverRequest *req, double deadline, char *err, size_t errlen)
+                        const CostModel *m, const SolverRequest *req, double deadline,
+                        char *err, size_t errlen)
 {
     Bnb b;
-    bnb_init(&b, c, cl);
+    bnb_init(&b, c, cl, m);
     if (head_template(&b.tmpl, c, b.n, req->kv_positions, whole, err, errlen) < 0) {
         bnb_free(&b);
         return -1;
@@ -541,7 +532,6 @@ static int exact_search(int whole, double *ub, Plan *best, const Plan *inc, Solv
     }
     b.memo_ok = n_classes <= 2 && b.P * b.L < 256 && b.L < 256 && b.n <= 6 &&
                 config_q_per_kv(c) < 64;
-    flow_init(&b.flow, &b.des, c, cl, b.P);
     bnb_prepare(&b, req);
     b.max_nodes = req->max_nodes > 0 ? req->max_nodes : deadline > 0 ? LONG_MAX : 200000000L;
     b.deadline = deadline;
@@ -589,28 +579,28 @@ static int exact_search(int whole, double *ub, Plan *best, const Plan *inc, Solv
 }
 
 int solver_exact(Plan *plan, SolverStats *st, const ModelConfig *c, const Cluster *cl,
-                 const SolverRequest *req, char *err, size_t errlen)
+                 const CostModel *m, const SolverRequest *req, char *err, size_t errlen)
 {
     double t0 = time_now();
     memset(plan, 0, sizeof *plan);
-    if ((cl->n - 1) < 1 || (cl->n - 1) > 6)
+    if (cl->n - 1 < 1 || cl->n - 1 > 6)
         return util_err(err, errlen, "the exact solver takes 1 to 6 devices, not %d",
-                        (cl->n - 1));
+                        cl->n - 1);
     /* Incumbents: greedy and layer-dp, whichever is cheaper and fits. */
     Plan known;
     char kerr[256];
     double ub = DBL_MAX;
     Device *dv = cluster_plan_devices(cl, 1.0);
     PlanRequest greq = {.partition = PARTITION_HEAD, .placement = PLACEMENT_GREEDY,
-                        .n_workers = (cl->n - 1), .devices = dv,
+                        .n_workers = cl->n - 1, .devices = dv,
                         .kv_positions = req->kv_positions};
     double *glat = cluster_plan_links(cl, &greq);
     for (int k = 0; k < 2; k++) {
         int ok = k == 0 ? plan_build(&known, c, &greq, kerr, sizeof kerr) == 0
-                        : solver_layer_dp(&known, NULL, c, cl, req, kerr, sizeof kerr) == 0;
+                        : solver_layer_dp(&known, NULL, c, cl, m, req, kerr, sizeof kerr) == 0;
         if (!ok)
             continue;
-        double v = incumbent(&known, c, cl, req->pos, req->kv_positions);
+        double v = incumbent(&known, c, cl, m, req->kv_positions);
         if (v < ub) {
             ub = v;
             plan_free(plan);
@@ -626,11 +616,12 @@ int solver_exact(Plan *plan, SolverStats *st, const ModelConfig *c, const Cluste
     SolverStats s = {0, 0, 1, 0, 0, 0};
     double deadline = req->max_s > 0 ? t0 + req->max_s : 0, bound = DBL_MAX, bd = DBL_MAX;
     Plan inc = *plan;
-    int split = ((cl->n - 1) + c->n_kv_heads - 1) / c->n_kv_heads > 1 &&
+    int split = (cl->n - 1 + c->n_kv_heads - 1) / c->n_kv_heads > 1 &&
                 config_q_per_kv(c) > 1;
     int rc = 0;
     for (int whole = 0; whole <= split && rc == 0; whole++) {
-        rc = exact_search(whole, &ub, plan, &inc, &s, &bd, c, cl, req, deadline, err, errlen);
+        rc = exact_search(whole, &ub, plan, &inc, &s, &bd, c, cl, m, req, deadline, err,
+                          errlen);
         inc = *plan;
         bound = bd < bound ? bd : bound;
     }
@@ -650,11 +641,12 @@ int solver_exact(Plan *plan, SolverStats *st, const ModelConfig *c, const Cluste
 
 /* Brute force over every assignment of every role of every layer. */
 static void brute_rec(Plan *p, int v, int nv, int W, int n, const ModelConfig *c,
-                      const Cluster *cl, const SolverRequest *req, double *best)
+                      const Cluster *cl, const CostModel *m, const SolverRequest *req,
+                      double *best)
 {
     if (v == nv) {
         if (solver_plan_fits(p, c, cl, req->kv_positions)) {
-            double t = sim_plan_token_time(c, cl, p, req->pos);
+            double t = cost_token_s(m, p, c);
             if (t < *best)
                 *best = t;
         }
@@ -669,19 +661,20 @@ static void brute_rec(Plan *p, int v, int nv, int W, int n, const ModelConfig *c
             lp->proj_rank = r;
         else
             lp->ffn_rank = r;
-        brute_rec(p, v + 1, nv, W, n, c, cl, req, best);
+        brute_rec(p, v + 1, nv, W, n, c, cl, m, req, best);
     }
 }
 
-double solver_exact_brute(const ModelConfig *c, const Cluster *cl, const SolverRequest *req)
+double solver_exact_brute(const ModelConfig *c, const Cluster *cl, const CostModel *m,
+                          const SolverRequest *req)
 {
     Plan p;
     char err[256];
-    if (head_template(&p, c, (cl->n - 1), req->kv_positions, 0, err, sizeof err) < 0)
+    if (head_template(&p, c, cl->n - 1, req->kv_positions, 0, err, sizeof err) < 0)
         return DBL_MAX;
     const int W = p.layers[0].n_parts + 2;
     double best = DBL_MAX;
-    brute_rec(&p, 0, W * c->n_layers, W, (cl->n - 1), c, cl, req, &best);
+    brute_rec(&p, 0, W * c->n_layers, W, cl->n - 1, c, cl, m, req, &best);
     plan_free(&p);
     return best;
 }

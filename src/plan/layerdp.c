@@ -2,7 +2,8 @@
  * block per device, devices visited in some order (skipping allowed).  For a fixed order a
  * dynamic program over (device position, layers covered) minimises the token time: a block
  * of layers [i, l) on device b after device a costs enter[a][b] + (l-i-1) self[b], where both
- * come from the simulator's own layer time (sim_layer_time).  Memory: a block must fit its
+ * are the cost model's layer time (cost_layer_s: the simulator's sim_layer_time, or the
+ * analytic critical path).  Memory: a block must fit its
  * device's budget with KV cache for kv_positions.  With at most SOLVER_DP_ALL_ORDERS devices
  * every order is tried (exact over all contiguous placements); beyond, a few orders (fastest
  * first, given order, nearest link first) improved by swapping pairs. */
@@ -40,8 +41,8 @@ static int template_plan(Plan *p, const ModelConfig *c, int n, int kv, char *err
     return plan_build(p, c, &req, err, errlen);
 }
 
-static void dp_costs(DpCtx *x, const ModelConfig *c, const Cluster *cl, const Plan *tmpl,
-                     const SolverRequest *req)
+static void dp_costs(DpCtx *x, const ModelConfig *c, const Cluster *cl, const CostModel *m,
+                     const Plan *tmpl, const SolverRequest *req)
 {
     const int n = cl->n - 1;
     LayerPlan lp = tmpl->layers[0];
@@ -52,15 +53,15 @@ static void dp_costs(DpCtx *x, const ModelConfig *c, const Cluster *cl, const Pl
     for (int b = 1; b <= n; b++) {
         whole_layer_on(&lp, b);
         for (int a = 0; a <= n; a++)
-            x->enter[a * (n + 1) + b] = sim_layer_time(c, cl, &lp, a, req->pos);
+            x->enter[a * (n + 1) + b] = cost_layer_s(m, &lp, a, c);
         x->self[b] = x->enter[b * (n + 1) + b];
-        x->out[b] = sim_cost_msg(cl, b, 0, sim_msg_bytes(c));
+        x->out[b] = cost_hop_s(m, b, 0, c);
         size_t bud = cl->dev[b].mem_budget;
         x->cap[b] = bud ? (int)((double)bud / layer_bytes) : x->L;
         if (x->cap[b] > x->L)
             x->cap[b] = x->L;
     }
-    x->fixed = sim_cost_controller(c, cl, 1) + sim_cost_controller(c, cl, 0);
+    x->fixed = cost_controller_s(m, 1, c) + cost_controller_s(m, 0, c);
     free(lp.parts);
 }
 
@@ -168,7 +169,7 @@ static void sort_by_speed(int *ord, int n, const Cluster *cl)
 }
 
 int solver_layer_dp(Plan *plan, SolverStats *st, const ModelConfig *c, const Cluster *cl,
-                    const SolverRequest *req, char *err, size_t errlen)
+                    const CostModel *m, const SolverRequest *req, char *err, size_t errlen)
 {
     double t0 = time_now();
     const int n = cl->n - 1, L = c->n_layers;
@@ -180,7 +181,7 @@ int solver_layer_dp(Plan *plan, SolverStats *st, const ModelConfig *c, const Clu
                xmalloc((size_t)n * (size_t)(L + 1) * sizeof(double)),
                xmalloc((size_t)n * (size_t)(L + 1) * sizeof(int)),
                xmalloc((size_t)n * (size_t)(L + 1) * sizeof(int))};
-    dp_costs(&x, c, cl, plan, req);
+    dp_costs(&x, c, cl, m, plan, req);
     int *ord = xmalloc((size_t)n * sizeof(int)), *best_ord = xmalloc((size_t)n * sizeof(int));
     double best = DBL_MAX;
     long tried = 0;
@@ -287,7 +288,8 @@ static double brute_rec(const DpCtx *x, int l, int prev, unsigned used, double a
     return best;
 }
 
-double solver_layer_brute(const ModelConfig *c, const Cluster *cl, const SolverRequest *req)
+double solver_layer_brute(const ModelConfig *c, const Cluster *cl, const CostModel *m,
+                          const SolverRequest *req)
 {
     const int n = cl->n - 1;
     Plan tmpl;
@@ -297,7 +299,7 @@ double solver_layer_brute(const ModelConfig *c, const Cluster *cl, const SolverR
     DpCtx x = {n, c->n_layers, xcalloc((size_t)(n + 1) * (size_t)(n + 1), sizeof(double)),
                xcalloc((size_t)n + 1, sizeof(double)), xcalloc((size_t)n + 1, sizeof(double)),
                xcalloc((size_t)n + 1, sizeof(int)), 0, NULL, NULL, NULL};
-    dp_costs(&x, c, cl, &tmpl, req);
+    dp_costs(&x, c, cl, m, &tmpl, req);
     double v = brute_rec(&x, 0, 0, 0, 0);
     if (v < DBL_MAX)
         v += x.fixed;
