@@ -286,6 +286,8 @@ PLANTS = [
      "\ntypedef MPI_Comm ZzComm;\n", ("include/kernels.h", "mpi")),
     ("kernels including the planner", "src/kernels/zz_plant.c",
      '#include "kernels.h"\n#include "plan.h"\n', ("src/kernels/zz_plant.c:2", "include")),
+    ("planner (a solver) including the simulator", "src/plan/zz_plant.c",
+     '#include "solver.h"\n#include "sim.h"\n', ("src/plan/zz_plant.c:2", "include")),
     ("simulator including the engine", "src/sim/zz_plant.c",
      '#include "sim.h"\n#include "dist.h"\n', ("src/sim/zz_plant.c:2", "include")),
     ("convert including the transport", "src/convert/zz_plant.c",
