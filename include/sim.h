@@ -3,7 +3,7 @@
  * from its producer to the head and projection ranks, Igatherv of head outputs to the
  * projection rank, Z to the FFN rank, the last output back to the controller, one token in
  * flight.  Decode is memory-bandwidth bound, so a device is a speed in bytes/s of weights (and
- * KV cache) streamed.  No MPI: the simulator links hs_plan, never hs_dist. */
+ * KV cache) streamed.  No MPI: the simulator links hs_plan, never hs_engine. */
 #ifndef HEADSPLIT_SIM_H
 #define HEADSPLIT_SIM_H
 

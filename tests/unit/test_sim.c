@@ -301,6 +301,24 @@ static void test_cluster_roundtrip(void **state)
         assert_true(fabs(b.dev[r].speed_Bps - a.dev[r].speed_Bps) < 1e-3 * a.dev[r].speed_Bps);
     for (int i = 0; i < 25; i++)
         assert_true(fabs(b.link[i].rtt_s - a.link[i].rtt_s) < 2e-9);
+    /* The cluster-wide settings by name: an ideal medium, a linear broadcast, the
+     * emulation's uniform jitter. */
+    cluster_set_medium(&b, MEDIUM_IDEAL);
+    b.bcast = BCAST_LINEAR;
+    b.jitter = JITTER_UNIFORM;
+    json_t *j = sim_cluster_to_json(&b);
+    assert_string_equal(json_string_value(json_object_get(j, "medium")), "ideal");
+    assert_string_equal(json_string_value(json_object_get(j, "bcast")), "linear");
+    assert_string_equal(json_string_value(json_object_get(j, "jitter")), "uniform");
+    assert_string_equal(json_string_value(json_object_get(j, "links")), "wifi");
+    json_decref(j);
+    assert_int_equal(sim_cluster_write(&b, path, err, sizeof err), 0);
+    cluster_free(&a);
+    assert_int_equal(sim_cluster_read(&a, path, err, sizeof err), 0);
+    for (int i = 0; i < 25; i++)
+        assert_int_equal(a.link[i].medium, MEDIUM_IDEAL);
+    assert_int_equal(a.bcast, BCAST_LINEAR);
+    assert_int_equal(a.jitter, JITTER_UNIFORM);
     unlink(path);
     close(fd);
     cluster_free(&a);
