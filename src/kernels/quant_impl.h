@@ -120,6 +120,12 @@ int quant_x86_quantize_act(QType t, void *y, const float *x, int64_t n);
 /* y[d] = W x on the x86 path if it has a whole-matrix kernel for t (returns 1), else 0. */
 int quant_x86_matvec(int vnni, QType t, float *y, const void *w, size_t stride,
                      const void *x, int64_t n, int d);
+/* Y[b][i] = W[i] . X[b] (quant_matmul's layout) on the x86 / NEON path if it has a batched
+ * kernel for t (returns 1), else 0. */
+int quant_x86_matmul(int vnni, QType t, float *y, size_t ldy, const void *w, size_t stride,
+                     const void *x, size_t act_stride, int64_t n, int d, int nb);
+int quant_neon_matmul(QType t, float *y, size_t ldy, const void *w, size_t stride,
+                      const void *x, size_t act_stride, int64_t n, int d, int nb);
 int quant_neon_dot(QType t, const void *w, const void *x, int64_t n, float *out);
 /* y[d] = W x on the NEON path if it has a whole-matrix kernel for t (returns 1), else 0. */
 int quant_neon_matvec(QType t, float *y, const void *w, size_t stride, const void *x,

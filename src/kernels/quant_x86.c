@@ -81,11 +81,9 @@ static ALWAYS_INLINE __m256i dot_us(int vnni, __m256i u, __m256i s)
 
 /* ---------------------------------------------------------------- 32-value blocks */
 
-/* Block b's 8 partial sums of q_j a_j (the quants q less their offset). */
-static ALWAYS_INLINE __m256i block_partial(int vnni, QType t, const uint8_t *blk,
-                                           const int8_t *a)
+/* A block's 32 quants less their offset, as signed bytes. */
+static ALWAYS_INLINE __m256i block_q(QType t, const uint8_t *blk)
 {
-    const __m256i av = load32(a);
     __m256i q;
     if (t == QTYPE_Q8_0) {
         q = load32(blk + 2);
@@ -97,8 +95,16 @@ static ALWAYS_INLINE __m256i block_partial(int vnni, QType t, const uint8_t *blk
         const __m256i hb = _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10));
         q = _mm256_sub_epi8(_mm256_or_si256(nibbles32(blk + 6), hb), _mm256_set1_epi8(16));
     }
+    return q;
+}
+
+/* Block b's 8 partial sums of q_j a_j (the quants q less their offset). */
+static ALWAYS_INLINE __m256i block_partial(int vnni, QType t, const uint8_t *blk,
+                                           const int8_t *a)
+{
+    const __m256i q = block_q(t, blk);
     /* |q| * (a with q's sign): the unsigned-by-signed product the instructions take. */
-    return dot_us(vnni, _mm256_sign_epi8(q, q), _mm256_sign_epi8(av, q));
+    return dot_us(vnni, _mm256_sign_epi8(q, q), _mm256_sign_epi8(load32(a), q));
 }
 
 /* hsum_float_8: lanes l + (l + 4), then (0 + 2) + (1 + 3). */
@@ -500,6 +506,123 @@ int quant_x86_matvec(int vnni, QType t, float *y, const void *w, size_t stride,
     return 0;
 }
 
+/* ---------------------------------------------------------------- several activations */
+
+/* One row against tb activations (tb <= 4; constant where inlined): each block's quants are
+ * unpacked once and dotted with every activation; each (row, activation) keeps
+ * dot_q8_0_family's own accumulator and order. */
+static ALWAYS_INLINE void mm_q8_0_tile(int vnni, QType t, const uint8_t *row, const uint8_t *act,
+                                      size_t astride, int64_t nb, int tb, float *y, size_t ldy)
+{
+    const size_t wb = t == QTYPE_Q8_0 ? sizeof(BlockQ8_0)
+                    : t == QTYPE_Q4_0 ? sizeof(BlockQ4_0) : sizeof(BlockQ5_0);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+    float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = row + wb * (size_t)b;
+        uint16_t dw;
+        memcpy(&dw, blk, 2);
+        const float fw = h2f(dw);
+        const __m256i q = block_q(t, blk);
+        const __m256i qa = _mm256_sign_epi8(q, q);
+        for (int k = 0; k < tb; k++) {
+            const BlockQ8_0 *a = (const BlockQ8_0 *)(const void *)(act + astride * (size_t)k) + b;
+            const __m256i p = dot_us(vnni, qa, _mm256_sign_epi8(load32(a->qs), q));
+            if (t == QTYPE_Q4_0)
+                sum[k] = fmaf((float)hsum_i32(p), fw * h2f(a->d), sum[k]);
+            else
+                acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(fw * h2f(a->d)), _mm256_cvtepi32_ps(p),
+                                         acc[k]);
+        }
+    }
+    for (int k = 0; k < tb; k++)
+        y[ldy * (size_t)k] = t == QTYPE_Q4_0 ? sum[k] : hsum_f8(acc[k]);
+}
+
+static ALWAYS_INLINE void mm_q8_0_row(int vnni, QType t, const uint8_t *row, const uint8_t *act,
+                                      size_t astride, int64_t nb, int nact, float *y, size_t ldy)
+{
+    int k = 0;
+    for (; k + 4 <= nact; k += 4)
+        mm_q8_0_tile(vnni, t, row, act + astride * (size_t)k, astride, nb, 4,
+                     y + ldy * (size_t)k, ldy);
+    for (; k < nact; k++)
+        mm_q8_0_tile(vnni, t, row, act + astride * (size_t)k, astride, nb, 1,
+                     y + ldy * (size_t)k, ldy);
+}
+
+__attribute__((noinline)) static void matmul_q8_0_family(int vnni, QType t, float *y,
+                                                         size_t ldy, const uint8_t *w,
+                                                         size_t stride, const uint8_t *act,
+                                                         size_t astride, int64_t nb, int d,
+                                                         int nact)
+{
+    for (int i = 0; i < d; i++) {
+        const uint8_t *row = w + stride * (size_t)i;
+        prefetch_ahead(row, stride);
+#define MMROW(V, T) mm_q8_0_row(V, T, row, act, astride, nb, nact, y + i, ldy)
+        if (vnni)
+            t == QTYPE_Q4_0 ? MMROW(1, QTYPE_Q4_0) : t == QTYPE_Q8_0 ? MMROW(1, QTYPE_Q8_0)
+                                                                      : MMROW(1, QTYPE_Q5_0);
+        else
+            t == QTYPE_Q4_0 ? MMROW(0, QTYPE_Q4_0) : t == QTYPE_Q8_0 ? MMROW(0, QTYPE_Q8_0)
+                                                                      : MMROW(0, QTYPE_Q5_0);
+#undef MMROW
+    }
+}
+
+/* K-quant and half rows: each row's dot with every activation while the row is in L1. */
+__attribute__((noinline)) static void matmul_rowwise(QType t, float *y, size_t ldy,
+                                                     const uint8_t *w, size_t stride,
+                                                     const uint8_t *act, size_t astride,
+                                                     int64_t n, int d, int nact)
+{
+    for (int i = 0; i < d; i++) {
+        const uint8_t *row = w + stride * (size_t)i;
+        prefetch_ahead(row, stride);
+        for (int k = 0; k < nact; k++) {
+            const void *a = act + astride * (size_t)k;
+            float *out = y + ldy * (size_t)k + i;
+            switch (t) {
+            case QTYPE_Q4_K:
+                *out = row_k_avx2(QTYPE_Q4_K, row, a, n / QK_K);
+                break;
+            case QTYPE_Q5_K:
+                *out = row_k_avx2(QTYPE_Q5_K, row, a, n / QK_K);
+                break;
+            case QTYPE_Q6_K:
+                *out = row_k_avx2(QTYPE_Q6_K, row, a, n / QK_K);
+                break;
+            case QTYPE_F16:
+                *out = dot_half(0, (const uint16_t *)(const void *)row, a, n);
+                break;
+            default: /* BF16 */
+                *out = dot_half(1, (const uint16_t *)(const void *)row, a, n);
+                break;
+            }
+        }
+    }
+}
+
+int quant_x86_matmul(int vnni, QType t, float *y, size_t ldy, const void *w, size_t stride,
+                     const void *x, size_t act_stride, int64_t n, int d, int nb)
+{
+#if !defined(QUANT_HAVE_VNNI)
+    vnni = 0;
+#endif
+    if (t == QTYPE_Q8_0 || t == QTYPE_Q4_0 || t == QTYPE_Q5_0) {
+        matmul_q8_0_family(vnni, t, y, ldy, w, stride, x, act_stride, n / QK, d, nb);
+        return 1;
+    }
+    if (t == QTYPE_Q4_K || t == QTYPE_Q5_K || t == QTYPE_Q6_K || t == QTYPE_F16 ||
+        t == QTYPE_BF16) {
+        matmul_rowwise(t, y, ldy, w, stride, x, act_stride, n, d, nb);
+        return 1;
+    }
+    return 0;
+}
+
 int quant_x86_dot(int vnni, QType t, const void *w, const void *x, int64_t n, float *out)
 {
 #if !defined(QUANT_HAVE_VNNI)
@@ -541,6 +664,14 @@ int quant_x86_dot(int vnni, QType t, const void *w, const void *x, int64_t n, fl
 }
 
 #else /* no AVX2: the dispatcher never calls these */
+
+int quant_x86_matmul(int vnni, QType t, float *y, size_t ldy, const void *w, size_t stride,
+                     const void *x, size_t act_stride, int64_t n, int d, int nb)
+{
+    (void)vnni, (void)t, (void)y, (void)ldy, (void)w, (void)stride, (void)x, (void)act_stride;
+    (void)n, (void)d, (void)nb;
+    return 0;
+}
 
 int quant_x86_matvec(int vnni, QType t, float *y, const void *w, size_t stride,
                      const void *x, int64_t n, int d)
