@@ -3,9 +3,10 @@
  * Every output Y[b][i] is computed in the canonical order of matvec.c (32 lanes, a separate
  * multiply and add per element, the zero-padded last block, the halving tree h = 16..1), so it
  * equals kernels_matvec_own(Y[b], W, X[b]) bit for bit on every path.  What changes is the
- * loop order: a tile of TR weight rows is read from memory once and applied to TB input rows
- * whose accumulators stay in registers; the tile is then reused (from L1/L2) for the next TB
- * inputs.  The weights thus stream from memory once per call, however many inputs there are.
+ * loop order: the rows go in chunks of about 128 KiB, read from memory once; every tile of TB
+ * inputs (in L1) then passes over the chunk (in L2) in tiles of TR rows, the TR x TB
+ * accumulators in registers.  The weights thus stream from memory once per call, however many
+ * inputs there are, and the inputs are not re-read from L2 for every row.
  *
  * The three paths are one template over a GCC vector type: 16 lanes (AVX-512), 8 (AVX2) and
  * 4 (portable: NEON on ARM, SSE elsewhere).  Elementwise vector arithmetic is IEEE per lane,
@@ -29,6 +30,15 @@ static inline float mm_reduce32(float *a)
         for (int l = 0; l < h; l++)
             a[l] = a[l] + a[l + h];
     return a[0];
+}
+
+/* Rows per chunk: about 128 KiB of weights, which stay in L2 while every tile of inputs
+ * passes over them (so each weight comes from memory once and each input tile from L1). */
+static inline int mm_chunk_rows(int n, int tr)
+{
+    int rc = (int)((size_t)(128 * 1024) / ((size_t)(n > 0 ? n : 1) * sizeof(float)));
+    rc -= rc % tr;
+    return rc > tr ? rc : tr;
 }
 
 /* MM_DEFINE makes, for one vector type VT of VL lanes, a tile function (tr <= TR rows by
@@ -83,24 +93,32 @@ static inline float mm_reduce32(float *a)
     static ATTR void mm_rows_##SFX(float *y, const float *w, const float *x, int n, int d,     \
                                    int nb, size_t ldw, size_t ldx, size_t ldy)                 \
     {                                                                                          \
-        int i = 0;                                                                             \
-        for (; i + TR <= d; i += TR) {                                                         \
-            int b = 0;                                                                         \
-            for (; b + TB <= nb; b += TB)                                                      \
-                mm_tile_##SFX(y + (size_t)b * ldy + (size_t)i, w + (size_t)i * ldw,            \
-                              x + (size_t)b * ldx, n, TR, TB, ldw, ldx, ldy);                  \
-            for (; b < nb; b++)                                                                \
-                mm_tile_##SFX(y + (size_t)b * ldy + (size_t)i, w + (size_t)i * ldw,            \
-                              x + (size_t)b * ldx, n, TR, 1, ldw, ldx, ldy);                   \
-        }                                                                                      \
-        for (; i < d; i++) {                                                                   \
-            int b = 0;                                                                         \
-            for (; b + TB <= nb; b += TB)                                                      \
-                mm_tile_##SFX(y + (size_t)b * ldy + (size_t)i, w + (size_t)i * ldw,            \
-                              x + (size_t)b * ldx, n, 1, TB, ldw, ldx, ldy);                   \
-            for (; b < nb; b++)                                                                \
-                mm_tile_##SFX(y + (size_t)b * ldy + (size_t)i, w + (size_t)i * ldw,            \
-                              x + (size_t)b * ldx, n, 1, 1, ldw, ldx, ldy);                    \
+        const int rc = mm_chunk_rows(n, TR);                                                   \
+        for (int i0 = 0; i0 < d; i0 += rc) {                                                   \
+            const int i1 = d - i0 < rc ? d : i0 + rc;                                          \
+            for (int b = 0; b < nb; b += TB) {                                                 \
+                const int full = nb - b >= TB;                                                 \
+                const float *xb = x + (size_t)b * ldx;                                         \
+                int i = i0;                                                                    \
+                for (; i + TR <= i1; i += TR) {                                                \
+                    float *yb = y + (size_t)b * ldy + (size_t)i;                               \
+                    if (full)                                                                  \
+                        mm_tile_##SFX(yb, w + (size_t)i * ldw, xb, n, TR, TB, ldw, ldx, ldy);  \
+                    else                                                                       \
+                        for (int k = 0; k < nb - b; k++)                                       \
+                            mm_tile_##SFX(yb + (size_t)k * ldy, w + (size_t)i * ldw,           \
+                                          xb + (size_t)k * ldx, n, TR, 1, ldw, ldx, ldy);      \
+                }                                                                              \
+                for (; i < i1; i++) {                                                          \
+                    float *yb = y + (size_t)b * ldy + (size_t)i;                               \
+                    if (full)                                                                  \
+                        mm_tile_##SFX(yb, w + (size_t)i * ldw, xb, n, 1, TB, ldw, ldx, ldy);   \
+                    else                                                                       \
+                        for (int k = 0; k < nb - b; k++)                                       \
+                            mm_tile_##SFX(yb + (size_t)k * ldy, w + (size_t)i * ldw,           \
+                                          xb + (size_t)k * ldx, n, 1, 1, ldw, ldx, ldy);       \
+                }                                                                              \
+            }                                                                                  \
         }                                                                                      \
     }
 

@@ -194,7 +194,7 @@ typedef struct {
 } QmmJob;
 
 /* Rows [0, d) against every activation: the SIMD batched kernel where the path has one, else
- * each row's dot products for all activations while the row is in cache. */
+ * the row dots, chunk of rows by chunk (in L2), each activation over a chunk. */
 static void quant_matmul_rows(const QmmJob *j, float *y, const void *w, int d)
 {
 #if defined(QUANT_HAVE_AVX2)
@@ -207,12 +207,15 @@ static void quant_matmul_rows(const QmmJob *j, float *y, const void *w, int d)
                           j->nb))
         return;
 #endif
-    for (int i = 0; i < d; i++) {
-        const char *row = (const char *)w + (size_t)i * j->row_stride;
-        for (int b = 0; b < j->nb; b++)
-            y[(size_t)b * j->ldy + (size_t)i] =
-                quant_dot_row(j->t, row, (const char *)j->x_act + (size_t)b * j->act_stride,
-                              j->n);
+    const int rc = quant_chunk_rows(j->row_stride); /* rows in L2, each activation over them */
+    for (int i0 = 0; i0 < d; i0 += rc) {
+        const int i1 = d - i0 < rc ? d : i0 + rc;
+        for (int b = 0; b < j->nb; b++) {
+            const char *a = (const char *)j->x_act + (size_t)b * j->act_stride;
+            for (int i = i0; i < i1; i++)
+                y[(size_t)b * j->ldy + (size_t)i] =
+                    quant_dot_row(j->t, (const char *)w + (size_t)i * j->row_stride, a, j->n);
+        }
     }
 }
 

@@ -286,11 +286,14 @@ int quant_neon_matmul(QType t, float *y, size_t ldy, const void *w, size_t strid
     if (t != QTYPE_Q8_0 && t != QTYPE_Q4_0 && t != QTYPE_Q5_0)
         return 0;
     const uint8_t *act = x;
-    for (int i = 0; i < d; i++) {
-        const uint8_t *row = (const uint8_t *)w + stride * (size_t)i;
+    const int rc = quant_chunk_rows(stride); /* rows in L2, each tile of activations over them */
+    for (int i0 = 0; i0 < d; i0 += rc) {
+        const int i1 = d - i0 < rc ? d : i0 + rc;
         for (int k = 0; k < nb; k += 4)
-            mm_q8_0_tile(t, row, act + act_stride * (size_t)k, act_stride, n / QK,
-                         nb - k < 4 ? nb - k : 4, y + ldy * (size_t)k + i, ldy);
+            for (int i = i0; i < i1; i++)
+                mm_q8_0_tile(t, (const uint8_t *)w + stride * (size_t)i,
+                             act + act_stride * (size_t)k, act_stride, n / QK,
+                             nb - k < 4 ? nb - k : 4, y + ldy * (size_t)k + i, ldy);
     }
     return 1;
 }

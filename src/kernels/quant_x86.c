@@ -540,16 +540,31 @@ static ALWAYS_INLINE void mm_q8_0_tile(int vnni, QType t, const uint8_t *row, co
         y[ldy * (size_t)k] = t == QTYPE_Q4_0 ? sum[k] : hsum_f8(acc[k]);
 }
 
-static ALWAYS_INLINE void mm_q8_0_row(int vnni, QType t, const uint8_t *row, const uint8_t *act,
-                                      size_t astride, int64_t nb, int nact, float *y, size_t ldy)
+/* Rows [0, d) in chunks (quant_chunk_rows); each tile of up to 4 activations passes over a
+ * chunk row by row, the tile in L1 and the chunk in L2. */
+static ALWAYS_INLINE void mm_q8_0_rows(int vnni, QType t, float *y, size_t ldy, const uint8_t *w,
+                                       size_t stride, const uint8_t *act, size_t astride,
+                                       int64_t nb, int d, int nact)
 {
-    int k = 0;
-    for (; k + 4 <= nact; k += 4)
-        mm_q8_0_tile(vnni, t, row, act + astride * (size_t)k, astride, nb, 4,
-                     y + ldy * (size_t)k, ldy);
-    for (; k < nact; k++)
-        mm_q8_0_tile(vnni, t, row, act + astride * (size_t)k, astride, nb, 1,
-                     y + ldy * (size_t)k, ldy);
+    const int rc = quant_chunk_rows(stride);
+    for (int i0 = 0; i0 < d; i0 += rc) {
+        const int i1 = d - i0 < rc ? d : i0 + rc;
+        for (int k = 0; k < nact; k += 4) {
+            const uint8_t *ak = act + astride * (size_t)k;
+            for (int i = i0; i < i1; i++) {
+                const uint8_t *row = w + stride * (size_t)i;
+                float *yk = y + ldy * (size_t)k + (size_t)i;
+                if (k == 0)
+                    prefetch_ahead(row, stride);
+                if (nact - k >= 4)
+                    mm_q8_0_tile(vnni, t, row, ak, astride, nb, 4, yk, ldy);
+                else
+                    for (int r = 0; r < nact - k; r++)
+                        mm_q8_0_tile(vnni, t, row, ak + astride * (size_t)r, astride, nb, 1,
+                                     yk + ldy * (size_t)r, ldy);
+            }
+        }
+    }
 }
 
 __attribute__((noinline)) static void matmul_q8_0_family(int vnni, QType t, float *y,
@@ -558,48 +573,197 @@ __attribute__((noinline)) static void matmul_q8_0_family(int vnni, QType t, floa
                                                          size_t astride, int64_t nb, int d,
                                                          int nact)
 {
-    for (int i = 0; i < d; i++) {
-        const uint8_t *row = w + stride * (size_t)i;
-        prefetch_ahead(row, stride);
-#define MMROW(V, T) mm_q8_0_row(V, T, row, act, astride, nb, nact, y + i, ldy)
-        if (vnni)
-            t == QTYPE_Q4_0 ? MMROW(1, QTYPE_Q4_0) : t == QTYPE_Q8_0 ? MMROW(1, QTYPE_Q8_0)
-                                                                      : MMROW(1, QTYPE_Q5_0);
-        else
-            t == QTYPE_Q4_0 ? MMROW(0, QTYPE_Q4_0) : t == QTYPE_Q8_0 ? MMROW(0, QTYPE_Q8_0)
-                                                                      : MMROW(0, QTYPE_Q5_0);
-#undef MMROW
+#define MMROWS(V, T) mm_q8_0_rows(V, T, y, ldy, w, stride, act, astride, nb, d, nact)
+    if (vnni)
+        t == QTYPE_Q4_0 ? MMROWS(1, QTYPE_Q4_0) : t == QTYPE_Q8_0 ? MMROWS(1, QTYPE_Q8_0)
+                                                                   : MMROWS(1, QTYPE_Q5_0);
+    else
+        t == QTYPE_Q4_0 ? MMROWS(0, QTYPE_Q4_0) : t == QTYPE_Q8_0 ? MMROWS(0, QTYPE_Q8_0)
+                                                                   : MMROWS(0, QTYPE_Q5_0);
+#undef MMROWS
+}
+
+/* One K-quant row against tb activations (tb <= 4): each super-block's quants, scales and mins
+ * unpacked once, then the integer lanes of every activation (the same exact integer sums as
+ * sb_q45_avx2 / sb_q6_avx2) and row_k_avx2's float steps per activation, in its order. */
+static ALWAYS_INLINE void mm_k_tile(QType t, const uint8_t *row, const uint8_t *act,
+                                    size_t astride, int64_t nsb, int tb, float *y, size_t ldy)
+{
+    const size_t wb = t == QTYPE_Q4_K ? sizeof(BlockQ4_K)
+                    : t == QTYPE_Q5_K ? sizeof(BlockQ5_K) : sizeof(BlockQ6_K);
+    const size_t doff = t == QTYPE_Q6_K ? offsetof(BlockQ6_K, d) : 0;
+    __m256 acc[4];
+    __m128 acc_m[4];
+    float summs[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int k = 0; k < 4; k++) {
+        acc[k] = _mm256_setzero_ps();
+        acc_m[k] = _mm_setzero_ps();
+    }
+    for (int64_t b = 0; b < nsb; b++) {
+        const uint8_t *blk = row + wb * (size_t)b;
+        uint16_t dh;
+        memcpy(&dh, blk + doff, 2);
+        const float dw = h2f(dh);
+        __m256i is[4];
+        for (int k = 0; k < 4; k++)
+            is[k] = _mm256_setzero_si256();
+        if (t == QTYPE_Q6_K) {
+            const BlockQ6_K *w = (const BlockQ6_K *)(const void *)blk;
+            const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
+            const __m256i k32 = _mm256_set1_epi8(32);
+            for (int h = 0; h < 2; h++) {
+                const __m256i ql0 = load32(w->ql + 64 * h), ql1 = load32(w->ql + 64 * h + 32);
+                const __m256i qh = load32(w->qh + 32 * h);
+                __m256i q[4], scv[4];
+                q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4),
+                                       _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
+                q[1] = _mm256_or_si256(
+                    _mm256_and_si256(ql1, m4),
+                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
+                q[2] = _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
+                q[3] = _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+                for (int g4 = 0; g4 < 4; g4++) {
+                    const int g = 8 * h + 2 * g4;
+                    scv[g4] = _mm256_set_m128i(_mm_set1_epi16(w->scales[g + 1]),
+                                               _mm_set1_epi16(w->scales[g]));
+                }
+                for (int k = 0; k < tb; k++) {
+                    const BlockQ8_K *a = (const BlockQ8_K *)(const void *)(act + astride * (size_t)k) + b;
+                    for (int g4 = 0; g4 < 4; g4++) {
+                        const __m256i av = load32(a->qs + 128 * h + 32 * g4);
+                        const __m256i pr = _mm256_sub_epi16(_mm256_maddubs_epi16(q[g4], av),
+                                                            _mm256_maddubs_epi16(k32, av));
+                        is[k] = _mm256_add_epi32(is[k], _mm256_madd_epi16(pr, scv[g4]));
+                    }
+                }
+            }
+            for (int k = 0; k < tb; k++) {
+                const BlockQ8_K *a = (const BlockQ8_K *)(const void *)(act + astride * (size_t)k) + b;
+                acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(a->d * dw), _mm256_cvtepi32_ps(is[k]),
+                                         acc[k]);
+            }
+            continue;
+        }
+        const BlockQ4_K *w4 = (const BlockQ4_K *)(const void *)blk;
+        const BlockQ5_K *w5 = (const BlockQ5_K *)(const void *)blk;
+        uint16_t dmh;
+        memcpy(&dmh, blk + 2, 2);
+        const float dmw = h2f(dmh);
+        const uint8_t *qs = t == QTYPE_Q4_K ? w4->qs : w5->qs;
+        const __m128i sm = k_scales_mins(t == QTYPE_Q4_K ? w4->scales : w5->scales);
+        const __m256i smb = _mm256_broadcastsi128_si256(sm);
+        const __m256i hb = t == QTYPE_Q5_K ? load32(w5->qh) : _mm256_setzero_si256();
+        const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+        for (int c = 0; c < 4; c++) {
+            const __m256i raw = load32(qs + 32 * c);
+            __m256i lo = _mm256_and_si256(raw, m4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+            if (t == QTYPE_Q5_K) {
+                const __m128i s0 = _mm_cvtsi32_si128(2 * c), s1 = _mm_cvtsi32_si128(2 * c + 1);
+                lo = _mm256_or_si256(
+                    lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hb, s0), one), 4));
+                hi = _mm256_or_si256(
+                    hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hb, s1), one), 4));
+            }
+            const __m256i sc0 =
+                _mm256_shuffle_epi8(smb, _mm256_set1_epi16((short)(0x8000 | (2 * c))));
+            const __m256i sc1 =
+                _mm256_shuffle_epi8(smb, _mm256_set1_epi16((short)(0x8000 | (2 * c + 1))));
+            for (int k = 0; k < tb; k++) {
+                const BlockQ8_K *a = (const BlockQ8_K *)(const void *)(act + astride * (size_t)k) + b;
+                const __m256i p0 = _mm256_maddubs_epi16(lo, load32(a->qs + 64 * c));
+                const __m256i p1 = _mm256_maddubs_epi16(hi, load32(a->qs + 64 * c + 32));
+                is[k] = _mm256_add_epi32(is[k], _mm256_madd_epi16(p0, sc0));
+                is[k] = _mm256_add_epi32(is[k], _mm256_madd_epi16(p1, sc1));
+            }
+        }
+        const __m128i mins = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
+        for (int k = 0; k < tb; k++) {
+            const BlockQ8_K *a = (const BlockQ8_K *)(const void *)(act + astride * (size_t)k) + b;
+            const __m128i bs0 = _mm_loadu_si128((const __m128i *)(const void *)a->bsums);
+            const __m128i bs1 = _mm_loadu_si128((const __m128i *)(const void *)(a->bsums + 8));
+            const __m128i mm = _mm_madd_epi16(mins, _mm_hadd_epi16(bs0, bs1));
+            acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(a->d * dw), _mm256_cvtepi32_ps(is[k]), acc[k]);
+            const float dmin = -a->d * dmw;
+            if (t == QTYPE_Q4_K) {
+                acc_m[k] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(mm), acc_m[k]);
+            } else {
+                __m128i ms = _mm_add_epi32(mm, _mm_shuffle_epi32(mm, _MM_SHUFFLE(1, 0, 3, 2)));
+                ms = _mm_add_epi32(ms, _mm_shuffle_epi32(ms, _MM_SHUFFLE(2, 3, 0, 1)));
+                summs[k] = fmaf(dmin, (float)_mm_cvtsi128_si32(ms), summs[k]);
+            }
+        }
+    }
+    for (int k = 0; k < tb; k++) {
+        if (t == QTYPE_Q4_K) {
+            __m128 m = _mm_add_ps(acc_m[k], _mm_movehl_ps(acc_m[k], acc_m[k]));
+            m = _mm_add_ss(m, _mm_movehdup_ps(m));
+            y[ldy * (size_t)k] = hsum_f8(acc[k]) + _mm_cvtss_f32(m);
+        } else {
+            y[ldy * (size_t)k] = hsum_f8(acc[k]) + summs[k];
+        }
     }
 }
 
-/* K-quant and half rows: each row's dot with every activation while the row is in L1. */
-__attribute__((noinline)) static void matmul_rowwise(QType t, float *y, size_t ldy,
-                                                     const uint8_t *w, size_t stride,
-                                                     const uint8_t *act, size_t astride,
-                                                     int64_t n, int d, int nact)
+/* Rows [0, d) in chunks, tiles of up to 4 activations over each chunk (as mm_q8_0_rows). */
+static ALWAYS_INLINE void mm_k_rows(QType t, float *y, size_t ldy, const uint8_t *w,
+                                    size_t stride, const uint8_t *act, size_t astride,
+                                    int64_t nsb, int d, int nact)
 {
-    for (int i = 0; i < d; i++) {
-        const uint8_t *row = w + stride * (size_t)i;
-        prefetch_ahead(row, stride);
+    const int rc = quant_chunk_rows(stride);
+    for (int i0 = 0; i0 < d; i0 += rc) {
+        const int i1 = d - i0 < rc ? d : i0 + rc;
+        for (int k = 0; k < nact; k += 4) {
+            const uint8_t *ak = act + astride * (size_t)k;
+            for (int i = i0; i < i1; i++) {
+                const uint8_t *row = w + stride * (size_t)i;
+                float *yk = y + ldy * (size_t)k + (size_t)i;
+                if (k == 0)
+                    prefetch_ahead(row, stride);
+                if (nact - k >= 4)
+                    mm_k_tile(t, row, ak, astride, nsb, 4, yk, ldy);
+                else
+                    for (int r = 0; r < nact - k; r++)
+                        mm_k_tile(t, row, ak + astride * (size_t)r, astride, nsb, 1,
+                                  yk + ldy * (size_t)r, ldy);
+            }
+        }
+    }
+}
+
+__attribute__((noinline)) static void matmul_k(QType t, float *y, size_t ldy, const uint8_t *w,
+                                               size_t stride, const uint8_t *act,
+                                               size_t astride, int64_t nsb, int d, int nact)
+{
+    if (t == QTYPE_Q4_K)
+        mm_k_rows(QTYPE_Q4_K, y, ldy, w, stride, act, astride, nsb, d, nact);
+    else if (t == QTYPE_Q5_K)
+        mm_k_rows(QTYPE_Q5_K, y, ldy, w, stride, act, astride, nsb, d, nact);
+    else
+        mm_k_rows(QTYPE_Q6_K, y, ldy, w, stride, act, astride, nsb, d, nact);
+}
+
+/* F16 and BF16 rows in chunks, each activation over a chunk (in L2). */
+__attribute__((noinline)) static void matmul_half(int bf16, float *y, size_t ldy,
+                                                  const uint8_t *w, size_t stride,
+                                                  const uint8_t *act, size_t astride, int64_t n,
+                                                  int d, int nact)
+{
+    const int rc = quant_chunk_rows(stride);
+    for (int i0 = 0; i0 < d; i0 += rc) {
+        const int i1 = d - i0 < rc ? d : i0 + rc;
         for (int k = 0; k < nact; k++) {
-            const void *a = act + astride * (size_t)k;
-            float *out = y + ldy * (size_t)k + i;
-            switch (t) {
-            case QTYPE_Q4_K:
-                *out = row_k_avx2(QTYPE_Q4_K, row, a, n / QK_K);
-                break;
-            case QTYPE_Q5_K:
-                *out = row_k_avx2(QTYPE_Q5_K, row, a, n / QK_K);
-                break;
-            case QTYPE_Q6_K:
-                *out = row_k_avx2(QTYPE_Q6_K, row, a, n / QK_K);
-                break;
-            case QTYPE_F16:
-                *out = dot_half(0, (const uint16_t *)(const void *)row, a, n);
-                break;
-            default: /* BF16 */
-                *out = dot_half(1, (const uint16_t *)(const void *)row, a, n);
-                break;
+            const uint16_t *a = (const uint16_t *)(const void *)(act + astride * (size_t)k);
+            for (int i = i0; i < i1; i++) {
+                const uint16_t *row = (const uint16_t *)(const void *)(w + stride * (size_t)i);
+                if (k == 0)
+                    prefetch_ahead((const uint8_t *)row, stride);
+                y[ldy * (size_t)k + (size_t)i] =
+                    bf16 ? dot_half(1, row, a, n) : dot_half(0, row, a, n);
             }
         }
     }
@@ -615,9 +779,12 @@ int quant_x86_matmul(int vnni, QType t, float *y, size_t ldy, const void *w, siz
         matmul_q8_0_family(vnni, t, y, ldy, w, stride, x, act_stride, n / QK, d, nb);
         return 1;
     }
-    if (t == QTYPE_Q4_K || t == QTYPE_Q5_K || t == QTYPE_Q6_K || t == QTYPE_F16 ||
-        t == QTYPE_BF16) {
-        matmul_rowwise(t, y, ldy, w, stride, x, act_stride, n, d, nb);
+    if (t == QTYPE_Q4_K || t == QTYPE_Q5_K || t == QTYPE_Q6_K) {
+        matmul_k(t, y, ldy, w, stride, x, act_stride, n / QK_K, d, nb);
+        return 1;
+    }
+    if (t == QTYPE_F16 || t == QTYPE_BF16) {
+        matmul_half(t == QTYPE_BF16, y, ldy, w, stride, x, act_stride, n, d, nb);
         return 1;
     }
     return 0;

@@ -1,7 +1,8 @@
 /* test_matmul.c: the multi-position kernels.  kernels_matmul (every fp32 path this CPU has)
  * and quant_matmul (every type) against nb calls of the one-position matvec, memcmp: random
  * shapes with odd row counts and row lengths off the 32-lane grid, nb = 1, 3, 8, 17, 64,
- * strided inputs and outputs, on 1 and 2 kernel threads; and the plain-C twins. */
+ * strided inputs and outputs, matrices larger than the kernels' row chunks, on 1 and 2 kernel
+ * threads; and the plain-C twins. */
 #define _XOPEN_SOURCE 700
 #include "test_helpers.h"
 
@@ -137,6 +138,8 @@ static void test_quant_matmul(void **state)
             check_quant(t, bs == 1 ? 77 : bs, 5, &rng);
             check_quant(t, bs == 1 ? 300 : 3 * bs, 33, &rng);
             check_quant(t, 512, 131, &rng);
+            /* more rows than one chunk of the batched kernels holds (about 64 KiB of them) */
+            check_quant(t, 2048, 301, &rng);
         }
     }
     kernels_set_threads(1);
