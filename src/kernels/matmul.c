@@ -217,6 +217,10 @@ int kernels_matmul_path(MatmulPath p, float *y, const float *w, const float *x, 
 void kernels_matmul(float *y, const float *w, const float *x, int n, int d, int nb, size_t ldw,
                     size_t ldx, size_t ldy)
 {
+    if (nb == 1) { /* one input: the matvec (eight row streams in flight, the same bits) */
+        kernels_matvec_own(y, w, x, n, d, ldw);
+        return;
+    }
     (void)kernels_matmul_path(MATMUL_PATH_BEST, y, w, x, n, d, nb, ldw, ldx, ldy);
 }
 

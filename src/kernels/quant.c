@@ -12,7 +12,12 @@
  * GGUF data (32-byte aligned, even block sizes) and malloc'ed buffers do.  The x86 matvecs of
  * Q8_0/Q4_0/Q5_0 and (512-bit) the K-quants lay the activation out on the stack once per call
  * (up to about 40 KiB; rows longer than 32768 values take the per-row path instead), so many
- * rows are best done by one quant_matvec, not by quant_vec_dot row by row. */
+ * rows are best done by one quant_matvec, not by quant_vec_dot row by row.
+ *
+ * quant_matmul applies the rows to several activations at once (a pass over several
+ * positions): each (row, activation) is exactly quant_matvec's dot product, but a row's blocks
+ * are read (and, in the batched SIMD kernels, unpacked) once for up to four activations, and
+ * the rows go in chunks that stay in L2 while the activations pass over them. */
 #include "quant_impl.h"
 
 #include <string.h>
@@ -237,6 +242,10 @@ void quant_matmul(float *y, const void *w, QType t, size_t row_stride, const voi
           quant_type_name(quant_vec_dot_type(t)), (long long)n);
     if (d <= 0 || nb <= 0)
         return;
+    if (nb == 1) { /* one activation: the matvec's kernels (several rows in flight) */
+        quant_matvec(y, w, t, row_stride, x_act, n, d);
+        return;
+    }
     if (t == QTYPE_F32) {
         CHECK(row_stride % sizeof(float) == 0 && act_stride % sizeof(float) == 0 &&
                   n <= 0x7fffffff,

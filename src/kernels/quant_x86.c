@@ -516,6 +516,37 @@ static ALWAYS_INLINE void mm_q8_0_tile(int vnni, QType t, const uint8_t *row, co
 {
     const size_t wb = t == QTYPE_Q8_0 ? sizeof(BlockQ8_0)
                     : t == QTYPE_Q4_0 ? sizeof(BlockQ4_0) : sizeof(BlockQ5_0);
+    if (t == QTYPE_Q4_0 && tb == 4) {
+        /* Q4_0's four scalar chains sum = fma(S, dw * da, sum) as the lanes of one vector:
+         * the four block sums S by one horizontal-add tree (exact integers), then one fused
+         * multiply-add per lane, the same IEEE operation as fmaf. */
+        __m128 sum4 = _mm_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = row + wb * (size_t)b;
+            uint16_t dw;
+            memcpy(&dw, blk, 2);
+            const float fw = h2f(dw);
+            const __m256i q = block_q(t, blk);
+            const __m256i qa = _mm256_sign_epi8(q, q);
+            __m256i p[4];
+            float dk[4];
+            for (int k = 0; k < 4; k++) {
+                const BlockQ8_0 *a = (const BlockQ8_0 *)(const void *)(act + astride * (size_t)k) + b;
+                p[k] = dot_us(vnni, qa, _mm256_sign_epi8(load32(a->qs), q));
+                dk[k] = fw * h2f(a->d);
+            }
+            const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]),
+                                                _mm256_hadd_epi32(p[2], p[3]));
+            const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(h),
+                                             _mm256_extracti128_si256(h, 1));
+            sum4 = _mm_fmadd_ps(_mm_cvtepi32_ps(s4), _mm_loadu_ps(dk), sum4);
+        }
+        float out[4];
+        _mm_storeu_ps(out, sum4);
+        for (int k = 0; k < 4; k++)
+            y[ldy * (size_t)k] = out[k];
+        return;
+    }
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                      _mm256_setzero_ps()};
     float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -556,12 +587,15 @@ static ALWAYS_INLINE void mm_q8_0_rows(int vnni, QType t, float *y, size_t ldy, 
                 float *yk = y + ldy * (size_t)k + (size_t)i;
                 if (k == 0)
                     prefetch_ahead(row, stride);
-                if (nact - k >= 4)
+                const int tb = nact - k; /* a constant tile size for each specialisation */
+                if (tb >= 4)
                     mm_q8_0_tile(vnni, t, row, ak, astride, nb, 4, yk, ldy);
+                else if (tb == 3)
+                    mm_q8_0_tile(vnni, t, row, ak, astride, nb, 3, yk, ldy);
+                else if (tb == 2)
+                    mm_q8_0_tile(vnni, t, row, ak, astride, nb, 2, yk, ldy);
                 else
-                    for (int r = 0; r < nact - k; r++)
-                        mm_q8_0_tile(vnni, t, row, ak + astride * (size_t)r, astride, nb, 1,
-                                     yk + ldy * (size_t)r, ldy);
+                    mm_q8_0_tile(vnni, t, row, ak, astride, nb, 1, yk, ldy);
             }
         }
     }
@@ -724,12 +758,15 @@ static ALWAYS_INLINE void mm_k_rows(QType t, float *y, size_t ldy, const uint8_t
                 float *yk = y + ldy * (size_t)k + (size_t)i;
                 if (k == 0)
                     prefetch_ahead(row, stride);
-                if (nact - k >= 4)
+                const int tb = nact - k;
+                if (tb >= 4)
                     mm_k_tile(t, row, ak, astride, nsb, 4, yk, ldy);
+                else if (tb == 3)
+                    mm_k_tile(t, row, ak, astride, nsb, 3, yk, ldy);
+                else if (tb == 2)
+                    mm_k_tile(t, row, ak, astride, nsb, 2, yk, ldy);
                 else
-                    for (int r = 0; r < nact - k; r++)
-                        mm_k_tile(t, row, ak + astride * (size_t)r, astride, nsb, 1,
-                                  yk + ldy * (size_t)r, ldy);
+                    mm_k_tile(t, row, ak, astride, nsb, 1, yk, ldy);
             }
         }
     }
