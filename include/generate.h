@@ -108,8 +108,8 @@ size_t local_model_weight_bytes(const LocalModel *m);
 void local_model_set_speculation(LocalModel *m, const unsigned char *spec, float tolerance);
 /* Speculations tried and kept since the last set_speculation. */
 void local_model_spec_counts(const LocalModel *m, long *tried, long *kept);
-/* Positions the backend's forward_n takes per call (1 after load; max_batch >= 1).  Grows the
- * scratch; call between passes, never during one. */
+/* Positions the backend's forward_n runs per pass (1 after load; max_batch >= 1; longer calls
+ * are split).  Grows the scratch; call before local_model_backend (which copies max_batch). */
 void local_model_set_max_batch(LocalModel *m, int max_batch);
 
 #endif
