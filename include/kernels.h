@@ -45,6 +45,25 @@ const char *kernels_matvec_path(void);
 void kernels_matvec_portable(float *y, const float *w, const float *x, int n, int d,
                              size_t ld);
 
+/* Y[b][i] = W[i] . X[b] for nb input rows at once (b < nb, i < d): every Y[b] is bit-identical
+ * to kernels_matvec_own(Y[b], W, X[b], n, d, ldw), on every path and thread count, but W is
+ * read from memory once for all nb rows.  Rows of W, X and Y are ldw, ldx and ldy floats
+ * apart (Y[b][i] at y[b * ldy + i]).  Always the own kernel (never BLAS).  Y must not overlap
+ * W or X. */
+void kernels_matmul(float *y, const float *w, const float *x, int n, int d, int nb, size_t ldw,
+                    size_t ldx, size_t ldy);
+void kernels_matmul_ref(float *y, const float *w, const float *x, int n, int d, int nb,
+                        size_t ldw, size_t ldx, size_t ldy);
+/* The same on one chosen path (for the tests): returns 0 if this CPU lacks it. */
+typedef enum {
+    MATMUL_PATH_BEST = 0,
+    MATMUL_PATH_PORTABLE = 1,
+    MATMUL_PATH_AVX2 = 2,
+    MATMUL_PATH_AVX512 = 3
+} MatmulPath;
+int kernels_matmul_path(MatmulPath p, float *y, const float *w, const float *x, int n, int d,
+                        int nb, size_t ldw, size_t ldx, size_t ldy);
+
 /* out = x / sqrt(mean(x^2) + eps) * w, as llama.cpp's CPU backend computes it (squares summed
  * in double, (x * scale) * w). */
 void kernels_rmsnorm(float *out, const float *x, const float *w, float eps, int n);

@@ -63,19 +63,22 @@ typedef struct {
     QMat lm_head;      /* [vocab][dim]; shares embed's data when tied */
 } HeadW;
 
-/* Scratch for one rank's forward pieces, allocated once (no allocation in the token loop). */
+/* Scratch for one rank's forward pieces, allocated once (no allocation in the token loop).
+ * B = max_batch rows (1 for model_scratch_init); the one-position pieces use row 0. */
 typedef struct {
-    float *xn;     /* [dim] normalised input */
-    float *q;      /* [n_heads*hd] */
-    float *k, *v;  /* [hd] */
-    float *att;    /* [kv_cap] scores */
-    float *hb, *hb2; /* [ffn] */
-    float *tmp;    /* [dim] */
+    int max_batch;   /* positions the *_n functions take at most */
+    float *xn;       /* [B][dim] normalised input */
+    float *q;        /* [B][n_heads*hd] */
+    float *k, *v;    /* [hd] */
+    float *att;      /* [kv_cap] scores */
+    float *hb, *hb2; /* [B][ffn] */
+    float *tmp;      /* [B][dim] */
     /* The current matvec input quantized to each vec-dot type (Q8_0, Q8_1, Q8_K, F16,
-     * BF16), each large enough for the longest input; act_of says which input each one holds
-     * (NULL: none, after every new input). */
+     * BF16), each large enough for B of the longest input; act_of says which input each one
+     * holds (NULL: none, after every new input), act_rows how many of its rows. */
     void *act[5];
     const float *act_of[5];
+    int act_rows[5];
 } Scratch;
 
 /* Loaders read exactly their slices with hyperslabs; return 0 or -1 with err. */
@@ -111,6 +114,8 @@ size_t model_ffn_bytes(const ModelConfig *c, const FfnW *w);
 size_t model_proj_bytes(const ModelConfig *c, const ProjW *w);
 
 void model_scratch_init(Scratch *s, const ModelConfig *c, int kv_cap);
+/* Scratch able to run up to max_batch positions per call (model_scratch_init == batch 1). */
+void model_scratch_init_batch(Scratch *s, const ModelConfig *c, int kv_cap, int max_batch);
 void model_scratch_free(Scratch *s);
 
 /* Attention part at position pos on layer input x[dim]: appends this unit's K/V at pos and
@@ -130,6 +135,28 @@ void model_ffn_delta(const ModelConfig *c, const FfnW *w, Scratch *s, const floa
 /* x_out = z + FFN(z) for a whole FFN; returns ||FFN(z)|| / ||z|| (speculation's ratio). */
 float model_ffn_forward(const ModelConfig *c, const FfnW *w, Scratch *s, const float *z,
                         float *x_out);
+
+/* Multi-position forms of the functions above: n positions pos..pos+n-1 at once, each row
+ * array packed [n][width] unless a stride is given (floats between consecutive positions).
+ * Every weight matrix is streamed once for all n rows, and every output is bit-identical
+ * to n calls of the one-position function in position order.  n <= the scratch's max_batch. */
+void model_attn_part_forward_n(const ModelConfig *c, AttnPartW *w, Scratch *s,
+                               const float *x /*[n][dim]*/, int pos, int n,
+                               float *out, int out_stride /* >= (q1-q0)*hd */);
+void model_proj_forward_n(const ModelConfig *c, const ProjW *w, Scratch *s,
+                          const float *x /*[n][dim]*/, const float *heads /*[n][n_heads*hd]*/,
+                          float *z /*[n][dim]*/, int n);
+void model_proj_partial_n(const ModelConfig *c, Scratch *s, const QMat *wo_cols,
+                          const float *heads, int heads_stride, int ncols,
+                          float *partial /*[n][dim]*/, int n);
+void model_ffn_delta_n(const ModelConfig *c, const FfnW *w, Scratch *s,
+                       const float *z /*[n][dim]*/, float *delta /*[n][dim]*/, int n);
+/* x_out = z + FFN(z) per row; returns the largest ||FFN(z)||/||z|| of the n rows. */
+float model_ffn_forward_n(const ModelConfig *c, const FfnW *w, Scratch *s, const float *z,
+                          float *x_out, int n);
+void model_logits_rows_n(const ModelConfig *c, const HeadW *w, Scratch *s,
+                         const float *x /*[n][dim]*/, int n_rows,
+                         float *logits /*[n][n_rows]*/, int n);
 
 /* Bytes per second this process streams through the model's layers: synthetic copies of one
  * layer of c's shapes (at least min_bytes of weights, so that they stream from memory) run

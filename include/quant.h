@@ -80,6 +80,15 @@ void quant_matvec(float *y, const void *w, QType t, size_t row_stride, const voi
 void quant_matvec_ref(float *y, const void *w, QType t, size_t row_stride, const void *x_act,
                       int64_t n, int d);
 
+/* Y[b][i] = W[i] . X[b] for nb activations at once: X[b] at x_act + b * act_stride bytes (each
+ * quantized by quant_quantize_act), Y[b][i] at y[b * ldy + i].  Every Y[b] is bit-identical to
+ * quant_matvec(Y[b], w, t, row_stride, X[b], n, d) (the same block dot products in the same
+ * order); each weight row is read from memory once for all nb activations. */
+void quant_matmul(float *y, const void *w, QType t, size_t row_stride, const void *x_act,
+                  size_t act_stride, int64_t n, int d, int nb, size_t ldy);
+void quant_matmul_ref(float *y, const void *w, QType t, size_t row_stride, const void *x_act,
+                      size_t act_stride, int64_t n, int d, int nb, size_t ldy);
+
 /* Which SIMD path quant_vec_dot runs on this CPU ("avx512vnni", "avx2", "neon", "c"). */
 const char *quant_simd_name(void);
 

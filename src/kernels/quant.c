@@ -12,7 +12,12 @@
  * GGUF data (32-byte aligned, even block sizes) and malloc'ed buffers do.  The x86 matvecs of
  * Q8_0/Q4_0/Q5_0 and (512-bit) the K-quants lay the activation out on the stack once per call
  * (up to about 40 KiB; rows longer than 32768 values take the per-row path instead), so many
- * rows are best done by one quant_matvec, not by quant_vec_dot row by row. */
+ * rows are best done by one quant_matvec, not by quant_vec_dot row by row.
+ *
+ * quant_matmul applies the rows to several activations at once (a pass over several
+ * positions): each (row, activation) is exactly quant_matvec's dot product, but a row's blocks
+ * are read (and, in the batched SIMD kernels, unpacked) once for up to four activations, and
+ * the rows go in chunks that stay in L2 while the activations pass over them. */
 #include "quant_impl.h"
 
 #include <string.h>
@@ -178,4 +183,77 @@ static void quant_matvec_rows(float *y, const void *w, QType t, size_t row_strid
 #endif
     for (int i = 0; i < d; i++)
         y[i] = quant_dot_row(t, (const char *)w + (size_t)i * row_stride, x_act, n);
+}
+
+/* One thread's rows [lo, hi) of quant_matmul. */
+typedef struct {
+    float *y;
+    const void *w;
+    QType t;
+    size_t row_stride;
+    const void *x_act;
+    size_t act_stride;
+    int64_t n;
+    int nb;
+    size_t ldy;
+} QmmJob;
+
+/* Rows [0, d) against every activation: the SIMD batched kernel where the path has one, else
+ * the row dots, chunk of rows by chunk (in L2), each activation over a chunk. */
+static void quant_matmul_rows(const QmmJob *j, float *y, const void *w, int d)
+{
+#if defined(QUANT_HAVE_AVX2)
+    if (quant_x86_matmul(quant_best_path() == QUANT_PATH_VNNI, j->t, y, j->ldy, w,
+                         j->row_stride, j->x_act, j->act_stride, j->n, d, j->nb))
+        return;
+#endif
+#if defined(QUANT_HAVE_NEON)
+    if (quant_neon_matmul(j->t, y, j->ldy, w, j->row_stride, j->x_act, j->act_stride, j->n, d,
+                          j->nb))
+        return;
+#endif
+    const int rc = quant_chunk_rows(j->row_stride); /* rows in L2, each activation over them */
+    for (int i0 = 0; i0 < d; i0 += rc) {
+        const int i1 = d - i0 < rc ? d : i0 + rc;
+        for (int b = 0; b < j->nb; b++) {
+            const char *a = (const char *)j->x_act + (size_t)b * j->act_stride;
+            for (int i = i0; i < i1; i++)
+                y[(size_t)b * j->ldy + (size_t)i] =
+                    quant_dot_row(j->t, (const char *)w + (size_t)i * j->row_stride, a, j->n);
+        }
+    }
+}
+
+static void qmm_rows(void *arg, int lo, int hi)
+{
+    const QmmJob *j = arg;
+    quant_matmul_rows(j, j->y + lo, (const char *)j->w + (size_t)lo * j->row_stride, hi - lo);
+}
+
+/* Rows split over the kernel threads as quant_matvec's; F32 is the fp32 matmul (the fp32
+ * matvec's order). */
+void quant_matmul(float *y, const void *w, QType t, size_t row_stride, const void *x_act,
+                  size_t act_stride, int64_t n, int d, int nb, size_t ldy)
+{
+    CHECK(row_stride >= quant_row_bytes(t, n), "quant: row stride %zu below a %s row of %lld",
+          row_stride, quant_type_name(t), (long long)n);
+    CHECK(nb <= 1 || act_stride >= quant_row_bytes(quant_vec_dot_type(t), n),
+          "quant: activation stride %zu below a %s row of %lld", act_stride,
+          quant_type_name(quant_vec_dot_type(t)), (long long)n);
+    if (d <= 0 || nb <= 0)
+        return;
+    if (nb == 1) { /* one activation: the matvec's kernels (several rows in flight) */
+        quant_matvec(y, w, t, row_stride, x_act, n, d);
+        return;
+    }
+    if (t == QTYPE_F32) {
+        CHECK(row_stride % sizeof(float) == 0 && act_stride % sizeof(float) == 0 &&
+                  n <= 0x7fffffff,
+              "quant: f32 strides %zu, %zu are not whole floats", row_stride, act_stride);
+        kernels_matmul(y, w, x_act, (int)n, d, nb, row_stride / sizeof(float),
+                       act_stride / sizeof(float), ldy);
+        return;
+    }
+    QmmJob j = {y, w, t, row_stride, x_act, act_stride, n, nb, ldy};
+    kernels_parallel_rows(qmm_rows, &j, d, (long long)n * d * nb);
 }

@@ -120,6 +120,19 @@ int quant_x86_quantize_act(QType t, void *y, const float *x, int64_t n);
 /* y[d] = W x on the x86 path if it has a whole-matrix kernel for t (returns 1), else 0. */
 int quant_x86_matvec(int vnni, QType t, float *y, const void *w, size_t stride,
                      const void *x, int64_t n, int d);
+/* Y[b][i] = W[i] . X[b] (quant_matmul's layout) on the x86 / NEON path if it has a batched
+ * kernel for t (returns 1), else 0. */
+int quant_x86_matmul(int vnni, QType t, float *y, size_t ldy, const void *w, size_t stride,
+                     const void *x, size_t act_stride, int64_t n, int d, int nb);
+int quant_neon_matmul(QType t, float *y, size_t ldy, const void *w, size_t stride,
+                      const void *x, size_t act_stride, int64_t n, int d, int nb);
+/* Rows per chunk of the batched kernels: about 64 KiB of weights, which stay in L2 while each
+ * tile of activations (in L1) passes over them; each row is read from memory once. */
+static inline int quant_chunk_rows(size_t row_stride)
+{
+    const size_t rc = (size_t)(64 * 1024) / (row_stride ? row_stride : 1);
+    return rc > 1 ? (int)(rc < 4096 ? rc : 4096) : 1;
+}
 int quant_neon_dot(QType t, const void *w, const void *x, int64_t n, float *out);
 /* y[d] = W x on the NEON path if it has a whole-matrix kernel for t (returns 1), else 0. */
 int quant_neon_matvec(QType t, float *y, const void *w, size_t stride, const void *x,

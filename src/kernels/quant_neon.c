@@ -243,6 +243,61 @@ static float dot_half(int bf16, const uint16_t *w, const uint16_t *x, int64_t n)
     return f0 + f1;
 }
 
+/* ---------------------------------------------------------------- several activations */
+
+/* One row of a 32-value type against up to 4 activations: each block's quants unpacked once,
+ * each (row, activation) in dot_q8_0_family's own accumulators and order. */
+static void mm_q8_0_tile(QType t, const uint8_t *row, const uint8_t *act, size_t astride,
+                         int64_t nb, int tb, float *y, size_t ldy)
+{
+    const size_t wb = t == QTYPE_Q8_0 ? sizeof(BlockQ8_0)
+                    : t == QTYPE_Q4_0 ? sizeof(BlockQ4_0) : sizeof(BlockQ5_0);
+    float32x4_t acc0[4], acc1[4];
+    float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int k = 0; k < 4; k++)
+        acc0[k] = acc1[k] = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = row + wb * (size_t)b;
+        uint16_t dw;
+        memcpy(&dw, blk, 2);
+        const float fw = quant_fp16_to_fp32(dw);
+        int8x16_t q0, q1;
+        block_quants(t, blk, &q0, &q1);
+        for (int k = 0; k < tb; k++) {
+            const BlockQ8_0 *a = (const BlockQ8_0 *)(const void *)(act + astride * (size_t)k) + b;
+            const float d = fw * quant_fp16_to_fp32(a->d);
+            int32x4_t lo, hi;
+            lanes32(q0, q1, a->qs, &lo, &hi);
+            if (t == QTYPE_Q4_0) {
+                sum[k] = fmaf((float)vaddvq_s32(vaddq_s32(lo, hi)), d, sum[k]);
+            } else {
+                acc0[k] = vfmaq_f32(acc0[k], vcvtq_f32_s32(lo), vdupq_n_f32(d));
+                acc1[k] = vfmaq_f32(acc1[k], vcvtq_f32_s32(hi), vdupq_n_f32(d));
+            }
+        }
+    }
+    for (int k = 0; k < tb; k++)
+        y[ldy * (size_t)k] = t == QTYPE_Q4_0 ? sum[k] : hsum8(acc0[k], acc1[k]);
+}
+
+int quant_neon_matmul(QType t, float *y, size_t ldy, const void *w, size_t stride,
+                      const void *x, size_t act_stride, int64_t n, int d, int nb)
+{
+    if (t != QTYPE_Q8_0 && t != QTYPE_Q4_0 && t != QTYPE_Q5_0)
+        return 0;
+    const uint8_t *act = x;
+    const int rc = quant_chunk_rows(stride); /* rows in L2, each tile of activations over them */
+    for (int i0 = 0; i0 < d; i0 += rc) {
+        const int i1 = d - i0 < rc ? d : i0 + rc;
+        for (int k = 0; k < nb; k += 4)
+            for (int i = i0; i < i1; i++)
+                mm_q8_0_tile(t, (const uint8_t *)w + stride * (size_t)i,
+                             act + act_stride * (size_t)k, act_stride, n / QK,
+                             nb - k < 4 ? nb - k : 4, y + ldy * (size_t)k + i, ldy);
+    }
+    return 1;
+}
+
 /* ---------------------------------------------------------------- entry */
 
 int quant_neon_matvec(QType t, float *y, const void *w, size_t stride, const void *x,
@@ -291,6 +346,14 @@ int quant_neon_matvec(QType t, float *y, const void *w, size_t stride, const voi
                       int64_t n, int d)
 {
     (void)t, (void)y, (void)w, (void)stride, (void)x, (void)n, (void)d;
+    return 0;
+}
+
+int quant_neon_matmul(QType t, float *y, size_t ldy, const void *w, size_t stride,
+                      const void *x, size_t act_stride, int64_t n, int d, int nb)
+{
+    (void)t, (void)y, (void)ldy, (void)w, (void)stride, (void)x, (void)act_stride, (void)n;
+    (void)d, (void)nb;
     return 0;
 }
 

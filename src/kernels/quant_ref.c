@@ -1072,3 +1072,11 @@ void quant_matvec_ref(float *y, const void *w, QType t, size_t row_stride, const
     for (int i = 0; i < d; i++)
         y[i] = quant_dot_ref_row(t, (const char *)w + (size_t)i * row_stride, x_act, n);
 }
+
+void quant_matmul_ref(float *y, const void *w, QType t, size_t row_stride, const void *x_act,
+                      size_t act_stride, int64_t n, int d, int nb, size_t ldy)
+{
+    for (int b = 0; b < nb; b++)
+        quant_matvec_ref(y + (size_t)b * ldy, w, t, row_stride,
+                         (const char *)x_act + (size_t)b * act_stride, n, d);
+}

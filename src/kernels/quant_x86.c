@@ -81,11 +81,9 @@ static ALWAYS_INLINE __m256i dot_us(int vnni, __m256i u, __m256i s)
 
 /* ---------------------------------------------------------------- 32-value blocks */
 
-/* Block b's 8 partial sums of q_j a_j (the quants q less their offset). */
-static ALWAYS_INLINE __m256i block_partial(int vnni, QType t, const uint8_t *blk,
-                                           const int8_t *a)
+/* A block's 32 quants less their offset, as signed bytes. */
+static ALWAYS_INLINE __m256i block_q(QType t, const uint8_t *blk)
 {
-    const __m256i av = load32(a);
     __m256i q;
     if (t == QTYPE_Q8_0) {
         q = load32(blk + 2);
@@ -97,8 +95,16 @@ static ALWAYS_INLINE __m256i block_partial(int vnni, QType t, const uint8_t *blk
         const __m256i hb = _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10));
         q = _mm256_sub_epi8(_mm256_or_si256(nibbles32(blk + 6), hb), _mm256_set1_epi8(16));
     }
+    return q;
+}
+
+/* Block b's 8 partial sums of q_j a_j (the quants q less their offset). */
+static ALWAYS_INLINE __m256i block_partial(int vnni, QType t, const uint8_t *blk,
+                                           const int8_t *a)
+{
+    const __m256i q = block_q(t, blk);
     /* |q| * (a with q's sign): the unsigned-by-signed product the instructions take. */
-    return dot_us(vnni, _mm256_sign_epi8(q, q), _mm256_sign_epi8(av, q));
+    return dot_us(vnni, _mm256_sign_epi8(q, q), _mm256_sign_epi8(load32(a), q));
 }
 
 /* hsum_float_8: lanes l + (l + 4), then (0 + 2) + (1 + 3). */
@@ -500,6 +506,327 @@ int quant_x86_matvec(int vnni, QType t, float *y, const void *w, size_t stride,
     return 0;
 }
 
+/* ---------------------------------------------------------------- several activations */
+
+/* One row against tb activations (tb <= 4; constant where inlined): each block's quants are
+ * unpacked once and dotted with every activation; each (row, activation) keeps
+ * dot_q8_0_family's own accumulator and order. */
+static ALWAYS_INLINE void mm_q8_0_tile(int vnni, QType t, const uint8_t *row, const uint8_t *act,
+                                      size_t astride, int64_t nb, int tb, float *y, size_t ldy)
+{
+    const size_t wb = t == QTYPE_Q8_0 ? sizeof(BlockQ8_0)
+                    : t == QTYPE_Q4_0 ? sizeof(BlockQ4_0) : sizeof(BlockQ5_0);
+    if (t == QTYPE_Q4_0 && tb == 4) {
+        /* Q4_0's four scalar chains sum = fma(S, dw * da, sum) as the lanes of one vector:
+         * the four block sums S by one horizontal-add tree (exact integers), then one fused
+         * multiply-add per lane, the same IEEE operation as fmaf. */
+        __m128 sum4 = _mm_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = row + wb * (size_t)b;
+            uint16_t dw;
+            memcpy(&dw, blk, 2);
+            const float fw = h2f(dw);
+            const __m256i q = block_q(t, blk);
+            const __m256i qa = _mm256_sign_epi8(q, q);
+            __m256i p[4];
+            float dk[4];
+            for (int k = 0; k < 4; k++) {
+                const BlockQ8_0 *a = (const BlockQ8_0 *)(const void *)(act + astride * (size_t)k) + b;
+                p[k] = dot_us(vnni, qa, _mm256_sign_epi8(load32(a->qs), q));
+                dk[k] = fw * h2f(a->d);
+            }
+            const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]),
+                                                _mm256_hadd_epi32(p[2], p[3]));
+            const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(h),
+                                             _mm256_extracti128_si256(h, 1));
+            sum4 = _mm_fmadd_ps(_mm_cvtepi32_ps(s4), _mm_loadu_ps(dk), sum4);
+        }
+        float out[4];
+        _mm_storeu_ps(out, sum4);
+        for (int k = 0; k < 4; k++)
+            y[ldy * (size_t)k] = out[k];
+        return;
+    }
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+    float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = row + wb * (size_t)b;
+        uint16_t dw;
+        memcpy(&dw, blk, 2);
+        const float fw = h2f(dw);
+        const __m256i q = block_q(t, blk);
+        const __m256i qa = _mm256_sign_epi8(q, q);
+        for (int k = 0; k < tb; k++) {
+            const BlockQ8_0 *a = (const BlockQ8_0 *)(const void *)(act + astride * (size_t)k) + b;
+            const __m256i p = dot_us(vnni, qa, _mm256_sign_epi8(load32(a->qs), q));
+            if (t == QTYPE_Q4_0)
+                sum[k] = fmaf((float)hsum_i32(p), fw * h2f(a->d), sum[k]);
+            else
+                acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(fw * h2f(a->d)), _mm256_cvtepi32_ps(p),
+                                         acc[k]);
+        }
+    }
+    for (int k = 0; k < tb; k++)
+        y[ldy * (size_t)k] = t == QTYPE_Q4_0 ? sum[k] : hsum_f8(acc[k]);
+}
+
+/* Rows [0, d) in chunks (quant_chunk_rows); each tile of up to 4 activations passes over a
+ * chunk row by row, the tile in L1 and the chunk in L2. */
+static ALWAYS_INLINE void mm_q8_0_rows(int vnni, QType t, float *y, size_t ldy, const uint8_t *w,
+                                       size_t stride, const uint8_t *act, size_t astride,
+                                       int64_t nb, int d, int nact)
+{
+    const int rc = quant_chunk_rows(stride);
+    for (int i0 = 0; i0 < d; i0 += rc) {
+        const int i1 = d - i0 < rc ? d : i0 + rc;
+        for (int k = 0; k < nact; k += 4) {
+            const uint8_t *ak = act + astride * (size_t)k;
+            for (int i = i0; i < i1; i++) {
+                const uint8_t *row = w + stride * (size_t)i;
+                float *yk = y + ldy * (size_t)k + (size_t)i;
+                if (k == 0)
+                    prefetch_ahead(row, stride);
+                const int tb = nact - k; /* a constant tile size for each specialisation */
+                if (tb >= 4)
+                    mm_q8_0_tile(vnni, t, row, ak, astride, nb, 4, yk, ldy);
+                else if (tb == 3)
+                    mm_q8_0_tile(vnni, t, row, ak, astride, nb, 3, yk, ldy);
+                else if (tb == 2)
+                    mm_q8_0_tile(vnni, t, row, ak, astride, nb, 2, yk, ldy);
+                else
+                    mm_q8_0_tile(vnni, t, row, ak, astride, nb, 1, yk, ldy);
+            }
+        }
+    }
+}
+
+__attribute__((noinline)) static void matmul_q8_0_family(int vnni, QType t, float *y,
+                                                         size_t ldy, const uint8_t *w,
+                                                         size_t stride, const uint8_t *act,
+                                                         size_t astride, int64_t nb, int d,
+                                                         int nact)
+{
+#define MMROWS(V, T) mm_q8_0_rows(V, T, y, ldy, w, stride, act, astride, nb, d, nact)
+    if (vnni)
+        t == QTYPE_Q4_0 ? MMROWS(1, QTYPE_Q4_0) : t == QTYPE_Q8_0 ? MMROWS(1, QTYPE_Q8_0)
+                                                                   : MMROWS(1, QTYPE_Q5_0);
+    else
+        t == QTYPE_Q4_0 ? MMROWS(0, QTYPE_Q4_0) : t == QTYPE_Q8_0 ? MMROWS(0, QTYPE_Q8_0)
+                                                                   : MMROWS(0, QTYPE_Q5_0);
+#undef MMROWS
+}
+
+/* One K-quant row against tb activations (tb <= 4): each super-block's quants, scales and mins
+ * unpacked once, then the integer lanes of every activation (the same exact integer sums as
+ * sb_q45_avx2 / sb_q6_avx2) and row_k_avx2's float steps per activation, in its order. */
+static ALWAYS_INLINE void mm_k_tile(QType t, const uint8_t *row, const uint8_t *act,
+                                    size_t astride, int64_t nsb, int tb, float *y, size_t ldy)
+{
+    const size_t wb = t == QTYPE_Q4_K ? sizeof(BlockQ4_K)
+                    : t == QTYPE_Q5_K ? sizeof(BlockQ5_K) : sizeof(BlockQ6_K);
+    const size_t doff = t == QTYPE_Q6_K ? offsetof(BlockQ6_K, d) : 0;
+    __m256 acc[4];
+    __m128 acc_m[4];
+    float summs[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int k = 0; k < 4; k++) {
+        acc[k] = _mm256_setzero_ps();
+        acc_m[k] = _mm_setzero_ps();
+    }
+    for (int64_t b = 0; b < nsb; b++) {
+        const uint8_t *blk = row + wb * (size_t)b;
+        uint16_t dh;
+        memcpy(&dh, blk + doff, 2);
+        const float dw = h2f(dh);
+        __m256i is[4];
+        for (int k = 0; k < 4; k++)
+            is[k] = _mm256_setzero_si256();
+        if (t == QTYPE_Q6_K) {
+            const BlockQ6_K *w = (const BlockQ6_K *)(const void *)blk;
+            const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
+            const __m256i k32 = _mm256_set1_epi8(32);
+            for (int h = 0; h < 2; h++) {
+                const __m256i ql0 = load32(w->ql + 64 * h), ql1 = load32(w->ql + 64 * h + 32);
+                const __m256i qh = load32(w->qh + 32 * h);
+                __m256i q[4], scv[4];
+                q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4),
+                                       _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
+                q[1] = _mm256_or_si256(
+                    _mm256_and_si256(ql1, m4),
+                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
+                q[2] = _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
+                q[3] = _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+                for (int g4 = 0; g4 < 4; g4++) {
+                    const int g = 8 * h + 2 * g4;
+                    scv[g4] = _mm256_set_m128i(_mm_set1_epi16(w->scales[g + 1]),
+                                               _mm_set1_epi16(w->scales[g]));
+                }
+                for (int k = 0; k < tb; k++) {
+                    const BlockQ8_K *a = (const BlockQ8_K *)(const void *)(act + astride * (size_t)k) + b;
+                    for (int g4 = 0; g4 < 4; g4++) {
+                        const __m256i av = load32(a->qs + 128 * h + 32 * g4);
+                        const __m256i pr = _mm256_sub_epi16(_mm256_maddubs_epi16(q[g4], av),
+                                                            _mm256_maddubs_epi16(k32, av));
+                        is[k] = _mm256_add_epi32(is[k], _mm256_madd_epi16(pr, scv[g4]));
+                    }
+                }
+            }
+            for (int k = 0; k < tb; k++) {
+                const BlockQ8_K *a = (const BlockQ8_K *)(const void *)(act + astride * (size_t)k) + b;
+                acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(a->d * dw), _mm256_cvtepi32_ps(is[k]),
+                                         acc[k]);
+            }
+            continue;
+        }
+        const BlockQ4_K *w4 = (const BlockQ4_K *)(const void *)blk;
+        const BlockQ5_K *w5 = (const BlockQ5_K *)(const void *)blk;
+        uint16_t dmh;
+        memcpy(&dmh, blk + 2, 2);
+        const float dmw = h2f(dmh);
+        const uint8_t *qs = t == QTYPE_Q4_K ? w4->qs : w5->qs;
+        const __m128i sm = k_scales_mins(t == QTYPE_Q4_K ? w4->scales : w5->scales);
+        const __m256i smb = _mm256_broadcastsi128_si256(sm);
+        const __m256i hb = t == QTYPE_Q5_K ? load32(w5->qh) : _mm256_setzero_si256();
+        const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+        for (int c = 0; c < 4; c++) {
+            const __m256i raw = load32(qs + 32 * c);
+            __m256i lo = _mm256_and_si256(raw, m4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+            if (t == QTYPE_Q5_K) {
+                const __m128i s0 = _mm_cvtsi32_si128(2 * c), s1 = _mm_cvtsi32_si128(2 * c + 1);
+                lo = _mm256_or_si256(
+                    lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hb, s0), one), 4));
+                hi = _mm256_or_si256(
+                    hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hb, s1), one), 4));
+            }
+            const __m256i sc0 =
+                _mm256_shuffle_epi8(smb, _mm256_set1_epi16((short)(0x8000 | (2 * c))));
+            const __m256i sc1 =
+                _mm256_shuffle_epi8(smb, _mm256_set1_epi16((short)(0x8000 | (2 * c + 1))));
+            for (int k = 0; k < tb; k++) {
+                const BlockQ8_K *a = (const BlockQ8_K *)(const void *)(act + astride * (size_t)k) + b;
+                const __m256i p0 = _mm256_maddubs_epi16(lo, load32(a->qs + 64 * c));
+                const __m256i p1 = _mm256_maddubs_epi16(hi, load32(a->qs + 64 * c + 32));
+                is[k] = _mm256_add_epi32(is[k], _mm256_madd_epi16(p0, sc0));
+                is[k] = _mm256_add_epi32(is[k], _mm256_madd_epi16(p1, sc1));
+            }
+        }
+        const __m128i mins = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
+        for (int k = 0; k < tb; k++) {
+            const BlockQ8_K *a = (const BlockQ8_K *)(const void *)(act + astride * (size_t)k) + b;
+            const __m128i bs0 = _mm_loadu_si128((const __m128i *)(const void *)a->bsums);
+            const __m128i bs1 = _mm_loadu_si128((const __m128i *)(const void *)(a->bsums + 8));
+            const __m128i mm = _mm_madd_epi16(mins, _mm_hadd_epi16(bs0, bs1));
+            acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(a->d * dw), _mm256_cvtepi32_ps(is[k]), acc[k]);
+            const float dmin = -a->d * dmw;
+            if (t == QTYPE_Q4_K) {
+                acc_m[k] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(mm), acc_m[k]);
+            } else {
+                __m128i ms = _mm_add_epi32(mm, _mm_shuffle_epi32(mm, _MM_SHUFFLE(1, 0, 3, 2)));
+                ms = _mm_add_epi32(ms, _mm_shuffle_epi32(ms, _MM_SHUFFLE(2, 3, 0, 1)));
+                summs[k] = fmaf(dmin, (float)_mm_cvtsi128_si32(ms), summs[k]);
+            }
+        }
+    }
+    for (int k = 0; k < tb; k++) {
+        if (t == QTYPE_Q4_K) {
+            __m128 m = _mm_add_ps(acc_m[k], _mm_movehl_ps(acc_m[k], acc_m[k]));
+            m = _mm_add_ss(m, _mm_movehdup_ps(m));
+            y[ldy * (size_t)k] = hsum_f8(acc[k]) + _mm_cvtss_f32(m);
+        } else {
+            y[ldy * (size_t)k] = hsum_f8(acc[k]) + summs[k];
+        }
+    }
+}
+
+/* Rows [0, d) in chunks, tiles of up to 4 activations over each chunk (as mm_q8_0_rows). */
+static ALWAYS_INLINE void mm_k_rows(QType t, float *y, size_t ldy, const uint8_t *w,
+                                    size_t stride, const uint8_t *act, size_t astride,
+                                    int64_t nsb, int d, int nact)
+{
+    const int rc = quant_chunk_rows(stride);
+    for (int i0 = 0; i0 < d; i0 += rc) {
+        const int i1 = d - i0 < rc ? d : i0 + rc;
+        for (int k = 0; k < nact; k += 4) {
+            const uint8_t *ak = act + astride * (size_t)k;
+            for (int i = i0; i < i1; i++) {
+                const uint8_t *row = w + stride * (size_t)i;
+                float *yk = y + ldy * (size_t)k + (size_t)i;
+                if (k == 0)
+                    prefetch_ahead(row, stride);
+                const int tb = nact - k;
+                if (tb >= 4)
+                    mm_k_tile(t, row, ak, astride, nsb, 4, yk, ldy);
+                else if (tb == 3)
+                    mm_k_tile(t, row, ak, astride, nsb, 3, yk, ldy);
+                else if (tb == 2)
+                    mm_k_tile(t, row, ak, astride, nsb, 2, yk, ldy);
+                else
+                    mm_k_tile(t, row, ak, astride, nsb, 1, yk, ldy);
+            }
+        }
+    }
+}
+
+__attribute__((noinline)) static void matmul_k(QType t, float *y, size_t ldy, const uint8_t *w,
+                                               size_t stride, const uint8_t *act,
+                                               size_t astride, int64_t nsb, int d, int nact)
+{
+    if (t == QTYPE_Q4_K)
+        mm_k_rows(QTYPE_Q4_K, y, ldy, w, stride, act, astride, nsb, d, nact);
+    else if (t == QTYPE_Q5_K)
+        mm_k_rows(QTYPE_Q5_K, y, ldy, w, stride, act, astride, nsb, d, nact);
+    else
+        mm_k_rows(QTYPE_Q6_K, y, ldy, w, stride, act, astride, nsb, d, nact);
+}
+
+/* F16 and BF16 rows in chunks, each activation over a chunk (in L2). */
+__attribute__((noinline)) static void matmul_half(int bf16, float *y, size_t ldy,
+                                                  const uint8_t *w, size_t stride,
+                                                  const uint8_t *act, size_t astride, int64_t n,
+                                                  int d, int nact)
+{
+    const int rc = quant_chunk_rows(stride);
+    for (int i0 = 0; i0 < d; i0 += rc) {
+        const int i1 = d - i0 < rc ? d : i0 + rc;
+        for (int k = 0; k < nact; k++) {
+            const uint16_t *a = (const uint16_t *)(const void *)(act + astride * (size_t)k);
+            for (int i = i0; i < i1; i++) {
+                const uint16_t *row = (const uint16_t *)(const void *)(w + stride * (size_t)i);
+                if (k == 0)
+                    prefetch_ahead((const uint8_t *)row, stride);
+                y[ldy * (size_t)k + (size_t)i] =
+                    bf16 ? dot_half(1, row, a, n) : dot_half(0, row, a, n);
+            }
+        }
+    }
+}
+
+int quant_x86_matmul(int vnni, QType t, float *y, size_t ldy, const void *w, size_t stride,
+                     const void *x, size_t act_stride, int64_t n, int d, int nb)
+{
+#if !defined(QUANT_HAVE_VNNI)
+    vnni = 0;
+#endif
+    if (t == QTYPE_Q8_0 || t == QTYPE_Q4_0 || t == QTYPE_Q5_0) {
+        matmul_q8_0_family(vnni, t, y, ldy, w, stride, x, act_stride, n / QK, d, nb);
+        return 1;
+    }
+    if (t == QTYPE_Q4_K || t == QTYPE_Q5_K || t == QTYPE_Q6_K) {
+        matmul_k(t, y, ldy, w, stride, x, act_stride, n / QK_K, d, nb);
+        return 1;
+    }
+    if (t == QTYPE_F16 || t == QTYPE_BF16) {
+        matmul_half(t == QTYPE_BF16, y, ldy, w, stride, x, act_stride, n, d, nb);
+        return 1;
+    }
+    return 0;
+}
+
 int quant_x86_dot(int vnni, QType t, const void *w, const void *x, int64_t n, float *out)
 {
 #if !defined(QUANT_HAVE_VNNI)
@@ -541,6 +868,14 @@ int quant_x86_dot(int vnni, QType t, const void *w, const void *x, int64_t n, fl
 }
 
 #else /* no AVX2: the dispatcher never calls these */
+
+int quant_x86_matmul(int vnni, QType t, float *y, size_t ldy, const void *w, size_t stride,
+                     const void *x, size_t act_stride, int64_t n, int d, int nb)
+{
+    (void)vnni, (void)t, (void)y, (void)ldy, (void)w, (void)stride, (void)x, (void)act_stride;
+    (void)n, (void)d, (void)nb;
+    return 0;
+}
 
 int quant_x86_matvec(int vnni, QType t, float *y, const void *w, size_t stride,
                      const void *x, int64_t n, int d)

@@ -4,6 +4,7 @@
 #include "kernels.h"
 #include "model.h"
 #include "util.h"
+#include "layer_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -11,25 +12,7 @@
 
 void model_scratch_init(Scratch *s, const ModelConfig *c, int kv_cap)
 {
-    size_t qd = (size_t)c->n_heads * (size_t)c->head_dim;
-    s->xn = xcalloc((size_t)c->dim, sizeof(float));
-    s->q = xcalloc(qd, sizeof(float));
-    s->k = xcalloc((size_t)c->head_dim, sizeof(float));
-    s->v = xcalloc((size_t)c->head_dim, sizeof(float));
-    s->att = xcalloc((size_t)(kv_cap > 0 ? kv_cap : 1), sizeof(float));
-    s->hb = xcalloc((size_t)c->ffn_dim, sizeof(float));
-    s->hb2 = xcalloc((size_t)c->ffn_dim, sizeof(float));
-    s->tmp = xcalloc((size_t)c->dim, sizeof(float));
-    /* The longest matvec input, at 2 bytes a value (F16/BF16; the Q8 types take less). */
-    size_t n = (size_t)c->dim;
-    if ((size_t)c->ffn_dim > n)
-        n = (size_t)c->ffn_dim;
-    if (qd > n)
-        n = qd;
-    for (int i = 0; i < 5; i++) {
-        s->act[i] = xcalloc(2 * n + 512, 1);
-        s->act_of[i] = NULL;
-    }
+    model_scratch_init_batch(s, c, kv_cap, 1);
 }
 
 void model_scratch_free(Scratch *s)
@@ -49,9 +32,8 @@ void model_scratch_free(Scratch *s)
     memset(s, 0, sizeof *s);
 }
 
-/* Pre-norm of the layer input: RMSNorm (llama) or LayerNorm (gpt2). */
-static void pre_norm(const ModelConfig *c, float *out, const float *x, const float *w,
-                     const float *b)
+void layer_pre_norm(const ModelConfig *c, float *out, const float *x, const float *w,
+                    const float *b)
 {
     if (c->arch == ARCH_GPT2)
         kernels_layernorm(out, x, w, b, c->norm_eps, c->dim);
@@ -59,11 +41,19 @@ static void pre_norm(const ModelConfig *c, float *out, const float *x, const flo
         kernels_rmsnorm(out, x, w, c->norm_eps, c->dim);
 }
 
-/* Forgets the quantized inputs: called whenever a matvec input buffer is rewritten. */
-static void act_reset(Scratch *s)
+void layer_act_reset(Scratch *s)
 {
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 5; i++) {
         s->act_of[i] = NULL;
+        s->act_rows[i] = 0;
+    }
+}
+
+int layer_act_slot(QType t)
+{
+    const QType vt = quant_vec_dot_type(t);
+    return vt == QTYPE_Q8_0 ? 0 : vt == QTYPE_Q8_1 ? 1 : vt == QTYPE_Q8_K ? 2
+         : vt == QTYPE_F16  ? 3 : 4;
 }
 
 /* y[w->rows] = W . x[w->cols].  Float32 runs the fp32 kernel exactly as before quantized
@@ -82,9 +72,7 @@ static void matvec(Scratch *s, float *y, const QMat *w, const float *x)
             kernels_matvec_ld(y, w->data, x, w->cols, w->rows, w->row_stride / sizeof(float));
         return;
     }
-    const QType vt = quant_vec_dot_type(w->type);
-    const int slot = vt == QTYPE_Q8_0 ? 0 : vt == QTYPE_Q8_1 ? 1 : vt == QTYPE_Q8_K ? 2
-                   : vt == QTYPE_F16  ? 3 : 4;
+    const int slot = layer_act_slot(w->type);
     if (s->act_of[slot] != x) {
         quant_quantize_act(s->act[slot], x, w->type, w->cols);
         s->act_of[slot] = x;
@@ -104,8 +92,8 @@ void model_attn_part_forward(const ModelConfig *c, AttnPartW *w, Scratch *s, con
     const int hd = c->head_dim, nq = w->q1 - w->q0;
     CHECK(pos >= 0 && pos < w->kv_cap, "position %d beyond the KV cache (%d positions) of "
           "layer %d unit %d", pos, w->kv_cap, w->layer, w->unit);
-    pre_norm(c, s->xn, x, w->norm_w, w->norm_b);
-    act_reset(s);
+    layer_pre_norm(c, s->xn, x, w->norm_w, w->norm_b);
+    layer_act_reset(s);
     matvec(s, s->q, &w->wq, s->xn);
     add_bias(s->q, w->bq, nq * hd);
     float *k = w->k_cache + (size_t)pos * (size_t)hd;
@@ -135,7 +123,7 @@ void model_attn_part_forward(const ModelConfig *c, AttnPartW *w, Scratch *s, con
 void model_proj_forward(const ModelConfig *c, const ProjW *w, Scratch *s, const float *x,
                         const float *heads, float *z)
 {
-    act_reset(s);
+    layer_act_reset(s);
     matvec(s, s->tmp, &w->wo, heads);
     add_bias(s->tmp, w->bo, c->dim);
     if (z != x)
@@ -148,7 +136,7 @@ void model_proj_partial(const ModelConfig *c, Scratch *s, const QMat *wo_cols,
 {
     CHECK(wo_cols->cols == ncols && wo_cols->rows == c->dim, "projection columns: %d x %d "
           "held, %d x %d asked", wo_cols->rows, wo_cols->cols, c->dim, ncols);
-    act_reset(s);
+    layer_act_reset(s);
     matvec(s, partial, wo_cols, heads);
 }
 
@@ -156,8 +144,8 @@ void model_ffn_delta(const ModelConfig *c, const FfnW *w, Scratch *s, const floa
                      float *delta)
 {
     const int f = w->f1 - w->f0;
-    pre_norm(c, s->xn, z, w->norm_w, w->norm_b);
-    act_reset(s);
+    layer_pre_norm(c, s->xn, z, w->norm_w, w->norm_b);
+    layer_act_reset(s);
     if (c->arch == ARCH_GPT2) {
         matvec(s, s->hb, &w->w_up, s->xn);
         add_bias(s->hb, w->b_up, f);
@@ -174,8 +162,7 @@ void model_ffn_delta(const ModelConfig *c, const FfnW *w, Scratch *s, const floa
         add_bias(delta, w->b_down, c->dim);
 }
 
-/* Euclidean norm in double, so the ratio does not depend on float rounding of the sum. */
-static double norm2(const float *x, int n)
+double layer_norm2(const float *x, int n)
 {
     double s = 0;
     for (int i = 0; i < n; i++)
@@ -187,7 +174,7 @@ float model_ffn_forward(const ModelConfig *c, const FfnW *w, Scratch *s, const f
                         float *x_out)
 {
     model_ffn_delta(c, w, s, z, s->tmp);
-    double nz = norm2(z, c->dim), nd = norm2(s->tmp, c->dim);
+    double nz = layer_norm2(z, c->dim), nd = layer_norm2(s->tmp, c->dim);
     if (x_out != z)
         memcpy(x_out, z, (size_t)c->dim * sizeof(float));
     kernels_add(x_out, s->tmp, c->dim);
@@ -217,8 +204,8 @@ void model_logits(const ModelConfig *c, const HeadW *w, Scratch *s, const float 
 void model_logits_rows(const ModelConfig *c, const HeadW *w, Scratch *s, const float *x,
                        int n_rows, float *logits)
 {
-    pre_norm(c, s->xn, x, w->final_norm, w->final_norm_b);
-    act_reset(s);
+    layer_pre_norm(c, s->xn, x, w->final_norm, w->final_norm_b);
+    layer_act_reset(s);
     QMat head = w->lm_head;
     CHECK(n_rows <= head.rows, "LM head: %d rows asked, %d held", n_rows, head.rows);
     head.rows = n_rows;

@@ -11,9 +11,10 @@ struct LocalModel {
     AttnPartW *attn; /* [n_layers][n_kv_heads] */
     ProjW *proj;     /* [n_layers] */
     FfnW *ffn;       /* [n_layers] */
-    Scratch scratch;
-    float *heads;    /* [n_heads*hd] */
-    float *z;        /* [dim] */
+    Scratch scratch; /* for max_batch positions */
+    int kv_cap, max_batch;
+    float *heads;    /* [max_batch][n_heads*hd] */
+    float *z;        /* [max_batch][dim] */
     float *ratios;   /* [n_layers] last ||FFN(Z)||/||Z|| */
     float *zprev;    /* [dim] Z of the previous layer (speculation's early input) */
     size_t weight_bytes;
@@ -46,9 +47,8 @@ int local_model_load(LocalModel **out, const ModelConfig *c, hid_t file, const c
             goto fail;
         m->weight_bytes += model_proj_bytes(c, &m->proj[l]) + model_ffn_bytes(c, &m->ffn[l]);
     }
-    model_scratch_init(&m->scratch, c, kv_cap);
-    m->heads = xcalloc((size_t)c->n_heads * (size_t)c->head_dim, sizeof(float));
-    m->z = xcalloc((size_t)c->dim, sizeof(float));
+    m->kv_cap = kv_cap;
+    local_model_set_max_batch(m, 1);
     m->ratios = xcalloc((size_t)L, sizeof(float));
     m->zprev = xcalloc((size_t)c->dim, sizeof(float));
     *out = m;
@@ -105,6 +105,64 @@ static void local_forward(void *ctx, float *x, int pos, int token)
     }
 }
 
+/* Every layer on positions pos..pos+n-1 (n <= max_batch) as one pass: each weight matrix
+ * streamed once for the n rows, every result bit-identical to n calls of local_forward. */
+static void local_forward_batch(LocalModel *m, float *x, int pos, int n)
+{
+    const ModelConfig *c = m->c;
+    const int G = c->n_kv_heads, Q = config_q_per_kv(c), hd = c->head_dim;
+    const int hw = c->n_heads * hd;
+    for (int l = 0; l < c->n_layers; l++) {
+        for (int g = 0; g < G; g++)
+            model_attn_part_forward_n(c, &m->attn[(size_t)l * (size_t)G + (size_t)g],
+                                      &m->scratch, x, pos, n,
+                                      m->heads + (size_t)g * (size_t)Q * (size_t)hd, hw);
+        model_proj_forward_n(c, &m->proj[l], &m->scratch, x, m->heads, m->z, n);
+        /* the largest ratio of the n positions (the profiler's worst case) */
+        m->ratios[l] = model_ffn_forward_n(c, &m->ffn[l], &m->scratch, m->z, x, n);
+    }
+}
+
+/* The backend's forward_n.  With speculation emulated, positions run one by one (the
+ * speculation decision is per position and per layer, so a pass cannot share it); otherwise
+ * in passes of up to max_batch positions. */
+static void local_forward_n(void *ctx, float *x, int pos, int n, const int *tokens, int next_n)
+{
+    LocalModel *m = ctx;
+    const size_t dim = (size_t)m->c->dim;
+    (void)next_n;
+    if (m->spec) {
+        for (int i = 0; i < n; i++)
+            local_forward(m, x + (size_t)i * dim, pos + i, tokens ? tokens[i] : 0);
+        return;
+    }
+    for (int i = 0; i < n; i += m->max_batch) {
+        const int k = n - i < m->max_batch ? n - i : m->max_batch;
+        local_forward_batch(m, x + (size_t)i * dim, pos + i, k);
+    }
+}
+
+/* The controller computes the logits from x (the LM head is not split here). */
+static int local_logits_n(void *ctx, float *logits, int n)
+{
+    (void)ctx, (void)logits, (void)n;
+    return 0;
+}
+
+void local_model_set_max_batch(LocalModel *m, int max_batch)
+{
+    const ModelConfig *c = m->c;
+    CHECK(max_batch >= 1, "local model: batch of %d positions", max_batch);
+    model_scratch_free(&m->scratch);
+    model_scratch_init_batch(&m->scratch, c, m->kv_cap, max_batch);
+    free(m->heads);
+    free(m->z);
+    m->heads = xcalloc((size_t)max_batch * (size_t)c->n_heads * (size_t)c->head_dim,
+                       sizeof(float));
+    m->z = xcalloc((size_t)max_batch * (size_t)c->dim, sizeof(float));
+    m->max_batch = max_batch;
+}
+
 void local_model_set_speculation(LocalModel *m, const unsigned char *spec, float tolerance)
 {
     free(m->spec);
@@ -125,7 +183,11 @@ void local_model_spec_counts(const LocalModel *m, long *tried, long *kept)
 
 LayerBackend local_model_backend(LocalModel *m)
 {
-    return (LayerBackend){.ctx = m, .forward = local_forward};
+    return (LayerBackend){.ctx = m,
+                          .forward = local_forward,
+                          .forward_n = local_forward_n,
+                          .logits_n = local_logits_n,
+                          .max_batch = m->max_batch};
 }
 
 const float *local_model_ratios(const LocalModel *m) { return m->ratios; }

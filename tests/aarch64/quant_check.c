@@ -2,7 +2,8 @@
  * it under qemu-aarch64).  The NEON quantized dots against their plain-C twins, bit for bit, on
  * rows of random bytes and on quantized Gaussian rows; the quantizers of the dispatching entry
  * against the twins; the fp32 matvec (portable path on ARM) against quant_matvec_ref's canonical
- * order bit for bit and against kernels_matvec_ref within rounding.  Plain C, no cmocka: prints
+ * order bit for bit and against kernels_matvec_ref within rounding; quant_matmul (NEON batched
+ * kernels, portable fp32 matmul) against the twin matvec per activation.  Plain C, no cmocka: prints
  * each mismatch and exits 1 if any. */
 #include <math.h>
 #include <stdio.h>
@@ -58,6 +59,41 @@ static void random_row(uint8_t *row, QType t, int64_t n, uint64_t *rng)
                 memcpy(blk + 2, &h1, 2);
         }
     }
+}
+
+/* quant_matmul (the NEON batched kernel for Q8_0/Q4_0/Q5_0, the NEON row dots for the rest,
+ * the portable fp32 matmul) against nb calls of the twin matvec, bit for bit. */
+static int check_matmul(QType t, int64_t n, int D, uint64_t *rng)
+{
+    enum { NB = 9 };
+    const QType vt = quant_vec_dot_type(t);
+    const size_t rb = quant_row_bytes(t, n), ab = quant_row_bytes(vt, n);
+    uint8_t *w = xmalloc(rb * (size_t)D), *xa = xmalloc(ab * NB);
+    float *x = xmalloc((size_t)n * sizeof *x), *y = xmalloc(sizeof(float) * (size_t)D * NB);
+    float *yr = xmalloc(sizeof(float) * (size_t)D);
+    int checked = 0;
+    for (int i = 0; i < D; i++) {
+        for (int64_t j = 0; j < n; j++)
+            x[j] = 0.05f * rng_normal(rng);
+        quant_quantize_row(w + rb * i, x, t, n);
+    }
+    for (int b = 0; b < NB; b++) {
+        for (int64_t j = 0; j < n; j++)
+            x[j] = rng_normal(rng);
+        quant_quantize_act(xa + ab * b, x, t, n);
+    }
+    static const int nbs[] = {1, 3, 4, 5, 9};
+    for (int k = 0; k < COUNT(nbs); k++) {
+        quant_matmul(y, w, t, rb, xa, ab, n, D, nbs[k], D);
+        for (int b = 0; b < nbs[k]; b++) {
+            quant_matvec_ref(yr, w, t, rb, xa + ab * b, n, D);
+            for (int i = 0; i < D; i++, checked++)
+                if (!same(y[b * D + i], yr[i]))
+                    fail_at("matmul", t, n, y[b * D + i], yr[i]);
+        }
+    }
+    free(w), free(xa), free(x), free(y), free(yr);
+    return checked;
 }
 
 int main(void)
@@ -138,6 +174,16 @@ int main(void)
             free(w), free(w2), free(xa), free(xr), free(x), free(wf);
         }
     }
+    int mm = 0;
+    for (int k = 0; k < COUNT(types); k++) {
+        if (types[k] == QTYPE_Q8_1 || types[k] == QTYPE_Q8_K)
+            continue; /* activation types only */
+        mm += check_matmul(types[k], 256, 7, &rng);
+        mm += check_matmul(types[k], 2304, 150, &rng); /* more rows than one chunk */
+        if (quant_block_size(types[k]) < 256)
+            mm += check_matmul(types[k], 96, 7, &rng);
+    }
+    printf("quant_check: %d matmul outputs compared\n", mm);
     printf("quant_check: %d row dots compared, %d mismatches\n", checked, failures);
     return failures ? 1 : 0;
 }

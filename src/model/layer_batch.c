@@ -1,0 +1,221 @@
+/* layer_batch.c: the forward pieces of layer.c for n positions at once (batched prompts,
+ * verified drafts).  Each weight matrix is applied to the n rows by one matrix-matrix kernel
+ * (kernels_matmul, quant_matmul), which reads it from memory once and gives every row the bits
+ * the matrix-vector kernel gives it; everything per position (norms, biases, RoPE, the KV
+ * append, attention, activations) runs the one-position kernels row by row.  So every output
+ * equals n calls of the one-position function in position order, bit for bit
+ * (tests/unit/test_layer_batch.c). */
+#include "kernels.h"
+#include "layer_internal.h"
+#include "model.h"
+#include "util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void model_scratch_init_batch(Scratch *s, const ModelConfig *c, int kv_cap, int max_batch)
+{
+    CHECK(max_batch >= 1, "scratch: batch of %d positions", max_batch);
+    const size_t B = (size_t)max_batch;
+    const size_t qd = (size_t)c->n_heads * (size_t)c->head_dim;
+    memset(s, 0, sizeof *s);
+    s->max_batch = max_batch;
+    s->xn = xcalloc(B * (size_t)c->dim, sizeof(float));
+    s->q = xcalloc(B * qd, sizeof(float));
+    s->k = xcalloc((size_t)c->head_dim, sizeof(float));
+    s->v = xcalloc((size_t)c->head_dim, sizeof(float));
+    s->att = xcalloc((size_t)(kv_cap > 0 ? kv_cap : 1), sizeof(float));
+    s->hb = xcalloc(B * (size_t)c->ffn_dim, sizeof(float));
+    s->hb2 = xcalloc(B * (size_t)c->ffn_dim, sizeof(float));
+    s->tmp = xcalloc(B * (size_t)c->dim, sizeof(float));
+    /* The longest matvec input, at 2 bytes a value (F16/BF16; the Q8 types take less). */
+    size_t n = (size_t)c->dim;
+    if ((size_t)c->ffn_dim > n)
+        n = (size_t)c->ffn_dim;
+    if (qd > n)
+        n = qd;
+    for (int i = 0; i < 5; i++)
+        s->act[i] = xcalloc(B * (2 * n + 512), 1);
+    layer_act_reset(s);
+}
+
+/* Y[b] = W . X[b] for the n rows (X rows ldx floats apart, Y rows ldy apart): the matvec of
+ * layer.c row for row, as one matrix-matrix product.  Quantized weights take each row of X in
+ * their vec-dot type, once per input buffer until layer_act_reset. */
+static void matmul_n(Scratch *s, float *y, size_t ldy, const QMat *w, const float *x,
+                     size_t ldx, int n)
+{
+    if (w->cols == 0 && w->rows > 0) { /* an empty FFN slice adds nothing */
+        for (int b = 0; b < n; b++)
+            memset(y + (size_t)b * ldy, 0, (size_t)w->rows * sizeof(float));
+        return;
+    }
+    if (w->type == QTYPE_F32) {
+        const size_t ldw = w->row_stride / sizeof(float);
+        if (kernels_get_matvec() == MATVEC_BLAS) { /* BLAS's order: the matvec, row by row */
+            for (int b = 0; b < n; b++)
+                kernels_matvec_ld(y + (size_t)b * ldy, w->data, x + (size_t)b * ldx, w->cols,
+                                  w->rows, ldw);
+            return;
+        }
+        kernels_matmul(y, w->data, x, w->cols, w->rows, n, ldw, ldx, ldy);
+        return;
+    }
+    const int slot = layer_act_slot(w->type);
+    const size_t ab = quant_row_bytes(quant_vec_dot_type(w->type), w->cols);
+    if (s->act_of[slot] != x || s->act_rows[slot] < n) {
+        for (int b = 0; b < n; b++)
+            quant_quantize_act((char *)s->act[slot] + (size_t)b * ab, x + (size_t)b * ldx,
+                               w->type, w->cols);
+        s->act_of[slot] = x;
+        s->act_rows[slot] = n;
+    }
+    quant_matmul(y, w->data, w->type, w->row_stride, s->act[slot], ab, w->cols, w->rows, n, ldy);
+}
+
+/* b added to each of the n rows of y (ldy apart); nothing when b is NULL. */
+static void add_bias_n(float *y, size_t ldy, const float *b, int width, int n)
+{
+    if (b)
+        for (int i = 0; i < n; i++)
+            kernels_add(y + (size_t)i * ldy, b, width);
+}
+
+static void check_batch(const Scratch *s, int n, const char *what)
+{
+    CHECK(n >= 1 && n <= s->max_batch, "%s: %d positions, the scratch takes 1..%d", what, n,
+          s->max_batch);
+}
+
+void model_attn_part_forward_n(const ModelConfig *c, AttnPartW *w, Scratch *s, const float *x,
+                               int pos, int n, float *out, int out_stride)
+{
+    const int hd = c->head_dim, nq = w->q1 - w->q0, dim = c->dim;
+    const size_t qd = (size_t)nq * (size_t)hd;
+    check_batch(s, n, "attention");
+    CHECK(pos >= 0 && pos + n <= w->kv_cap, "positions %d..%d beyond the KV cache (%d "
+          "positions) of layer %d unit %d", pos, pos + n - 1, w->kv_cap, w->layer, w->unit);
+    CHECK((size_t)out_stride >= qd, "attention: output stride %d below %zu", out_stride, qd);
+    for (int i = 0; i < n; i++)
+        layer_pre_norm(c, s->xn + (size_t)i * dim, x + (size_t)i * dim, w->norm_w, w->norm_b);
+    layer_act_reset(s);
+    float *k = w->k_cache + (size_t)pos * (size_t)hd;
+    float *v = w->v_cache + (size_t)pos * (size_t)hd;
+    matmul_n(s, s->q, qd, &w->wq, s->xn, (size_t)dim, n);
+    add_bias_n(s->q, qd, w->bq, (int)qd, n);
+    matmul_n(s, k, (size_t)hd, &w->wk, s->xn, (size_t)dim, n); /* appended at pos..pos+n-1 */
+    add_bias_n(k, (size_t)hd, w->bk, hd, n);
+    matmul_n(s, v, (size_t)hd, &w->wv, s->xn, (size_t)dim, n);
+    add_bias_n(v, (size_t)hd, w->bv, hd, n);
+    for (int i = 0; i < n; i++) {
+        const int p = pos + i;
+        float *qi = s->q + (size_t)i * qd, *ki = k + (size_t)i * (size_t)hd;
+        if (c->rope_style != ROPE_NONE) {
+            const int inter = c->rope_style == ROPE_INTERLEAVED;
+            if (c->n_rope_freq_factors > 0) { /* Llama 3.1 scaling */
+                kernels_rope_factors(qi, nq, hd, p, c->rope_theta, inter, c->rope_freq_factors);
+                kernels_rope_factors(ki, 1, hd, p, c->rope_theta, inter, c->rope_freq_factors);
+            } else {
+                kernels_rope(qi, nq, hd, p, c->rope_theta, inter);
+                kernels_rope(ki, 1, hd, p, c->rope_theta, inter);
+            }
+        }
+    }
+    /* Position p sees 0..p (the causal mask inside the batch), the last W with a window. */
+    for (int i = 0; i < n; i++) {
+        const int p = pos + i;
+        int first = 0;
+        if (c->sliding_window > 0 && p + 1 > c->sliding_window)
+            first = p + 1 - c->sliding_window;
+        kernels_attention(out + (size_t)i * (size_t)out_stride, s->q + (size_t)i * qd,
+                          w->k_cache + (size_t)first * (size_t)hd,
+                          w->v_cache + (size_t)first * (size_t)hd, s->att, nq, hd, p + 1 - first);
+    }
+}
+
+void model_proj_forward_n(const ModelConfig *c, const ProjW *w, Scratch *s, const float *x,
+                          const float *heads, float *z, int n)
+{
+    const size_t dim = (size_t)c->dim, hw = (size_t)c->n_heads * (size_t)c->head_dim;
+    check_batch(s, n, "projection");
+    layer_act_reset(s);
+    matmul_n(s, s->tmp, dim, &w->wo, heads, hw, n);
+    add_bias_n(s->tmp, dim, w->bo, c->dim, n);
+    if (z != x)
+        memcpy(z, x, (size_t)n * dim * sizeof(float));
+    for (int i = 0; i < n; i++)
+        kernels_add(z + (size_t)i * dim, s->tmp + (size_t)i * dim, c->dim);
+}
+
+void model_proj_partial_n(const ModelConfig *c, Scratch *s, const QMat *wo_cols,
+                          const float *heads, int heads_stride, int ncols, float *partial, int n)
+{
+    CHECK(wo_cols->cols == ncols && wo_cols->rows == c->dim, "projection columns: %d x %d "
+          "held, %d x %d asked", wo_cols->rows, wo_cols->cols, c->dim, ncols);
+    CHECK(heads_stride >= ncols, "projection: heads stride %d below %d columns", heads_stride,
+          ncols);
+    check_batch(s, n, "projection");
+    layer_act_reset(s);
+    matmul_n(s, partial, (size_t)c->dim, wo_cols, heads, (size_t)heads_stride, n);
+}
+
+void model_ffn_delta_n(const ModelConfig *c, const FfnW *w, Scratch *s, const float *z,
+                       float *delta, int n)
+{
+    const int f = w->f1 - w->f0;
+    const size_t dim = (size_t)c->dim;
+    check_batch(s, n, "FFN");
+    for (int i = 0; i < n; i++)
+        layer_pre_norm(c, s->xn + (size_t)i * dim, z + (size_t)i * dim, w->norm_w, w->norm_b);
+    layer_act_reset(s);
+    if (c->arch == ARCH_GPT2) {
+        matmul_n(s, s->hb, (size_t)f, &w->w_up, s->xn, dim, n);
+        add_bias_n(s->hb, (size_t)f, w->b_up, f, n);
+        for (int i = 0; i < n; i++)
+            kernels_gelu(s->hb + (size_t)i * (size_t)f, f);
+    } else {
+        matmul_n(s, s->hb, (size_t)f, &w->w_gate, s->xn, dim, n);
+        matmul_n(s, s->hb2, (size_t)f, &w->w_up, s->xn, dim, n);
+        for (int i = 0; i < n; i++)
+            kernels_swiglu(s->hb + (size_t)i * (size_t)f, s->hb2 + (size_t)i * (size_t)f, f);
+    }
+    matmul_n(s, delta, dim, &w->w_down, s->hb, (size_t)f, n);
+    if (w->f0 == 0 && w->f1 > 0) /* the one non-empty slice at column 0, as model_ffn_delta */
+        add_bias_n(delta, dim, w->b_down, c->dim, n);
+}
+
+float model_ffn_forward_n(const ModelConfig *c, const FfnW *w, Scratch *s, const float *z,
+                          float *x_out, int n)
+{
+    const size_t dim = (size_t)c->dim;
+    model_ffn_delta_n(c, w, s, z, s->tmp, n);
+    float worst = 0.0f;
+    for (int i = 0; i < n; i++) {
+        const float *zi = z + (size_t)i * dim, *di = s->tmp + (size_t)i * dim;
+        const double nz = layer_norm2(zi, c->dim), nd = layer_norm2(di, c->dim);
+        const float ratio = nz > 0 ? (float)(nd / nz) : INFINITY;
+        if (i == 0 || ratio > worst)
+            worst = ratio;
+        float *xo = x_out + (size_t)i * dim;
+        if (xo != zi)
+            memcpy(xo, zi, dim * sizeof(float));
+        kernels_add(xo, di, c->dim);
+    }
+    return worst;
+}
+
+void model_logits_rows_n(const ModelConfig *c, const HeadW *w, Scratch *s, const float *x,
+                         int n_rows, float *logits, int n)
+{
+    const size_t dim = (size_t)c->dim;
+    check_batch(s, n, "LM head");
+    for (int i = 0; i < n; i++)
+        layer_pre_norm(c, s->xn + (size_t)i * dim, x + (size_t)i * dim, w->final_norm,
+                       w->final_norm_b);
+    layer_act_reset(s);
+    QMat head = w->lm_head;
+    CHECK(n_rows <= head.rows, "LM head: %d rows asked, %d held", n_rows, head.rows);
+    head.rows = n_rows;
+    matmul_n(s, logits, (size_t)n_rows, &head, s->xn, dim, n);
+}
