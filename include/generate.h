@@ -20,6 +20,15 @@ typedef struct {
     /* Optional, after forward: 1 when the backend computed the logits[vocab] itself (the
      * LM head split over workers), 0 when the controller computes them from x. */
     int (*logits)(void *ctx, float *logits);
+    /* Optional: every decoder layer on n positions pos..pos+n-1 at once, x[n][dim] in place,
+     * tokens[n] the tokens at those positions.  next_n: how many positions the caller will
+     * pass in its next call (a hint that lets the distributed backend size its next messages;
+     * 0 = unknown; a wrong hint costs time, never correctness).  NULL: one forward per
+     * position. */
+    void (*forward_n)(void *ctx, float *x, int pos, int n, const int *tokens, int next_n);
+    /* Optional: like logits, for the n rows of the last forward_n: logits[n][vocab]. */
+    int (*logits_n)(void *ctx, float *logits, int n);
+    int max_batch; /* positions forward_n takes at most (0 when forward_n is NULL) */
 } LayerBackend;
 
 typedef struct {

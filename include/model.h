@@ -146,4 +146,28 @@ void model_logits(const ModelConfig *c, const HeadW *w, Scratch *s, const float 
 void model_logits_rows(const ModelConfig *c, const HeadW *w, Scratch *s, const float *x,
                        int n_rows, float *logits);
 
+/* Scratch able to run up to max_batch positions per call (model_scratch_init == batch 1). */
+void model_scratch_init_batch(Scratch *s, const ModelConfig *c, int kv_cap, int max_batch);
+/* Multi-position forms of the functions above: n positions pos..pos+n-1 at once, each row
+ * array packed [n][width] unless a stride is given (floats between consecutive positions).
+ * Every weight matrix is streamed once for all n rows, and every output is bit-identical
+ * to n calls of the one-position function in position order.  n <= the scratch's max_batch. */
+void model_attn_part_forward_n(const ModelConfig *c, AttnPartW *w, Scratch *s,
+                               const float *x /*[n][dim]*/, int pos, int n,
+                               float *out, int out_stride /* >= (q1-q0)*hd */);
+void model_proj_forward_n(const ModelConfig *c, const ProjW *w, Scratch *s,
+                          const float *x /*[n][dim]*/, const float *heads /*[n][n_heads*hd]*/,
+                          float *z /*[n][dim]*/, int n);
+void model_proj_partial_n(const ModelConfig *c, Scratch *s, const QMat *wo_cols,
+                          const float *heads, int heads_stride, int ncols,
+                          float *partial /*[n][dim]*/, int n);
+void model_ffn_delta_n(const ModelConfig *c, const FfnW *w, Scratch *s,
+                       const float *z /*[n][dim]*/, float *delta /*[n][dim]*/, int n);
+/* x_out = z + FFN(z) per row; returns the largest ||FFN(z)||/||z|| of the n rows. */
+float model_ffn_forward_n(const ModelConfig *c, const FfnW *w, Scratch *s, const float *z,
+                          float *x_out, int n);
+void model_logits_rows_n(const ModelConfig *c, const HeadW *w, Scratch *s,
+                         const float *x /*[n][dim]*/, int n_rows,
+                         float *logits /*[n][n_rows]*/, int n);
+
 #endif
