@@ -1,7 +1,9 @@
 /* The distributed engine over the in-process transport: a controller and two workers as three
  * threads run a synthetic 2-layer model (LLaMA, and GPT-2) under PIPE (layer-wise, with
  * speculation that is always re-executed, and head-level) and SLICE plans; their outputs are compared with the
- * single-process backend (src/model/local.c): PIPE bit for bit, SLICE within 1e-5. */
+ * single-process backend (src/model/local.c): PIPE bit for bit, SLICE within 1e-5; and again
+ * with passes of several positions (forward_n), split and padded as the broadcast size
+ * agreed between passes requires. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -45,6 +47,10 @@ typedef struct {
     InprocWorld *world;
     Outputs *out;
     DistMetrics metrics; /* gathered after the last token (rank 0's copy) */
+    const int *chunks;   /* passes of several positions (summing to STEPS), 0-terminated;
+                          * NULL: one position per pass */
+    const int *hints;    /* next_n hint of each pass */
+    int max_batch;
 } Run;
 
 typedef struct {
@@ -102,6 +108,28 @@ static void drive(LayerBackend *b, const HeadW *head, Outputs *out)
     model_scratch_free(&s);
 }
 
+/* The same through forward_n: passes of chunks[i] positions with next_n hints[i]. */
+static void drive_chunks(LayerBackend *b, const HeadW *head, Outputs *out, const int *chunks,
+                         const int *hints)
+{
+    Scratch s;
+    model_scratch_init(&s, &cfg, KV_CAP);
+    assert_non_null(b->forward_n);
+    const size_t V = (size_t)cfg.vocab_size;
+    for (int i = 0, pos = 0; chunks[i]; pos += chunks[i], i++) {
+        const int n = chunks[i];
+        assert_true(n <= b->max_batch);
+        float *x = out->x[pos], *logits = out->logits + (size_t)pos * V;
+        for (int k = 0; k < n; k++)
+            model_embed(&cfg, head, tokens[pos + k], pos + k, out->x[pos + k]);
+        b->forward_n(b->ctx, x, pos, n, tokens + pos, hints[i]);
+        if (!b->logits_n || !b->logits_n(b->ctx, logits, n))
+            for (int k = 0; k < n; k++)
+                model_logits(&cfg, head, &s, out->x[pos + k], logits + (size_t)k * V);
+    }
+    model_scratch_free(&s);
+}
+
 static void outputs_init(Outputs *o)
 {
     memset(o, 0, sizeof *o);
@@ -141,13 +169,18 @@ static void *rank_main(void *p)
     CHECK(dist_setup(&e, &t, &cfg, run->plan, f, model_path, KV_CAP) == 0, "dist_setup failed");
     if (run->spec)
         dist_set_speculation(e, run->spec, 0.0f, 0.5f, 0);
+    if (run->max_batch > 1)
+        dist_set_max_batch(e, run->max_batch);
     if (a->rank == 0) {
         HeadW head;
         transport_exclusive(&t, 1);
         CHECK(model_load_head(&head, &cfg, f, model_path, err, sizeof err) == 0, "%s", err);
         transport_exclusive(&t, 0);
         LayerBackend b = dist_backend(e);
-        drive(&b, &head, run->out);
+        if (run->chunks)
+            drive_chunks(&b, &head, run->out, run->chunks, run->hints);
+        else
+            drive(&b, &head, run->out);
         dist_controller_stop(e);
         model_free_head(&head);
     } else {
@@ -167,9 +200,18 @@ static void *rank_main(void *p)
     return NULL;
 }
 
+/* Several positions per pass: with exact hints (1, 3, 2), and without hints (4 positions
+ * while the broadcasts are sized for 1: split; then 2 in a pass sized for 3: padded). */
+static const int chunks_hinted[] = {1, 3, 2, 0}, hints_exact[] = {3, 2, 0};
+static const int chunks_unhinted[] = {4, 2, 0}, hints_none[] = {0, 0};
+static const int *g_chunks, *g_hints; /* the next run_plan's */
+
 static void run_plan(const Plan *plan, const unsigned char *spec, Outputs *out, Run *run)
 {
     memset(run, 0, sizeof *run);
+    run->chunks = g_chunks;
+    run->hints = g_hints;
+    run->max_batch = g_chunks ? 4 : 1;
     run->plan = plan;
     run->spec = spec;
     run->world = transport_inproc_world(RANKS);
@@ -222,7 +264,7 @@ static void expect_identical(const Plan *p, const unsigned char *spec)
     double total = 0;
     for (int r = 0; r < RANKS; r++)
         total += run.metrics.rank[r].bytes_sent;
-    if (!spec)
+    if (!spec && !g_chunks)
         assert_true(total >= (double)STEPS * (double)s.bytes_per_token &&
                     total <= (double)(STEPS + 1) * (double)s.bytes_per_token);
     json_t *j = dist_metrics_json(&run.metrics, STEPS);
@@ -309,6 +351,24 @@ static void test_slice_head_on_controller(void **state)
     plan_free(&p);
 }
 
+/* Every plan above again, with passes of several positions. */
+static void test_batched(void **state)
+{
+    (void)state;
+    static const int *const modes[2][2] = {{chunks_hinted, hints_exact},
+                                           {chunks_unhinted, hints_none}};
+    for (int m = 0; m < 2; m++) {
+        g_chunks = modes[m][0];
+        g_hints = modes[m][1];
+        test_pipe_layerwise(NULL);
+        test_pipe_speculation_rejected(NULL);
+        test_pipe_heads(NULL);
+        test_slice_split_head(NULL);
+        test_slice_head_on_controller(NULL);
+    }
+    g_chunks = g_hints = NULL;
+}
+
 int main(void)
 {
     hbool_t ts = 0;
@@ -321,10 +381,12 @@ int main(void)
         cmocka_unit_test(test_pipe_heads),
         cmocka_unit_test(test_slice_split_head),
         cmocka_unit_test(test_slice_head_on_controller),
+        cmocka_unit_test(test_batched),
     };
     const struct CMUnitTest gpt2[] = {
         cmocka_unit_test(test_pipe_heads),
         cmocka_unit_test(test_slice_split_head),
+        cmocka_unit_test(test_batched),
     };
     int failed = cmocka_run_group_tests_name("llama", llama, setup_llama, teardown_model);
     return failed + cmocka_run_group_tests_name("gpt2", gpt2, setup_gpt2, teardown_model);
