@@ -58,6 +58,19 @@ void dist_print_memory_prediction(const DistEngine *e, FILE *out);
  * forward_n calls of up to max_batch positions. */
 void dist_set_max_batch(DistEngine *e, int max_batch);
 int dist_max_batch(const DistEngine *e);
+/* A request-reply service on one worker between passes (the draft model of --draft-rank):
+ * fn answers a request of req_bytes with at most resp_cap bytes and returns how many (or -1
+ * with a message in err, which ends the run naming the rank).  Call on every rank with the
+ * same rank (1..size-1) and capacities; fn and ctx matter on that rank only.  The service rank
+ * keeps its layers; the controller sends it a small go-ahead before every pass. */
+typedef long (*DistServiceFn)(void *ctx, const void *req, size_t req_bytes, void *resp,
+                              size_t resp_cap, char *err, size_t errlen);
+void dist_set_service(DistEngine *e, int rank, DistServiceFn fn, void *ctx, size_t req_cap,
+                      size_t resp_cap);
+/* Controller: one request to the service, waited for on the (emulated) link; returns the
+ * reply's bytes (in resp, at most resp_cap). */
+size_t dist_service_call(DistEngine *e, const void *req, size_t req_bytes, void *resp,
+                         size_t resp_cap);
 /* Controller hook before each position (LayerBackend.prepare). */
 int dist_controller_prepare(void *ctx, int pos, char *err, size_t errlen);
 /* Controller: per-rank budgets and peaks, and the re-placements done. */

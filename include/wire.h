@@ -8,7 +8,12 @@
 
 /* STEP carries a token through the layers; STOP and REPLAN pass through the pipeline without
  * computing and are then confirmed to every rank by the controller. */
-typedef enum { WIRE_STEP = 1, WIRE_STOP = 2, WIRE_PING = 3, WIRE_REPLAN = 4 } WireCmd;
+typedef enum { WIRE_STEP = 1, WIRE_STOP = 2, WIRE_PING = 3, WIRE_REPLAN = 4,
+               WIRE_SERVICE_CALL = 5, WIRE_SERVICE_GO = 6 } WireCmd;
+/* The service rank (dist_set_service: the draft model of --draft-rank) takes point-to-point
+ * messages from the controller between passes: CALL (a request; the header's layer field holds
+ * the payload's bytes; answered on WIRE_TAG_SERVICE_REPLY the same way) or GO (pos holds the
+ * command that follows: WIRE_STEP for a pass, or the control command). */
 /* Flags above the command byte of WireHdr.cmd, set by the FFN rank that decides speculation
  * for the transition out of its layer. */
 enum {
@@ -43,6 +48,6 @@ _Static_assert(sizeof(WireHdr) == 32, "the header keeps the payload 32-byte alig
 
 /* Message tags of point-to-point messages; collectives use per-layer communicators. */
 enum { WIRE_TAG_Z = 1000, WIRE_TAG_PING = 900, WIRE_TAG_XCHG = 10000, WIRE_TAG_XSUM = 15000,
-       WIRE_TAG_MIG = 20000 };
+       WIRE_TAG_MIG = 20000, WIRE_TAG_SERVICE = 25000, WIRE_TAG_SERVICE_REPLY = 25001 };
 
 #endif

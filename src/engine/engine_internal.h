@@ -98,6 +98,13 @@ struct DistEngine {
     unsigned char *hrecv;    /* controller: the members' messages, in comm order */
     int *h_counts_n, *h_displs_n; /* controller: the gather's layout for the pass's rows */
     float *logits;           /* controller: [bmax][vocab] assembled logits */
+    /* The service between passes (service.c): its rank (0: none), handler and buffers
+     * [hdr | payload]. */
+    int service_rank;
+    DistServiceFn service_fn;
+    void *service_ctx;
+    size_t svc_req_cap, svc_resp_cap;
+    unsigned char *svc_req, *svc_resp;
 };
 
 
@@ -137,6 +144,12 @@ void engine_head_send(DistEngine *e, const WireHdr *h, const float *x);
 /* (Re)allocates the split head's message buffers for e->bmax rows. */
 void engine_head_alloc(DistEngine *e);
 void engine_head_recv(DistEngine *e, int n, int row0);
+
+/* service.c: the controller's go-ahead to the service rank before a pass (cmd WIRE_STEP)
+ * or a control command; the service rank's loop of requests until a go-ahead, returning
+ * the command it announces. */
+void engine_service_go(DistEngine *e, int cmd);
+int engine_service_serve(DistEngine *e);
 
 /* setup.c: layer l's transport groups (collective) and this rank's roles. */
 void engine_setup_layer(DistEngine *e, int l);

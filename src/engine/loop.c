@@ -76,7 +76,13 @@ void dist_worker_loop(DistEngine *e)
 {
     for (;;) {
         int cmd = WIRE_STEP;
+        const int svc = e->service_rank == e->tp->rank;
+        /* The service rank answers requests until the controller says what comes next; an
+         * inactive service rank lets passes go by. */
+        const int next = svc ? engine_service_serve(e) : WIRE_STEP;
         if (!e->active) {
+            if (svc && next == WIRE_STEP)
+                continue;
             cmd = WIRE_STOP; /* nothing to run: wait for the controller's word */
         } else {
             cmd = worker_token(e);
@@ -95,6 +101,7 @@ void dist_worker_loop(DistEngine *e)
 void engine_controller_control(DistEngine *e, int cmd, int pos)
 {
     WireHdr h = {WIRE_MAGIC, cmd, pos, 0, (int16_t)e->nb, 0, 0, 0};
+    engine_service_go(e, cmd);
     memcpy(e->xmsg, &h, sizeof h);
     engine_bcast_input(e, 0, e->xmsg);
     engine_bcast_input(e, e->L, e->xmsg);
@@ -128,6 +135,7 @@ static void controller_send(DistEngine *e, int cmd, const float *x, int pos, int
                             int row0)
 {
     WireHdr h = {WIRE_MAGIC, cmd, pos, (int16_t)n, (int16_t)next_n, 0, 0, 0};
+    engine_service_go(e, cmd);
     memcpy(e->xmsg, &h, sizeof h);
     if (x)
         memcpy(payload(e->xmsg), x, (size_t)n * (size_t)e->c->dim * sizeof(float));

@@ -273,6 +273,8 @@ void dist_free(DistEngine *e)
     free(e->logits);
     free(e->h_counts_n);
     free(e->h_displs_n);
+    free(e->svc_req);
+    free(e->svc_resp);
     schedule_free(&e->sched);
     plan_free(&e->plan_own);
     free(e->fname);

@@ -51,6 +51,8 @@ typedef struct {
                           * NULL: one position per pass */
     const int *hints;    /* next_n hint of each pass */
     int max_batch;
+    int service_rank;    /* 0: none; else the controller calls it before every pass */
+    int service_calls;   /* calls answered correctly (rank 0) */
 } Run;
 
 typedef struct {
@@ -106,6 +108,29 @@ static void drive(LayerBackend *b, const HeadW *head, Outputs *out)
             model_logits(&cfg, head, &s, x, logits);
     }
     model_scratch_free(&s);
+}
+
+/* The test's service: the request's bytes in reverse order, then the answering rank. */
+static long echo_service(void *ctx, const void *req, size_t n, void *resp, size_t cap,
+                         char *err, size_t errlen)
+{
+    const unsigned char *in = req;
+    unsigned char *out = resp;
+    if (n + 1 > cap)
+        return util_err(err, errlen, "request too long"), -1;
+    for (size_t i = 0; i < n; i++)
+        out[i] = in[n - 1 - i];
+    out[n] = (unsigned char)*(const int *)ctx;
+    return (long)n + 1;
+}
+
+/* Rank 0: one service call, checked; counts the good ones. */
+static void call_service(DistEngine *e, Run *run, int pos)
+{
+    unsigned char req[5] = {1, 2, 3, 4, (unsigned char)pos}, resp[16];
+    size_t n = dist_service_call(e, req, sizeof req, resp, sizeof resp);
+    if (n == 6 && resp[0] == pos && resp[4] == 1 && resp[5] == run->service_rank)
+        run->service_calls++;
 }
 
 /* The same through forward_n: passes of chunks[i] positions with next_n hints[i]. */
@@ -171,13 +196,26 @@ static void *rank_main(void *p)
         dist_set_speculation(e, run->spec, 0.0f, 0.5f, 0);
     if (run->max_batch > 1)
         dist_set_max_batch(e, run->max_batch);
+    int me = a->rank;
+    if (run->service_rank)
+        dist_set_service(e, run->service_rank, echo_service, &me, 64, 64);
     if (a->rank == 0) {
         HeadW head;
         transport_exclusive(&t, 1);
         CHECK(model_load_head(&head, &cfg, f, model_path, err, sizeof err) == 0, "%s", err);
         transport_exclusive(&t, 0);
         LayerBackend b = dist_backend(e);
-        if (run->chunks)
+        if (run->service_rank) /* calls before, between and after passes */
+            for (int pos = 0; pos < STEPS; pos++) {
+                call_service(e, run, pos);
+                if (pos % 2)
+                    call_service(e, run, pos);
+                float x[64];
+                model_embed(&cfg, &head, tokens[pos], pos, x);
+                b.forward(b.ctx, x, pos, tokens[pos]);
+                memcpy(run->out->x[pos], x, sizeof x);
+            }
+        else if (run->chunks)
             drive_chunks(&b, &head, run->out, run->chunks, run->hints);
         else
             drive(&b, &head, run->out);
@@ -205,6 +243,7 @@ static void *rank_main(void *p)
 static const int chunks_hinted[] = {1, 3, 2, 0}, hints_exact[] = {3, 2, 0};
 static const int chunks_unhinted[] = {4, 2, 0}, hints_none[] = {0, 0};
 static const int *g_chunks, *g_hints; /* the next run_plan's */
+static int g_service;
 
 static void run_plan(const Plan *plan, const unsigned char *spec, Outputs *out, Run *run)
 {
@@ -212,6 +251,7 @@ static void run_plan(const Plan *plan, const unsigned char *spec, Outputs *out, 
     run->chunks = g_chunks;
     run->hints = g_hints;
     run->max_batch = g_chunks ? 4 : 1;
+    run->service_rank = g_service;
     run->plan = plan;
     run->spec = spec;
     run->world = transport_inproc_world(RANKS);
@@ -351,6 +391,29 @@ static void test_slice_head_on_controller(void **state)
     plan_free(&p);
 }
 
+/* A service on worker 2 called between passes: every reply right, outputs unchanged. */
+static void test_service(void **state)
+{
+    (void)state;
+    Plan p;
+    build(&p, PARTITION_LAYER, PLACEMENT_LAYER, 0);
+    for (int svc = 1; svc <= 2; svc++) {
+        Outputs ref, got;
+        Run run;
+        reference(&ref);
+        memset(&run, 0, sizeof run);
+        g_service = svc;
+        run_plan(&p, NULL, &got, &run);
+        g_service = 0;
+        assert_int_equal(run.service_calls, STEPS + STEPS / 2);
+        assert_memory_equal(got.x, ref.x, sizeof ref.x);
+        dist_metrics_free(&run.metrics);
+        free(ref.logits);
+        free(got.logits);
+    }
+    plan_free(&p);
+}
+
 /* Every plan above again, with passes of several positions. */
 static void test_batched(void **state)
 {
@@ -382,6 +445,7 @@ int main(void)
         cmocka_unit_test(test_slice_split_head),
         cmocka_unit_test(test_slice_head_on_controller),
         cmocka_unit_test(test_batched),
+        cmocka_unit_test(test_service),
     };
     const struct CMUnitTest gpt2[] = {
         cmocka_unit_test(test_pipe_heads),
