@@ -126,6 +126,15 @@ static inline size_t rows_bytes(const DistEngine *e, int n)
     return sizeof(WireHdr) + (size_t)n * (size_t)e->c->dim * sizeof(float);
 }
 
+/* Bytes attention part w streams for n rows at pos: its weights once, and each row's reads
+ * of the K and V cached so far (the board model of the dilation charges them). */
+static inline double attn_stream_bytes(const ModelConfig *c, const AttnPartW *w, int pos, int n)
+{
+    const double kv_row = 2.0 * (double)c->head_dim * sizeof(float);
+    return (double)model_attn_part_bytes(c, w) +
+           kv_row * ((double)n * (double)pos + (double)n * (double)(n + 1) / 2);
+}
+
 /* loop.c: a received header, checked (magic, command), and the broadcast of a pipeline
  * message on layer l's input group (root sends; others receive and wait out the link). */
 WireHdr engine_read_hdr(const unsigned char *msg, int layer);

@@ -73,6 +73,7 @@ void engine_head_send(DistEngine *e, const WireHdr *h, const float *x)
     const int rows = e->head_v1 - e->head_v0;
     model_logits_rows_n(e->c, &e->head_rows, &e->scratch, x, rows,
                         (float *)(void *)(e->hsend + sizeof(WireHdr)), h->n);
+    transport_streamed(e->tp, (double)model_qmat_bytes(&e->head_rows.lm_head));
     WireHdr gh = *h;
     gh.layer = e->L;
     transport_stamp(e->tp, &gh);

@@ -20,6 +20,7 @@ static void attn_parts(DistEngine *e, int l, const float *x, int pos, int n)
         model_attn_part_forward_n(e->c, &r->parts[k], &e->scratch, x, pos, n, mine + off,
                                   r->my_floats);
         off += (r->parts[k].q1 - r->parts[k].q0) * e->c->head_dim;
+        transport_streamed(e->tp, attn_stream_bytes(e->c, &r->parts[k], pos, n));
     }
     e->timers[(size_t)l * T_COUNT + T_ATTN] += time_now() - t;
 }
@@ -174,8 +175,11 @@ int engine_pipe_layer(DistEngine *e, int l)
         if (r->is_proj) {
             t = time_now();
             if (!stop)
+            {
                 model_proj_forward_n(c, &r->proj, &e->scratch, payload(e->xmsg), e->heads,
                                      payload(e->zmsg), h.n);
+                transport_streamed(e->tp, (double)model_proj_bytes(c, &r->proj));
+            }
             memcpy(e->zmsg, &h, sizeof h);
             tm[T_PROJ] += time_now() - t;
             if (s_out) {
@@ -220,6 +224,7 @@ int engine_pipe_layer(DistEngine *e, int l)
         if (h.cmd == WIRE_STEP) {
             float ratio = model_ffn_forward_n(c, &r->ffn, &e->scratch, payload(e->zmsg),
                                               payload(e->xmsg), h.n);
+            transport_streamed(e->tp, (double)model_ffn_bytes(c, &r->ffn));
             if (s_out || e->adaptive)
                 h.cmd |= engine_spec_decide(e, l, ratio, s_out);
             if (s_out)

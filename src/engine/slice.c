@@ -280,6 +280,9 @@ int engine_slice_layer(DistEngine *e, int l)
         model_attn_part_forward_n(c, &r->parts[k], &e->scratch, x, h.pos, n, e->heads + off,
                                   qd);
         off += (r->parts[k].q1 - r->parts[k].q0) * c->head_dim;
+        transport_streamed(e->tp, attn_stream_bytes(c, &r->parts[k], h.pos, n) +
+                                      (r->wo_cols[k].data ? (double)model_qmat_bytes(&r->wo_cols[k])
+                                                          : 0));
         if (k + 1 == r->n_parts || r->wo_cols[k + 1].data) {
             model_proj_partial_n(c, &e->scratch, &r->wo_cols[run], e->heads, qd, off, e->acc,
                                  n);
@@ -296,6 +299,7 @@ int engine_slice_layer(DistEngine *e, int l)
     tm[T_GATHER] += time_now() - t;
     t = time_now();
     model_ffn_delta_n(c, &r->ffn, &e->scratch, x, part, n);
+    transport_streamed(e->tp, (double)model_ffn_bytes(c, &r->ffn));
     tm[T_FFN] += time_now() - t;
     t = time_now();
     exchange_partials(e, l, 1, x, n); /* x becomes X' */
