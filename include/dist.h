@@ -52,6 +52,25 @@ void dist_set_memory(DistEngine *e, const PlanRequest *req, int steps, double th
 void dist_set_wire(DistEngine *e, int mode);
 /* Controller: prints when each worker would cross its budget under the current plan. */
 void dist_print_memory_prediction(const DistEngine *e, FILE *out);
+/* Passes of up to max_batch positions (1..WIRE_MAX_ROWS): sizes every message buffer and
+ * the scratch for that many rows.  Call on every rank with the same value, outside the
+ * token loop (after dist_setup, before generating); the controller's backend then takes
+ * forward_n calls of up to max_batch positions. */
+void dist_set_max_batch(DistEngine *e, int max_batch);
+int dist_max_batch(const DistEngine *e);
+/* A request-reply service on one worker between passes (the draft model of --draft-rank):
+ * fn answers a request of req_bytes with at most resp_cap bytes and returns how many (or -1
+ * with a message in err, which ends the run naming the rank).  Call on every rank with the
+ * same rank (1..size-1) and capacities; fn and ctx matter on that rank only.  The service rank
+ * keeps its layers; the controller sends it a small go-ahead before every pass. */
+typedef long (*DistServiceFn)(void *ctx, const void *req, size_t req_bytes, void *resp,
+                              size_t resp_cap, char *err, size_t errlen);
+void dist_set_service(DistEngine *e, int rank, DistServiceFn fn, void *ctx, size_t req_cap,
+                      size_t resp_cap);
+/* Controller: one request to the service, waited for on the (emulated) link; returns the
+ * reply's bytes (in resp, at most resp_cap). */
+size_t dist_service_call(DistEngine *e, const void *req, size_t req_bytes, void *resp,
+                         size_t resp_cap);
 /* Controller hook before each position (LayerBackend.prepare). */
 int dist_controller_prepare(void *ctx, int pos, char *err, size_t errlen);
 /* Controller: per-rank budgets and peaks, and the re-placements done. */

@@ -93,6 +93,9 @@ struct Transport {
     int wait_layer;
     /* Written by the dilation layer, read by the metrics. */
     double slowdown, dilated_s;
+    /* Bytes of weights and KV cache the work since the last communication point streamed
+     * (transport_streamed; the dilation layer's board model reads and resets it). */
+    double streamed;
     const NetLink *emulated; /* [size*size] the emulation layer's links, or NULL */
     int n_layers;
     struct {
@@ -165,6 +168,18 @@ int transport_agree_errors(Transport *t, const char *local_err);
  * stall_s late (once); kill_rank kills itself on the first message of kill_pos (-1: none). */
 void transport_push_emulation(Transport *t, const NetLink *links, uint64_t seed);
 void transport_push_dilation(Transport *t, double factor);
+/* The emulated board behind the dilation: `cores` cores computing in parallel and the memory
+ * bandwidth bw_Bps they share; `threads` the kernel threads the rank runs.  A stretch of work
+ * then lasts max(factor x CPU time / min(threads, cores), bytes streamed / bw_Bps): threads
+ * speed up arithmetic up to the board's cores, never past its memory.  cores <= 1 and
+ * bw_Bps 0: the plain factor x CPU time.  After transport_push_dilation. */
+void transport_set_board(Transport *t, int cores, double bw_Bps, int threads);
+/* The work since the last communication point streamed `bytes` (weights, KV cache). */
+void transport_streamed(Transport *t, double bytes);
+/* The board model's arithmetic: seconds a stretch of cpu_s CPU time (all threads) and
+ * `bytes` streamed must still last after wall_s have passed (<= 0: none). */
+double transport_dilation_owed(double factor, double cpu_s, double wall_s, int threads,
+                               int cores, double bytes, double bw_Bps);
 void transport_push_faults(Transport *t, int stall_rank, int stall_pos, double stall_s,
                            int kill_rank, int kill_pos);
 

@@ -4,11 +4,16 @@
 
 #include <stdint.h>
 
-#define WIRE_MAGIC 0x48530002u /* "HS", protocol version 2 */
+#define WIRE_MAGIC 0x48530003u /* "HS", protocol version 3 */
 
 /* STEP carries a token through the layers; STOP and REPLAN pass through the pipeline without
  * computing and are then confirmed to every rank by the controller. */
-typedef enum { WIRE_STEP = 1, WIRE_STOP = 2, WIRE_PING = 3, WIRE_REPLAN = 4 } WireCmd;
+typedef enum { WIRE_STEP = 1, WIRE_STOP = 2, WIRE_PING = 3, WIRE_REPLAN = 4,
+               WIRE_SERVICE_CALL = 5, WIRE_SERVICE_GO = 6 } WireCmd;
+/* The service rank (dist_set_service: the draft model of --draft-rank) takes point-to-point
+ * messages from the controller between passes: CALL (a request; the header's layer field holds
+ * the payload's bytes; answered on WIRE_TAG_SERVICE_REPLY the same way) or GO (pos holds the
+ * command that follows: WIRE_STEP for a pass, or the control command). */
 /* Flags above the command byte of WireHdr.cmd, set by the FFN rank that decides speculation
  * for the transition out of its layer. */
 enum {
@@ -19,20 +24,30 @@ enum {
 
 /* Precedes every message of the engine: activations along the pipeline, head outputs in a
  * gather, partial sums in an exchange.  t_send lets a receiver on the same host emulate the
- * link the message would have crossed (--emulate-link). */
+ * link the message would have crossed (--emulate-link).
+ *
+ * A pass carries n positions pos .. pos+n-1, their rows packed after the header.  Messages
+ * whose size every receiver knows from an earlier header (gathers, point-to-point sends,
+ * exchanges) are exactly that long.  Broadcasts must have one size agreed in advance: every
+ * rank sizes them for the positions the previous pass announced in next_n (1 at start), so a
+ * pass carries at most that many rows (fewer: the rest of the message is padding). */
 typedef struct {
     uint32_t magic;
     int32_t cmd;    /* WireCmd in the low byte, WIRE_FLAG_* above */
-    int32_t pos;    /* position of the token in the sequence */
-    int32_t token;  /* token id (informational) */
+    int32_t pos;    /* position of the first row in the sequence */
+    int16_t n;      /* positions (rows) this pass carries */
+    int16_t next_n; /* rows the broadcasts of the next pass are sized for */
     int32_t src;    /* sending world rank */
     int32_t layer;  /* layer the payload belongs to */
     double t_send;  /* sender's CLOCK_MONOTONIC seconds when it posted the message */
 } WireHdr;
 _Static_assert(sizeof(WireHdr) == 32, "the header keeps the payload 32-byte aligned");
 
+/* Rows one pass may carry at most. */
+#define WIRE_MAX_ROWS 4096
+
 /* Message tags of point-to-point messages; collectives use per-layer communicators. */
 enum { WIRE_TAG_Z = 1000, WIRE_TAG_PING = 900, WIRE_TAG_XCHG = 10000, WIRE_TAG_XSUM = 15000,
-       WIRE_TAG_MIG = 20000 };
+       WIRE_TAG_MIG = 20000, WIRE_TAG_SERVICE = 25000, WIRE_TAG_SERVICE_REPLY = 25001 };
 
 #endif

@@ -69,7 +69,12 @@ struct DistEngine {
     unsigned char *wsend, *wrecv; /* the 16-bit forms of xsend and xrecv */
     float *heads;        /* [n_heads*hd] in head order */
     float *acc;          /* [dim] */
-    size_t msg_bytes;
+    size_t msg_bytes;    /* capacity of xmsg, zmsg, zspec, xsend: [hdr | bmax rows of dim] */
+    int bmax;            /* positions (rows) a pass may carry (dist_set_max_batch) */
+    int nb;              /* rows the broadcasts of the next pass are sized for (agreed by
+                          * every rank from the last pass's next_n; 1 at start) */
+    int *g_counts_n, *g_displs_n; /* a gather's byte layout for the current pass's rows */
+    int last_n;          /* controller: rows of the last forward_n (the logits it holds) */
     double *timers;      /* [L][T_COUNT] seconds */
     size_t weight_bytes;
     int active;          /* has any role */
@@ -91,7 +96,15 @@ struct DistEngine {
     int head_v0, head_v1;
     unsigned char *hsend;    /* member: [hdr | rows floats] */
     unsigned char *hrecv;    /* controller: the members' messages, in comm order */
-    float *logits;           /* controller: [vocab] assembled logits */
+    int *h_counts_n, *h_displs_n; /* controller: the gather's layout for the pass's rows */
+    float *logits;           /* controller: [bmax][vocab] assembled logits */
+    /* The service between passes (service.c): its rank (0: none), handler and buffers
+     * [hdr | payload]. */
+    int service_rank;
+    DistServiceFn service_fn;
+    void *service_ctx;
+    size_t svc_req_cap, svc_resp_cap;
+    unsigned char *svc_req, *svc_resp;
 };
 
 
@@ -99,6 +112,27 @@ struct DistEngine {
 static inline float *payload(unsigned char *msg)
 {
     return (float *)(void *)(msg + sizeof(WireHdr));
+}
+
+/* Bytes of a broadcast in the current pass: the header and nb rows of the model width. */
+static inline size_t bcast_bytes(const DistEngine *e)
+{
+    return sizeof(WireHdr) + (size_t)e->nb * (size_t)e->c->dim * sizeof(float);
+}
+
+/* Bytes of a point-to-point message of n rows of the model width. */
+static inline size_t rows_bytes(const DistEngine *e, int n)
+{
+    return sizeof(WireHdr) + (size_t)n * (size_t)e->c->dim * sizeof(float);
+}
+
+/* Bytes attention part w streams for n rows at pos: its weights once, and each row's reads
+ * of the K and V cached so far (the board model of the dilation charges them). */
+static inline double attn_stream_bytes(const ModelConfig *c, const AttnPartW *w, int pos, int n)
+{
+    const double kv_row = 2.0 * (double)c->head_dim * sizeof(float);
+    return (double)model_attn_part_bytes(c, w) +
+           kv_row * ((double)n * (double)pos + (double)n * (double)(n + 1) / 2);
 }
 
 /* loop.c: a received header, checked (magic, command), and the broadcast of a pipeline
@@ -112,10 +146,19 @@ int engine_slice_layer(DistEngine *e, int l);
  * header flags for X'. */
 int engine_spec_decide(DistEngine *e, int l, float ratio, int s_out);
 /* head.c: the split LM head's group (collective), a member's rows (-1 with err when they
- * cannot be loaded), its send of logits, and the controller's assembly into e->logits. */
+ * cannot be loaded), its send of logits (the n rows of the pass), and the controller's
+ * assembly of a pass's n rows into rows row0.. of e->logits. */
 int engine_setup_head(DistEngine *e, hid_t file, const char *fname, char *err, size_t errlen);
 void engine_head_send(DistEngine *e, const WireHdr *h, const float *x);
-void engine_head_recv(DistEngine *e);
+/* (Re)allocates the split head's message buffers for e->bmax rows. */
+void engine_head_alloc(DistEngine *e);
+void engine_head_recv(DistEngine *e, int n, int row0);
+
+/* service.c: the controller's go-ahead to the service rank before a pass (cmd WIRE_STEP)
+ * or a control command; the service rank's loop of requests until a go-ahead, returning
+ * the command it announces. */
+void engine_service_go(DistEngine *e, int cmd);
+int engine_service_serve(DistEngine *e);
 
 /* setup.c: layer l's transport groups (collective) and this rank's roles. */
 void engine_setup_layer(DistEngine *e, int l);

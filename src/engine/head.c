@@ -21,11 +21,7 @@ int engine_setup_head(DistEngine *e, hid_t file, const char *fname, char *err, s
     e->head_comm = transport_group_create(e->tp, s->head_members, s->n_head);
     const int me = e->tp->rank;
     if (me == 0) {
-        size_t total = 0;
-        for (int m = 1; m < s->n_head; m++)
-            total += (size_t)s->h_counts[m];
-        e->hrecv = xcalloc(total, 1);
-        e->logits = xcalloc((size_t)c->vocab_size, sizeof(float));
+        engine_head_alloc(e);
         return 0;
     }
     for (int m = 1; m < s->n_head; m++)
@@ -40,44 +36,80 @@ int engine_setup_head(DistEngine *e, hid_t file, const char *fname, char *err, s
                 return -1;
             e->weight_bytes += model_qmat_bytes(&e->head_rows.lm_head) + /* rows, final norm */
                                (c->arch == ARCH_GPT2 ? 2 : 1) * (size_t)c->dim * sizeof(float);
-            e->hsend = xcalloc(sizeof(WireHdr) +
-                               (size_t)(e->head_v1 - e->head_v0) * sizeof(float), 1);
+            engine_head_alloc(e);
         }
     return 0;
 }
 
-/* Member: the final norm and this rank's rows of logits of X' (x), sent to the controller. */
+void engine_head_alloc(DistEngine *e)
+{
+    const Schedule *s = &e->sched;
+    const size_t B = (size_t)e->bmax;
+    if (!e->head_comm)
+        return;
+    if (e->tp->rank == 0) {
+        size_t total = 0;
+        for (int m = 1; m < s->n_head; m++)
+            total += sizeof(WireHdr) + B * ((size_t)s->h_counts[m] - sizeof(WireHdr));
+        free(e->hrecv);
+        free(e->logits);
+        e->hrecv = xcalloc(total, 1);
+        e->logits = xcalloc(B * (size_t)e->c->vocab_size, sizeof(float));
+        free(e->h_counts_n);
+        free(e->h_displs_n);
+        e->h_counts_n = xcalloc((size_t)s->n_head, sizeof(int));
+        e->h_displs_n = xcalloc((size_t)s->n_head, sizeof(int));
+    } else if (e->head_v1 > e->head_v0) {
+        free(e->hsend);
+        e->hsend = xcalloc(sizeof(WireHdr) + B * (size_t)(e->head_v1 - e->head_v0) *
+                                                 sizeof(float), 1);
+    }
+}
+
+/* Member: the final norm and this rank's rows of logits of X' (x, h->n rows), sent to the
+ * controller as [n][rows]. */
 void engine_head_send(DistEngine *e, const WireHdr *h, const float *x)
 {
     const int rows = e->head_v1 - e->head_v0;
-    model_logits_rows(e->c, &e->head_rows, &e->scratch, x, rows,
-                      (float *)(void *)(e->hsend + sizeof(WireHdr)));
+    model_logits_rows_n(e->c, &e->head_rows, &e->scratch, x, rows,
+                        (float *)(void *)(e->hsend + sizeof(WireHdr)), h->n);
+    transport_streamed(e->tp, (double)model_qmat_bytes(&e->head_rows.lm_head));
     WireHdr gh = *h;
     gh.layer = e->L;
     transport_stamp(e->tp, &gh);
     memcpy(e->hsend, &gh, sizeof gh);
-    const int bytes = (int)(sizeof gh + (size_t)rows * sizeof(float));
+    const int bytes = (int)(sizeof gh + (size_t)h->n * (size_t)rows * sizeof(float));
     TransportReq req;
     transport_igatherv(e->tp, e->head_comm, e->hsend, (size_t)bytes, NULL, NULL, NULL, &req);
     transport_wait(e->tp, &req);
 }
 
-/* Controller: the members' rows of logits, waited out on the emulated links, into e->logits. */
-void engine_head_recv(DistEngine *e)
+/* Controller: the members' rows of logits of a pass of n rows, waited out on the emulated
+ * links, into rows row0 .. row0+n-1 of e->logits. */
+void engine_head_recv(DistEngine *e, int n, int row0)
 {
     TransportReq req;
     char none = 0;
     const Schedule *s = &e->sched;
-    transport_igatherv(e->tp, e->head_comm, &none, 0, e->hrecv, s->h_counts, s->h_displs,
+    const size_t hdr = sizeof(WireHdr), V = (size_t)e->c->vocab_size;
+    int off = 0;
+    for (int m = 0; m < s->n_head; m++) {
+        e->h_counts_n[m] = m == 0 ? 0 : (int)(hdr + (size_t)n * ((size_t)s->h_counts[m] - hdr));
+        e->h_displs_n[m] = off;
+        off += e->h_counts_n[m];
+    }
+    transport_igatherv(e->tp, e->head_comm, &none, 0, e->hrecv, e->h_counts_n, e->h_displs_n,
                        &req);
     LayerRt *r = &e->lr[e->L];
     transport_wait_link(e->tp, &req, e->plan->layers[e->L - 1].ffn_rank, "logits", e->L,
                    &r->ewma[W_IN]);
     for (int m = 1; m < s->n_head; m++) {
-        const unsigned char *msg = e->hrecv + s->h_displs[m];
+        const unsigned char *msg = e->hrecv + e->h_displs_n[m];
         WireHdr mh = engine_read_hdr(msg, e->L);
-        transport_deliver(e->tp, &mh, (size_t)s->h_counts[m]);
-        memcpy(e->logits + s->head_v0[m], msg + sizeof mh,
-               (size_t)s->h_counts[m] - sizeof mh);
+        transport_deliver(e->tp, &mh, (size_t)e->h_counts_n[m]);
+        const size_t rows = ((size_t)s->h_counts[m] - hdr) / sizeof(float);
+        for (int i = 0; i < n; i++)
+            memcpy(e->logits + (size_t)(row0 + i) * V + s->head_v0[m],
+                   msg + hdr + (size_t)i * rows * sizeof(float), rows * sizeof(float));
     }
 }

@@ -35,14 +35,29 @@ void engine_bcast_input(DistEngine *e, int l, unsigned char *msg)
         transport_stamp(e->tp, &h);
         memcpy(msg, &h, sizeof h);
     }
-    transport_ibcast(e->tp, r->in_comm, msg, e->msg_bytes, &req);
+    const size_t bytes = bcast_bytes(e);
+    transport_ibcast(e->tp, r->in_comm, msg, bytes, &req);
     if (r->in_root) {
         transport_wait(e->tp, &req);
         return;
     }
     transport_wait_link(e->tp, &req, r->in_peer, "layer input", l, &r->ewma[W_IN]);
     WireHdr h = engine_read_hdr(msg, l);
-    transport_deliver(e->tp, &h, e->msg_bytes);
+    CHECK((h.cmd & 0xff) != WIRE_STEP || (h.n >= 1 && h.n <= e->nb),
+          "layer %d: a pass of %d rows in a broadcast sized for %d (protocol mismatch)", l,
+          h.n, e->nb);
+    transport_deliver(e->tp, &h, bytes);
+}
+
+/* After a pass (or a control command) with header h: the size of the next pass's
+ * broadcasts, as the controller announced it. */
+static void take_next_rows(DistEngine *e, const WireHdr *h)
+{
+    if (h->next_n < 1)
+        return;
+    CHECK(h->next_n <= e->bmax, "the controller announced passes of %d rows; this rank "
+          "holds buffers for %d (--batch differs between ranks?)", h->next_n, e->bmax);
+    e->nb = h->next_n;
 }
 
 static int worker_token(DistEngine *e);
@@ -61,7 +76,13 @@ void dist_worker_loop(DistEngine *e)
 {
     for (;;) {
         int cmd = WIRE_STEP;
+        const int svc = e->service_rank == e->tp->rank;
+        /* The service rank answers requests until the controller says what comes next; an
+         * inactive service rank lets passes go by. */
+        const int next = svc ? engine_service_serve(e) : WIRE_STEP;
         if (!e->active) {
+            if (svc && next == WIRE_STEP)
+                continue;
             cmd = WIRE_STOP; /* nothing to run: wait for the controller's word */
         } else {
             cmd = worker_token(e);
@@ -69,6 +90,7 @@ void dist_worker_loop(DistEngine *e)
                 continue;
         }
         WireHdr h = wait_control(e);
+        take_next_rows(e, &h);
         if (h.cmd == WIRE_STOP)
             return;
         if (h.cmd == WIRE_REPLAN)
@@ -78,43 +100,51 @@ void dist_worker_loop(DistEngine *e)
 
 void engine_controller_control(DistEngine *e, int cmd, int pos)
 {
-    WireHdr h = {WIRE_MAGIC, cmd, pos, 0, 0, 0, 0};
+    WireHdr h = {WIRE_MAGIC, cmd, pos, 0, (int16_t)e->nb, 0, 0, 0};
+    engine_service_go(e, cmd);
     memcpy(e->xmsg, &h, sizeof h);
     engine_bcast_input(e, 0, e->xmsg);
     engine_bcast_input(e, e->L, e->xmsg);
     transport_bcast_all(e->tp, &h, sizeof h);
 }
 
-/* One token's pass over this rank's layers; returns the pipeline command seen. */
+/* One pass over this rank's layers; returns the pipeline command seen. */
 static int worker_token(DistEngine *e)
 {
-    {
-        int stop = WIRE_STEP;
-        if (e->adaptive)
-            for (int l = 0; l < e->L; l++)
-                if (e->lr[l].is_ffn && e->eligible[l])
-                    e->spec[l] = e->spec_pending[l];
-        for (int l = 0; l < e->L; l++) {
-            if (!plan_rank_in_layer(e->plan, l, e->tp->rank))
-                continue;
-            stop = e->lr[l].mode == LAYER_SLICE ? engine_slice_layer(e, l)
-                                                : engine_pipe_layer(e, l);
-        }
-        return stop;
+    int stop = WIRE_STEP;
+    if (e->adaptive)
+        for (int l = 0; l < e->L; l++)
+            if (e->lr[l].is_ffn && e->eligible[l])
+                e->spec[l] = e->spec_pending[l];
+    for (int l = 0; l < e->L; l++) {
+        if (!plan_rank_in_layer(e->plan, l, e->tp->rank))
+            continue;
+        stop = e->lr[l].mode == LAYER_SLICE ? engine_slice_layer(e, l)
+                                            : engine_pipe_layer(e, l);
     }
+    if (stop == WIRE_STEP) { /* every message of the pass carried the controller's header */
+        WireHdr h;
+        memcpy(&h, e->xmsg, sizeof h);
+        take_next_rows(e, &h);
+    }
+    return stop;
 }
 
-static void controller_send(DistEngine *e, int cmd, const float *x, int pos, int token)
+/* One pass of n rows (n <= e->nb) from the controller; next_n sizes the pass after it. */
+static void controller_send(DistEngine *e, int cmd, const float *x, int pos, int n, int next_n,
+                            int row0)
 {
-    WireHdr h = {WIRE_MAGIC, cmd, pos, token, 0, 0, 0};
+    WireHdr h = {WIRE_MAGIC, cmd, pos, (int16_t)n, (int16_t)next_n, 0, 0, 0};
+    engine_service_go(e, cmd);
     memcpy(e->xmsg, &h, sizeof h);
     if (x)
-        memcpy(payload(e->xmsg), x, (size_t)e->c->dim * sizeof(float));
+        memcpy(payload(e->xmsg), x, (size_t)n * (size_t)e->c->dim * sizeof(float));
     engine_bcast_input(e, 0, e->xmsg);
     if (cmd == WIRE_STEP && e->head_comm)
-        engine_head_recv(e); /* the members send logits, not X' */
+        engine_head_recv(e, n, row0); /* the members send logits, not X' */
     else
         engine_bcast_input(e, e->L, e->xmsg);
+    e->nb = next_n;
 }
 
 void dist_set_wire(DistEngine *e, int mode)
@@ -124,12 +154,36 @@ void dist_set_wire(DistEngine *e, int mode)
     e->wire16 = mode;
 }
 
-static void controller_forward(void *ctx, float *x, int pos, int token)
+/* n positions: passes of at most the agreed rows each.  A pass that must carry more rows
+ * than the broadcasts are sized for first carries what fits and announces the rest; the
+ * last announces the caller's hint (or its own size), so a steady stream of equal passes
+ * (decoding, drafting K+1 rows) never pays for a change. */
+static void controller_forward_n(void *ctx, float *x, int pos, int n, const int *tokens,
+                                 int next_n)
 {
     DistEngine *e = ctx;
-    controller_send(e, WIRE_STEP, x, pos, token);
-    if (!e->head_comm)
-        memcpy(x, payload(e->xmsg), (size_t)e->c->dim * sizeof(float));
+    (void)tokens;
+    CHECK(n >= 1 && n <= e->bmax, "a pass of %d positions: the engine was set up for 1..%d",
+          n, e->bmax);
+    const size_t dim = (size_t)e->c->dim;
+    int done = 0;
+    while (done < n) {
+        int m = n - done < e->nb ? n - done : e->nb;
+        int rest = n - done - m;
+        int nxt = rest > 0 ? rest : next_n > 0 ? next_n : m;
+        if (nxt > e->bmax)
+            nxt = e->bmax;
+        controller_send(e, WIRE_STEP, x + (size_t)done * dim, pos + done, m, nxt, done);
+        if (!e->head_comm)
+            memcpy(x + (size_t)done * dim, payload(e->xmsg), (size_t)m * dim * sizeof(float));
+        done += m;
+    }
+    e->last_n = n;
+}
+
+static void controller_forward(void *ctx, float *x, int pos, int token)
+{
+    controller_forward_n(ctx, x, pos, 1, &token, 1);
 }
 
 static int controller_logits(void *ctx, float *logits)
@@ -137,14 +191,27 @@ static int controller_logits(void *ctx, float *logits)
     DistEngine *e = ctx;
     if (!e->head_comm)
         return 0;
-    memcpy(logits, e->logits, (size_t)e->c->vocab_size * sizeof(float));
+    memcpy(logits, e->logits + (size_t)(e->last_n - 1) * (size_t)e->c->vocab_size,
+           (size_t)e->c->vocab_size * sizeof(float));
+    return 1;
+}
+
+static int controller_logits_n(void *ctx, float *logits, int n)
+{
+    DistEngine *e = ctx;
+    if (!e->head_comm)
+        return 0;
+    CHECK(n == e->last_n, "logits of %d rows asked after a pass of %d", n, e->last_n);
+    memcpy(logits, e->logits, (size_t)n * (size_t)e->c->vocab_size * sizeof(float));
     return 1;
 }
 
 LayerBackend dist_backend(DistEngine *e)
 {
     return (LayerBackend){.ctx = e, .forward = controller_forward,
-                          .prepare = dist_controller_prepare, .logits = controller_logits};
+                          .prepare = dist_controller_prepare, .logits = controller_logits,
+                          .forward_n = controller_forward_n, .logits_n = controller_logits_n,
+                          .max_batch = e->bmax};
 }
 
 void dist_controller_stop(DistEngine *e) { engine_controller_control(e, WIRE_STOP, 0); }

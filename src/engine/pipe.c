@@ -9,15 +9,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Computes this rank's attention parts of layer l on input x into gbuf's payload. */
-static void attn_parts(DistEngine *e, int l, const float *x, int pos)
+/* Computes this rank's attention parts of layer l on the n rows of input x into gbuf's
+ * payload, [n][my_floats] (each row: the parts in plan order). */
+static void attn_parts(DistEngine *e, int l, const float *x, int pos, int n)
 {
     LayerRt *r = &e->lr[l];
     float *mine = payload(e->gbuf);
     double t = time_now();
     for (int k = 0, off = 0; k < r->n_parts; k++) {
-        model_attn_part_forward(e->c, &r->parts[k], &e->scratch, x, pos, mine + off);
+        model_attn_part_forward_n(e->c, &r->parts[k], &e->scratch, x, pos, n, mine + off,
+                                  r->my_floats);
         off += (r->parts[k].q1 - r->parts[k].q0) * e->c->head_dim;
+        transport_streamed(e->tp, attn_stream_bytes(e->c, &r->parts[k], pos, n));
     }
     e->timers[(size_t)l * T_COUNT + T_ATTN] += time_now() - t;
 }
@@ -30,20 +33,26 @@ static void gather_post(DistEngine *e, int l, const WireHdr *h, TransportReq *re
     gh.layer = l;
     transport_stamp(e->tp, &gh);
     memcpy(e->gbuf, &gh, sizeof gh);
-    int bytes = (int)sizeof(WireHdr) + r->my_floats * (int)sizeof(float);
+    int bytes = (int)sizeof(WireHdr) + h->n * r->my_floats * (int)sizeof(float);
     const ScheduleLayer *sl = &e->sched.layers[l];
-    transport_igatherv(e->tp, r->g_comm, e->gbuf, (size_t)bytes, e->staging, sl->g_counts,
-                       sl->g_displs, req);
+    for (int m = 0, off = 0; m < sl->n_gather; m++) { /* member m: [hdr | n rows of its floats] */
+        e->g_counts_n[m] = (int)sizeof(WireHdr) + h->n * sl->g_floats[m] * (int)sizeof(float);
+        e->g_displs_n[m] = off;
+        off += e->g_counts_n[m];
+    }
+    transport_igatherv(e->tp, r->g_comm, e->gbuf, (size_t)bytes, e->staging, e->g_counts_n,
+                       e->g_displs_n, req);
 }
 
-/* Completes the gather; at the projection rank, waits out the emulated links and assembles
- * the head outputs in head order into e->heads. */
-static void gather_finish(DistEngine *e, int l, TransportReq *req)
+/* Completes the gather of a pass of n rows; at the projection rank, waits out the emulated
+ * links and assembles the head outputs of each row in head order into e->heads [n][qd]. */
+static void gather_finish(DistEngine *e, int l, TransportReq *req, int n)
 {
     LayerRt *r = &e->lr[l];
     const ScheduleLayer *sl = &e->sched.layers[l];
-    const unsigned char *src = e->gbuf;
+    const size_t hdr = sizeof(WireHdr), qd = (size_t)e->c->n_heads * (size_t)e->c->head_dim;
     double t = time_now();
+    int gathered = 0;
     if (r->g_comm) {
         if (!r->is_proj) {
             transport_wait(e->tp, req);
@@ -51,17 +60,26 @@ static void gather_finish(DistEngine *e, int l, TransportReq *req)
             transport_wait_link(e->tp, req, sl->gather[sl->n_gather - 1], "head outputs", l,
                            &r->ewma[W_GATHER]);
             for (int m = 1; m < sl->n_gather; m++) {
-                WireHdr mh = engine_read_hdr(e->staging + sl->g_displs[m], l);
-                transport_deliver(e->tp, &mh, (size_t)sl->g_counts[m]);
+                WireHdr mh = engine_read_hdr(e->staging + e->g_displs_n[m], l);
+                transport_deliver(e->tp, &mh, (size_t)e->g_counts_n[m]);
             }
         }
-        src = e->staging;
+        gathered = 1;
     }
     e->timers[(size_t)l * T_COUNT + T_GATHER] += time_now() - t;
-    if (r->is_proj)
-        for (int k = 0; k < sl->n_gparts; k++)
-            memcpy(e->heads + sl->g_part_dst[k], src + sl->g_part_src[k],
+    if (!r->is_proj)
+        return;
+    for (int k = 0, m = 0; k < sl->n_gparts; k++) {
+        while (m + 1 < sl->n_gather && sl->g_part_src[k] >= sl->g_displs[m + 1])
+            m++;
+        /* part k: byte g_part_src[k] of member m's one-row message */
+        const size_t in_row = (size_t)sl->g_part_src[k] - (size_t)sl->g_displs[m] - hdr;
+        const unsigned char *base = gathered ? e->staging + e->g_displs_n[m] : e->gbuf;
+        for (int i = 0; i < n; i++)
+            memcpy(e->heads + (size_t)i * qd + sl->g_part_dst[k],
+                   base + hdr + (size_t)i * (size_t)sl->g_floats[m] * sizeof(float) + in_row,
                    (size_t)sl->g_part_len[k] * sizeof(float));
+    }
 }
 
 /* Attention and gather of a consumer of layer l.  Without speculation: one round on X.  With
@@ -87,10 +105,10 @@ static WireHdr pipe_attention(DistEngine *e, int l)
         h.cmd &= 0xff;
         if (h.cmd != WIRE_STEP)
             return h;
-        attn_parts(e, l, payload(e->xmsg), h.pos);
+        attn_parts(e, l, payload(e->xmsg), h.pos, h.n);
         if (r->g_comm)
             gather_post(e, l, &h, &g1);
-        gather_finish(e, l, &g1);
+        gather_finish(e, l, &g1, h.n);
         return h;
     }
     /* Speculation into layer l. The root of the input (the previous FFN rank) already knows
@@ -116,7 +134,7 @@ static WireHdr pipe_attention(DistEngine *e, int l)
     }
     double ts = time_now();
     if (!known_reject)
-        attn_parts(e, l, payload(zin), h.pos);
+        attn_parts(e, l, payload(zin), h.pos, h.n);
     e->spec_attn_s[l] += time_now() - ts;
     if (r->g_comm)
         gather_post(e, l, &h, &g1);
@@ -131,12 +149,12 @@ static WireHdr pipe_attention(DistEngine *e, int l)
     const int accept = (xh.cmd & WIRE_FLAG_ACCEPT) != 0;
     if (!r->in_root && (xh.cmd & WIRE_FLAG_SPEC_ON))
         e->spec[l - 1] = (xh.cmd & WIRE_FLAG_SPEC_NEXT) != 0; /* adaptive switch */
-    gather_finish(e, l, &g1);
+    gather_finish(e, l, &g1, h.n);
     if (!accept) {
-        attn_parts(e, l, payload(e->xmsg), xh.pos); /* re-executed: K/V at pos overwritten */
+        attn_parts(e, l, payload(e->xmsg), xh.pos, xh.n); /* re-executed: K/V overwritten */
         if (r->g_comm)
             gather_post(e, l, &xh, &g2);
-        gather_finish(e, l, &g2);
+        gather_finish(e, l, &g2, xh.n);
     }
     xh.cmd &= 0xff;
     return xh;
@@ -148,7 +166,7 @@ int engine_pipe_layer(DistEngine *e, int l)
     LayerRt *r = &e->lr[l];
     const ModelConfig *c = e->c;
     double *tm = e->timers + (size_t)l * T_COUNT, t;
-    WireHdr h = {0, WIRE_STEP, 0, 0, 0, 0, 0};
+    WireHdr h = {0, WIRE_STEP, 0, 0, 0, 0, 0, 0};
     const int s_out = e->spec[l];
     TransportReq zreq = {0};
     if (r->consumer) {
@@ -157,8 +175,11 @@ int engine_pipe_layer(DistEngine *e, int l)
         if (r->is_proj) {
             t = time_now();
             if (!stop)
-                model_proj_forward(c, &r->proj, &e->scratch, payload(e->xmsg), e->heads,
-                                   payload(e->zmsg));
+            {
+                model_proj_forward_n(c, &r->proj, &e->scratch, payload(e->xmsg), e->heads,
+                                     payload(e->zmsg), h.n);
+                transport_streamed(e->tp, (double)model_proj_bytes(c, &r->proj));
+            }
             memcpy(e->zmsg, &h, sizeof h);
             tm[T_PROJ] += time_now() - t;
             if (s_out) {
@@ -169,7 +190,7 @@ int engine_pipe_layer(DistEngine *e, int l)
                 zh.layer = l;
                 transport_stamp(e->tp, &zh);
                 memcpy(e->zmsg, &zh, sizeof zh);
-                transport_ibcast(e->tp, next->in_comm, e->zmsg, e->msg_bytes, &zreq);
+                transport_ibcast(e->tp, next->in_comm, e->zmsg, bcast_bytes(e), &zreq);
             } else if (!r->is_ffn) {
                 t = time_now();
                 WireHdr zh = h;
@@ -177,7 +198,8 @@ int engine_pipe_layer(DistEngine *e, int l)
                 transport_stamp(e->tp, &zh);
                 memcpy(e->zmsg, &zh, sizeof zh);
                 TransportReq req;
-                transport_isend(e->tp, e->zmsg, e->msg_bytes, r->ffn_rank, WIRE_TAG_Z + l, &req);
+                transport_isend(e->tp, e->zmsg, rows_bytes(e, h.n), r->ffn_rank, WIRE_TAG_Z + l,
+                                &req);
                 transport_wait(e->tp, &req);
                 tm[T_ZSEND] += time_now() - t;
             }
@@ -190,15 +212,19 @@ int engine_pipe_layer(DistEngine *e, int l)
             transport_irecv(e->tp, e->zmsg, e->msg_bytes, r->proj_rank, WIRE_TAG_Z + l, &req);
             transport_wait_link(e->tp, &req, r->proj_rank, "Z", l, &r->ewma[W_Z]);
             WireHdr zh = engine_read_hdr(e->zmsg, l);
-            transport_deliver(e->tp, &zh, e->msg_bytes);
+            CHECK((zh.cmd & 0xff) != WIRE_STEP || (zh.n >= 1 && zh.n <= e->bmax),
+                  "layer %d: Z of %d rows from rank %d (at most %d)", l, zh.n, r->proj_rank,
+                  e->bmax);
+            transport_deliver(e->tp, &zh, rows_bytes(e, (zh.cmd & 0xff) == WIRE_STEP ? zh.n : 0));
             tm[T_ZSEND] += time_now() - t;
         }
         h = engine_read_hdr(e->zmsg, l);
         h.cmd &= 0xff;
         t = time_now();
         if (h.cmd == WIRE_STEP) {
-            float ratio = model_ffn_forward(c, &r->ffn, &e->scratch, payload(e->zmsg),
-                                            payload(e->xmsg));
+            float ratio = model_ffn_forward_n(c, &r->ffn, &e->scratch, payload(e->zmsg),
+                                              payload(e->xmsg), h.n);
+            transport_streamed(e->tp, (double)model_ffn_bytes(c, &r->ffn));
             if (s_out || e->adaptive)
                 h.cmd |= engine_spec_decide(e, l, ratio, s_out);
             if (s_out)

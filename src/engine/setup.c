@@ -113,6 +113,65 @@ static int load_layer(DistEngine *e, int l, hid_t file, const char *fname, int k
     return 0;
 }
 
+/* The message buffers and scratch for passes of up to e->bmax positions (rows). */
+static void alloc_buffers(DistEngine *e)
+{
+    const ModelConfig *c = e->c;
+    const size_t B = (size_t)e->bmax, W = (size_t)e->plan->n_workers;
+    const size_t qd = (size_t)c->n_heads * (size_t)c->head_dim;
+    const size_t hdr = sizeof(WireHdr);
+    e->msg_bytes = hdr + B * (size_t)c->dim * sizeof(float);
+    e->xmsg = xcalloc(e->msg_bytes, 1);
+    e->zmsg = xcalloc(e->msg_bytes, 1);
+    e->zspec = xcalloc(e->msg_bytes, 1);
+    e->gbuf = xcalloc(hdr + B * qd * sizeof(float), 1);
+    e->staging = xcalloc((W + 2) * hdr + B * qd * sizeof(float), 1);
+    e->xsend = xcalloc(e->msg_bytes, 1);
+    e->xrecv = xcalloc((W + 1) * e->msg_bytes, 1);
+    e->wire_bytes = hdr + B * (size_t)c->dim * sizeof(uint16_t);
+    e->wsend = xcalloc(e->wire_bytes, 1);
+    e->wrecv = xcalloc((W + 1) * e->wire_bytes, 1);
+    e->heads = xcalloc(B * qd, sizeof(float));
+    e->acc = xcalloc(B * (size_t)c->dim, sizeof(float));
+    e->g_counts_n = xcalloc(W + 2, sizeof(int));
+    e->g_displs_n = xcalloc(W + 2, sizeof(int));
+    model_scratch_init_batch(&e->scratch, c, e->kv_cap, e->bmax);
+}
+
+static void free_buffers(DistEngine *e)
+{
+    free(e->xmsg);
+    free(e->zmsg);
+    free(e->zspec);
+    free(e->gbuf);
+    free(e->staging);
+    free(e->xsend);
+    free(e->xrecv);
+    free(e->wsend);
+    free(e->wrecv);
+    free(e->heads);
+    free(e->acc);
+    free(e->g_counts_n);
+    free(e->g_displs_n);
+    model_scratch_free(&e->scratch);
+}
+
+void dist_set_max_batch(DistEngine *e, int max_batch)
+{
+    CHECK(max_batch >= 1 && max_batch <= WIRE_MAX_ROWS, "batch of %d positions: must be 1..%d",
+          max_batch, WIRE_MAX_ROWS);
+    if (max_batch == e->bmax)
+        return;
+    free_buffers(e);
+    e->bmax = max_batch;
+    if (e->nb > e->bmax)
+        e->nb = e->bmax;
+    alloc_buffers(e);
+    engine_head_alloc(e);
+}
+
+int dist_max_batch(const DistEngine *e) { return e->bmax; }
+
 int dist_setup(DistEngine **out, Transport *tp, const ModelConfig *c, const Plan *plan,
                hid_t file, const char *fname, int kv_cap)
 {
@@ -137,32 +196,19 @@ int dist_setup(DistEngine **out, Transport *tp, const ModelConfig *c, const Plan
                 break; /* roles (e->active) are set by engine_refresh_roles below */
         transport_exclusive(tp, 0);
     }
-    const size_t qd = (size_t)c->n_heads * (size_t)c->head_dim;
-    const size_t hdr = sizeof(WireHdr);
-    e->msg_bytes = hdr + (size_t)c->dim * sizeof(float);
-    e->xmsg = xcalloc(e->msg_bytes, 1);
-    e->zmsg = xcalloc(e->msg_bytes, 1);
-    e->gbuf = xcalloc(hdr + qd * sizeof(float), 1);
-    e->staging = xcalloc(((size_t)plan->n_workers + 2) * hdr + qd * sizeof(float), 1);
-    e->xsend = xcalloc(e->msg_bytes, 1);
-    e->xrecv = xcalloc(((size_t)plan->n_workers + 1) * e->msg_bytes, 1);
-    e->wire_bytes = hdr + (size_t)c->dim * sizeof(uint16_t);
-    e->wsend = xcalloc(e->wire_bytes, 1);
-    e->wrecv = xcalloc(((size_t)plan->n_workers + 1) * e->wire_bytes, 1);
-    e->heads = xcalloc(qd, sizeof(float));
-    e->acc = xcalloc((size_t)c->dim, sizeof(float));
+    e->bmax = 1;
+    e->nb = 1;
+    alloc_buffers(e);
     e->timers = xcalloc((size_t)e->L * T_COUNT, sizeof(double));
     e->eligible = xcalloc((size_t)e->L, 1);
     e->spec = xcalloc((size_t)e->L, 1);
     e->spec_pending = xcalloc((size_t)e->L, 1);
-    e->zspec = xcalloc(e->msg_bytes, 1);
     e->acc_ewma = xcalloc((size_t)e->L, sizeof(double));
     e->spec_tried = xcalloc((size_t)e->L, sizeof(long));
     e->spec_kept = xcalloc((size_t)e->L, sizeof(long));
     e->spec_attn_s = xcalloc((size_t)e->L, sizeof(double));
     e->ffn_s_spec = xcalloc((size_t)e->L, sizeof(double));
     engine_refresh_roles(e);
-    model_scratch_init(&e->scratch, c, kv_cap);
     engine_setup_head(e, file, fname, err, sizeof err); /* collective: every rank, error or not */
     *out = e;
     if (transport_agree_errors(tp, err)) {
@@ -210,32 +256,25 @@ void dist_free(DistEngine *e)
         model_free_ffn(&r->ffn);
     }
     free(e->lr);
-    free(e->xmsg);
-    free(e->zmsg);
-    free(e->gbuf);
-    free(e->staging);
-    free(e->xsend);
-    free(e->xrecv);
-    free(e->wsend);
-    free(e->wrecv);
-    free(e->heads);
-    free(e->acc);
+    free_buffers(e);
     free(e->timers);
     free(e->eligible);
     free(e->spec);
     free(e->spec_pending);
-    free(e->zspec);
     free(e->acc_ewma);
     free(e->spec_tried);
     free(e->spec_kept);
     free(e->spec_attn_s);
     free(e->ffn_s_spec);
-    model_scratch_free(&e->scratch);
     transport_group_free(e->tp, e->head_comm);
     model_free_head(&e->head_rows);
     free(e->hsend);
     free(e->hrecv);
     free(e->logits);
+    free(e->h_counts_n);
+    free(e->h_displs_n);
+    free(e->svc_req);
+    free(e->svc_resp);
     schedule_free(&e->sched);
     plan_free(&e->plan_own);
     free(e->fname);

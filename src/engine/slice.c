@@ -28,7 +28,7 @@ static size_t wire_len(const DistEngine *e, int n)
 /* Stamps this member's message; with --wire f16 or q8 the message carries the rounded form
  * and this member's own partial is rounded the same way, so that every member adds identical
  * values. */
-static WireHdr stamp_partial(DistEngine *e, int l)
+static WireHdr stamp_partial(DistEngine *e, int l, int nv)
 {
     WireHdr h;
     memcpy(&h, e->xsend, sizeof h);
@@ -37,13 +37,13 @@ static WireHdr stamp_partial(DistEngine *e, int l)
     memcpy(e->xsend, &h, sizeof h);
     if (e->wire16 == 2) {
         memcpy(e->wsend, &h, sizeof h);
-        quant_quantize_row(e->wsend + sizeof h, payload(e->xsend), QTYPE_Q8_0, e->c->dim);
-        quant_dequantize_row(payload(e->xsend), e->wsend + sizeof h, QTYPE_Q8_0, e->c->dim);
+        quant_quantize_row(e->wsend + sizeof h, payload(e->xsend), QTYPE_Q8_0, nv);
+        quant_dequantize_row(payload(e->xsend), e->wsend + sizeof h, QTYPE_Q8_0, nv);
     } else if (e->wire16) {
         uint16_t *half = (uint16_t *)(void *)(e->wsend + sizeof h);
         memcpy(e->wsend, &h, sizeof h);
-        kernels_f32_to_f16(half, payload(e->xsend), e->c->dim);
-        kernels_f16_to_f32(payload(e->xsend), half, e->c->dim);
+        kernels_f32_to_f16(half, payload(e->xsend), nv);
+        kernels_f16_to_f32(payload(e->xsend), half, nv);
     }
     return h;
 }
@@ -67,16 +67,17 @@ static void take_partial(DistEngine *e, int l, int phase, TransportReq *rq, int 
 }
 
 /* All-to-all: every member sends its partial to every other (one hop). */
-static void exchange_all(DistEngine *e, int l, int phase, float *base)
+static void exchange_all(DistEngine *e, int l, int phase, float *base, int nv)
 {
     const ScheduleLayer *sl = &e->sched.layers[l];
     const int n = sl->n_members, me = e->tp->rank, tag = WIRE_TAG_XCHG + 2 * l + phase;
     const int *members = sl->members;
-    const int dim = e->c->dim;
+    const int dim = nv;
+    const size_t xs = sizeof(WireHdr) + (size_t)nv * sizeof(float); /* stride of xrecv */
     TransportReq *rq = xmalloc(2 * (size_t)n * sizeof(TransportReq));
     int nr = 0;
-    stamp_partial(e, l);
-    const size_t wb = sizeof(WireHdr) + wire_len(e, e->c->dim);
+    stamp_partial(e, l, nv);
+    const size_t wb = sizeof(WireHdr) + wire_len(e, nv);
     unsigned char *sbuf = e->wire16 ? e->wsend : e->xsend;
     unsigned char *rbuf = e->wire16 ? e->wrecv : e->xrecv;
     for (int i = 0; i < n; i++) {
@@ -93,13 +94,13 @@ static void exchange_all(DistEngine *e, int l, int phase, float *base)
         if (members[i] == me)
             continue;
         take_partial(e, l, phase, &rq[k++], members[i], rbuf + (size_t)i * wb, wb,
-                     payload(e->xrecv + (size_t)i * e->msg_bytes), dim);
+                     payload(e->xrecv + (size_t)i * xs), dim);
     }
     for (int k = n - 1; k < nr; k++)
         transport_wait(e->tp, &rq[k]);
     for (int i = 0; i < n; i++) {
         const float *p = members[i] == me ? payload(e->xsend)
-                                             : payload(e->xrecv + (size_t)i * e->msg_bytes);
+                                             : payload(e->xrecv + (size_t)i * xs);
         kernels_add(base, p, dim);
     }
     free(rq);
@@ -107,18 +108,19 @@ static void exchange_all(DistEngine *e, int l, int phase, float *base)
 
 /* Reduce, then broadcast: the members send their partials to the first member, which adds
  * them in member order and sends the sum back (f32) to every other member (two hops). */
-static void exchange_reduce(DistEngine *e, int l, int phase, float *base)
+static void exchange_reduce(DistEngine *e, int l, int phase, float *base, int nv)
 {
     const ScheduleLayer *sl = &e->sched.layers[l];
     const int n = sl->n_members, me = e->tp->rank, root = sl->members[0];
     const int tag = WIRE_TAG_XCHG + 2 * l + phase, tag2 = WIRE_TAG_XSUM + 2 * l + phase;
     const int *members = sl->members;
-    const int dim = e->c->dim;
+    const int dim = nv;
+    const size_t xs = sizeof(WireHdr) + (size_t)nv * sizeof(float); /* stride of xrecv */
     LayerRt *r = &e->lr[l];
     TransportReq *rq = xmalloc(2 * (size_t)n * sizeof(TransportReq));
     int nr = 0;
-    WireHdr h = stamp_partial(e, l);
-    const size_t wb = sizeof(WireHdr) + wire_len(e, e->c->dim);
+    WireHdr h = stamp_partial(e, l, nv);
+    const size_t wb = sizeof(WireHdr) + wire_len(e, nv);
     unsigned char *sbuf = e->wire16 ? e->wsend : e->xsend;
     unsigned char *rbuf = e->wire16 ? e->wrecv : e->xrecv;
     if (me == root) {
@@ -126,10 +128,10 @@ static void exchange_reduce(DistEngine *e, int l, int phase, float *base)
             transport_irecv(e->tp, rbuf + (size_t)i * wb, wb, members[i], tag, &rq[nr++]);
         for (int i = 1; i < n; i++)
             take_partial(e, l, phase, &rq[i - 1], members[i], rbuf + (size_t)i * wb, wb,
-                         payload(e->xrecv + (size_t)i * e->msg_bytes), dim);
+                         payload(e->xrecv + (size_t)i * xs), dim);
         kernels_add(base, payload(e->xsend), dim);
         for (int i = 1; i < n; i++)
-            kernels_add(base, payload(e->xrecv + (size_t)i * e->msg_bytes), dim);
+            kernels_add(base, payload(e->xrecv + (size_t)i * xs), dim);
         /* the sum goes back in xsend (this member's partial is spent) */
         transport_stamp(e->tp, &h);
         h.layer = l;
@@ -137,16 +139,16 @@ static void exchange_reduce(DistEngine *e, int l, int phase, float *base)
         memcpy(payload(e->xsend), base, (size_t)dim * sizeof(float));
         nr = 0;
         for (int i = 1; i < n; i++)
-            transport_isend(e->tp, e->xsend, e->msg_bytes, members[i], tag2, &rq[nr++]);
+            transport_isend(e->tp, e->xsend, xs, members[i], tag2, &rq[nr++]);
         for (int k = 0; k < nr; k++)
             transport_wait(e->tp, &rq[k]);
     } else {
-        transport_irecv(e->tp, e->xrecv, e->msg_bytes, root, tag2, &rq[0]);
+        transport_irecv(e->tp, e->xrecv, xs, root, tag2, &rq[0]);
         transport_isend(e->tp, sbuf, wb, root, tag, &rq[1]);
         transport_wait_link(e->tp, &rq[0], root, phase ? "FFN sums" : "projection sums", l,
                             &r->ewma[phase ? W_X2 : W_X1]);
         WireHdr hi = engine_read_hdr(e->xrecv, l);
-        transport_deliver(e->tp, &hi, e->msg_bytes);
+        transport_deliver(e->tp, &hi, xs);
         memcpy(base, payload(e->xrecv), (size_t)dim * sizeof(float));
         transport_wait(e->tp, &rq[1]);
     }
@@ -157,13 +159,13 @@ static void exchange_reduce(DistEngine *e, int l, int phase, float *base)
  * member sends each owner its chunk of the partial, each owner adds them in member order
  * and sends its chunk of the sum (f32) to every other member (two hops, 1/n the bytes per
  * message). */
-static void exchange_rsag(DistEngine *e, int l, int phase, float *base)
+static void exchange_rsag(DistEngine *e, int l, int phase, float *base, int nv)
 {
     const ScheduleLayer *sl = &e->sched.layers[l];
     const int n = sl->n_members, me = e->tp->rank;
     const int tag = WIRE_TAG_XCHG + 2 * l + phase, tag2 = WIRE_TAG_XSUM + 2 * l + phase;
     const int *members = sl->members;
-    const int dim = e->c->dim;
+    const int dim = nv;
     const size_t hdr = sizeof(WireHdr);
     const int64_t blk = e->wire16 == 2 ? 32 : 1; /* chunks of whole Q8_0 blocks */
     const size_t cmax = (size_t)(dim + n - 1) / (size_t)n + (size_t)blk;
@@ -175,7 +177,7 @@ static void exchange_rsag(DistEngine *e, int l, int phase, float *base)
     TransportReq *rq = xmalloc(2 * (size_t)n * sizeof(TransportReq));
     unsigned char *sb = xmalloc((size_t)n * cb), *rb = xmalloc((size_t)n * cb);
     float *parts = xmalloc((size_t)n * cmax * sizeof(float)); /* [n][cmax] my chunk's */
-    WireHdr h = stamp_partial(e, l);
+    WireHdr h = stamp_partial(e, l, nv);
     const unsigned char *mine = e->wire16 ? e->wsend + hdr : e->xsend + hdr;
     const int o0 = C0(mi), o1 = C0(mi + 1);
     int nr = 0;
@@ -236,12 +238,15 @@ static void exchange_rsag(DistEngine *e, int l, int phase, float *base)
     free(rq);
 }
 
-static void exchange_partials(DistEngine *e, int l, int phase, float *base)
+/* The exchange of the n rows of a pass: one vector of n * dim values (sums are element by
+ * element, so the rows travel together in one message per hop). */
+static void exchange_partials(DistEngine *e, int l, int phase, float *base, int n)
 {
+    const int nv = n * e->c->dim;
     switch (e->plan->exchange) {
-    case EXCHANGE_REDUCE: exchange_reduce(e, l, phase, base); break;
-    case EXCHANGE_RSAG: exchange_rsag(e, l, phase, base); break;
-    default: exchange_all(e, l, phase, base); break;
+    case EXCHANGE_REDUCE: exchange_reduce(e, l, phase, base, nv); break;
+    case EXCHANGE_RSAG: exchange_rsag(e, l, phase, base, nv); break;
+    default: exchange_all(e, l, phase, base, nv); break;
     }
 }
 
@@ -261,33 +266,43 @@ int engine_slice_layer(DistEngine *e, int l)
     if (h.cmd != WIRE_STEP)
         goto forward;
     t = time_now();
-    memset(part, 0, (size_t)c->dim * sizeof(float));
+    const int n = h.n;
+    const size_t nd = (size_t)n * (size_t)c->dim;
+    const int qd = c->n_heads * c->head_dim;
+    memset(part, 0, nd * sizeof(float));
     /* A run of parts sharing one slice of wo (load_layer) writes its heads side by
-     * side. */
+     * side, row by row ([n][qd], the run's heads first in each row). */
     for (int k = 0, run = 0, off = 0; k < r->n_parts; k++) {
         if (r->wo_cols[k].data) {
             run = k;
             off = 0;
         }
-        model_attn_part_forward(c, &r->parts[k], &e->scratch, x, h.pos, e->heads + off);
+        model_attn_part_forward_n(c, &r->parts[k], &e->scratch, x, h.pos, n, e->heads + off,
+                                  qd);
         off += (r->parts[k].q1 - r->parts[k].q0) * c->head_dim;
+        transport_streamed(e->tp, attn_stream_bytes(c, &r->parts[k], h.pos, n) +
+                                      (r->wo_cols[k].data ? (double)model_qmat_bytes(&r->wo_cols[k])
+                                                          : 0));
         if (k + 1 == r->n_parts || r->wo_cols[k + 1].data) {
-            model_proj_partial(c, &e->scratch, &r->wo_cols[run], e->heads, off, e->acc);
-            kernels_add(part, e->acc, c->dim);
+            model_proj_partial_n(c, &e->scratch, &r->wo_cols[run], e->heads, qd, off, e->acc,
+                                 n);
+            kernels_add(part, e->acc, (int)nd);
         }
     }
     if (r->proj.bo)
-        kernels_add(part, r->proj.bo, c->dim);
+        for (int i = 0; i < n; i++)
+            kernels_add(part + (size_t)i * (size_t)c->dim, r->proj.bo, c->dim);
     tm[T_ATTN] += time_now() - t;
     memcpy(e->xsend, &h, sizeof h);
     t = time_now();
-    exchange_partials(e, l, 0, x); /* x becomes Z */
+    exchange_partials(e, l, 0, x, n); /* x becomes Z */
     tm[T_GATHER] += time_now() - t;
     t = time_now();
-    model_ffn_delta(c, &r->ffn, &e->scratch, x, part);
+    model_ffn_delta_n(c, &r->ffn, &e->scratch, x, part, n);
+    transport_streamed(e->tp, (double)model_ffn_bytes(c, &r->ffn));
     tm[T_FFN] += time_now() - t;
     t = time_now();
-    exchange_partials(e, l, 1, x); /* x becomes X' */
+    exchange_partials(e, l, 1, x, n); /* x becomes X' */
     tm[T_BCAST] += time_now() - t;
 forward:
     memcpy(e->xmsg, &h, sizeof h);

@@ -5,6 +5,7 @@
 #include "startup.h"
 
 #include "model.h"
+#include "kernels.h"
 #include "util.h"
 
 #include <errno.h>
@@ -85,6 +86,21 @@ static double device_slowdown(int rank)
     return k;
 }
 
+/* A positive number from environment variable name (def when unset); a bad value ends the
+ * run naming the rank and the variable. */
+static double device_env(int rank, const char *name, double def, double hi)
+{
+    const char *v = getenv(name);
+    if (!v || !v[0])
+        return def;
+    char *end;
+    errno = 0;
+    double k = strtod(v, &end);
+    if (*end || errno || !(k > 0 && k <= hi))
+        FATAL("rank %d: %s='%s' is not a number in (0, %g]", rank, name, v, hi);
+    return k;
+}
+
 /* Every rank's speed in bytes of weights per second through the model's own layer code
  * (norms, RoPE and attention included; a bare matrix-vector probe overrated the engine by
  * about 20%): synthetic layers of the model's shapes, at least 256 MiB of them so that they
@@ -159,6 +175,11 @@ int startup_measure(ClusterInputs *ci, Transport *cm, const ModelConfig *c,
     int bad;
     cm->timeout_s = o->timeout_s;
     transport_push_dilation(cm, o->slowdown > 0 ? o->slowdown : device_slowdown(cm->rank));
+    /* The board behind the dilation (scripts/emulate-device sets these from the catalogue):
+     * its cores compute in parallel, its memory bandwidth is shared. */
+    transport_set_board(cm, (int)device_env(cm->rank, "HEADSPLIT_DEVICE_CORES", 1, 1024),
+                        device_env(cm->rank, "HEADSPLIT_DEVICE_BW_GBPS", 0, 1e6) * 1e9,
+                        kernels_get_threads());
     transport_push_faults(cm, o->stall_rank, o->stall_pos, o->stall_s, o->kill_rank,
                           o->kill_pos);
     transport_measure_rtt(cm, o->rtt_pings);

@@ -156,7 +156,21 @@ typedef struct {
     double factor;
     int on;
     double cpu0, wall0; /* start of the current stretch of work */
+    int cores, threads; /* the board model (transport_set_board) */
+    double bw_Bps;
 } Dilation;
+
+double transport_dilation_owed(double factor, double cpu_s, double wall_s, int threads,
+                               int cores, double bytes, double bw_Bps)
+{
+    int par = threads < cores ? threads : cores;
+    if (par < 1)
+        par = 1;
+    double need = factor * cpu_s / par;
+    if (bw_Bps > 0 && bytes / bw_Bps > need)
+        need = bytes / bw_Bps;
+    return need - wall_s;
+}
 
 static void sleep_for(double s)
 {
@@ -170,9 +184,9 @@ static void sleep_for(double s)
 static void dil_mark(void *self, Transport *t)
 {
     Dilation *d = self;
-    (void)t;
     d->cpu0 = time_cpu();
     d->wall0 = time_now();
+    t->streamed = 0;
 }
 
 /* Ends a stretch of work: sleeps until it has lasted factor x its CPU time. */
@@ -181,7 +195,9 @@ static void dil_pay(void *self, Transport *t)
     Dilation *d = self;
     if (!d->on)
         return;
-    double owed = d->factor * (time_cpu() - d->cpu0) - (time_now() - d->wall0);
+    double owed = transport_dilation_owed(d->factor, time_cpu() - d->cpu0,
+                                          time_now() - d->wall0, d->threads, d->cores,
+                                          t->streamed, d->bw_Bps);
     if (owed > 0) {
         sleep_for(owed);
         t->dilated_s += owed;
@@ -214,9 +230,25 @@ void transport_push_dilation(Transport *t, double factor)
 {
     Dilation *d = xcalloc(1, sizeof *d);
     d->factor = factor;
+    d->cores = d->threads = 1;
     t->slowdown = factor > 1 ? factor : 1;
     transport_push(t, &dilation_ops, d);
 }
+
+void transport_set_board(Transport *t, int cores, double bw_Bps, int threads)
+{
+    for (int i = 0; i < t->n_layers; i++)
+        if (t->layer[i].ops == &dilation_ops) {
+            Dilation *d = t->layer[i].self;
+            d->cores = cores > 1 ? cores : 1;
+            d->threads = threads > 1 ? threads : 1;
+            d->bw_Bps = bw_Bps > 0 ? bw_Bps : 0;
+            return;
+        }
+    FATAL("transport_set_board before transport_push_dilation");
+}
+
+void transport_streamed(Transport *t, double bytes) { t->streamed += bytes; }
 
 /* ---- Faults for tests: a stall (messages of one rank at one position arrive late, once) and
  * a kill (a rank ends itself with SIGKILL on the first message of a position). */

@@ -1,7 +1,9 @@
 /* The distributed engine over the in-process transport: a controller and two workers as three
  * threads run a synthetic 2-layer model (LLaMA, and GPT-2) under PIPE (layer-wise, with
  * speculation that is always re-executed, and head-level) and SLICE plans; their outputs are compared with the
- * single-process backend (src/model/local.c): PIPE bit for bit, SLICE within 1e-5. */
+ * single-process backend (src/model/local.c): PIPE bit for bit, SLICE within 1e-5; and again
+ * with passes of several positions (forward_n), split and padded as the broadcast size
+ * agreed between passes requires. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -45,6 +47,12 @@ typedef struct {
     InprocWorld *world;
     Outputs *out;
     DistMetrics metrics; /* gathered after the last token (rank 0's copy) */
+    const int *chunks;   /* passes of several positions (summing to STEPS), 0-terminated;
+                          * NULL: one position per pass */
+    const int *hints;    /* next_n hint of each pass */
+    int max_batch;
+    int service_rank;    /* 0: none; else the controller calls it before every pass */
+    int service_calls;   /* calls answered correctly (rank 0) */
 } Run;
 
 typedef struct {
@@ -102,6 +110,51 @@ static void drive(LayerBackend *b, const HeadW *head, Outputs *out)
     model_scratch_free(&s);
 }
 
+/* The test's service: the request's bytes in reverse order, then the answering rank. */
+static long echo_service(void *ctx, const void *req, size_t n, void *resp, size_t cap,
+                         char *err, size_t errlen)
+{
+    const unsigned char *in = req;
+    unsigned char *out = resp;
+    if (n + 1 > cap)
+        return util_err(err, errlen, "request too long"), -1;
+    for (size_t i = 0; i < n; i++)
+        out[i] = in[n - 1 - i];
+    out[n] = (unsigned char)*(const int *)ctx;
+    return (long)n + 1;
+}
+
+/* Rank 0: one service call, checked; counts the good ones. */
+static void call_service(DistEngine *e, Run *run, int pos)
+{
+    unsigned char req[5] = {1, 2, 3, 4, (unsigned char)pos}, resp[16];
+    size_t n = dist_service_call(e, req, sizeof req, resp, sizeof resp);
+    if (n == 6 && resp[0] == pos && resp[4] == 1 && resp[5] == run->service_rank)
+        run->service_calls++;
+}
+
+/* The same through forward_n: passes of chunks[i] positions with next_n hints[i]. */
+static void drive_chunks(LayerBackend *b, const HeadW *head, Outputs *out, const int *chunks,
+                         const int *hints)
+{
+    Scratch s;
+    model_scratch_init(&s, &cfg, KV_CAP);
+    assert_non_null(b->forward_n);
+    const size_t V = (size_t)cfg.vocab_size;
+    for (int i = 0, pos = 0; chunks[i]; pos += chunks[i], i++) {
+        const int n = chunks[i];
+        assert_true(n <= b->max_batch);
+        float *x = out->x[pos], *logits = out->logits + (size_t)pos * V;
+        for (int k = 0; k < n; k++)
+            model_embed(&cfg, head, tokens[pos + k], pos + k, out->x[pos + k]);
+        b->forward_n(b->ctx, x, pos, n, tokens + pos, hints[i]);
+        if (!b->logits_n || !b->logits_n(b->ctx, logits, n))
+            for (int k = 0; k < n; k++)
+                model_logits(&cfg, head, &s, out->x[pos + k], logits + (size_t)k * V);
+    }
+    model_scratch_free(&s);
+}
+
 static void outputs_init(Outputs *o)
 {
     memset(o, 0, sizeof *o);
@@ -141,13 +194,31 @@ static void *rank_main(void *p)
     CHECK(dist_setup(&e, &t, &cfg, run->plan, f, model_path, KV_CAP) == 0, "dist_setup failed");
     if (run->spec)
         dist_set_speculation(e, run->spec, 0.0f, 0.5f, 0);
+    if (run->max_batch > 1)
+        dist_set_max_batch(e, run->max_batch);
+    int me = a->rank;
+    if (run->service_rank)
+        dist_set_service(e, run->service_rank, echo_service, &me, 64, 64);
     if (a->rank == 0) {
         HeadW head;
         transport_exclusive(&t, 1);
         CHECK(model_load_head(&head, &cfg, f, model_path, err, sizeof err) == 0, "%s", err);
         transport_exclusive(&t, 0);
         LayerBackend b = dist_backend(e);
-        drive(&b, &head, run->out);
+        if (run->service_rank) /* calls before, between and after passes */
+            for (int pos = 0; pos < STEPS; pos++) {
+                call_service(e, run, pos);
+                if (pos % 2)
+                    call_service(e, run, pos);
+                float x[64];
+                model_embed(&cfg, &head, tokens[pos], pos, x);
+                b.forward(b.ctx, x, pos, tokens[pos]);
+                memcpy(run->out->x[pos], x, sizeof x);
+            }
+        else if (run->chunks)
+            drive_chunks(&b, &head, run->out, run->chunks, run->hints);
+        else
+            drive(&b, &head, run->out);
         dist_controller_stop(e);
         model_free_head(&head);
     } else {
@@ -167,9 +238,20 @@ static void *rank_main(void *p)
     return NULL;
 }
 
+/* Several positions per pass: with exact hints (1, 3, 2), and without hints (4 positions
+ * while the broadcasts are sized for 1: split; then 2 in a pass sized for 3: padded). */
+static const int chunks_hinted[] = {1, 3, 2, 0}, hints_exact[] = {3, 2, 0};
+static const int chunks_unhinted[] = {4, 2, 0}, hints_none[] = {0, 0};
+static const int *g_chunks, *g_hints; /* the next run_plan's */
+static int g_service;
+
 static void run_plan(const Plan *plan, const unsigned char *spec, Outputs *out, Run *run)
 {
     memset(run, 0, sizeof *run);
+    run->chunks = g_chunks;
+    run->hints = g_hints;
+    run->max_batch = g_chunks ? 4 : 1;
+    run->service_rank = g_service;
     run->plan = plan;
     run->spec = spec;
     run->world = transport_inproc_world(RANKS);
@@ -222,7 +304,7 @@ static void expect_identical(const Plan *p, const unsigned char *spec)
     double total = 0;
     for (int r = 0; r < RANKS; r++)
         total += run.metrics.rank[r].bytes_sent;
-    if (!spec)
+    if (!spec && !g_chunks)
         assert_true(total >= (double)STEPS * (double)s.bytes_per_token &&
                     total <= (double)(STEPS + 1) * (double)s.bytes_per_token);
     json_t *j = dist_metrics_json(&run.metrics, STEPS);
@@ -309,6 +391,47 @@ static void test_slice_head_on_controller(void **state)
     plan_free(&p);
 }
 
+/* A service on worker 2 called between passes: every reply right, outputs unchanged. */
+static void test_service(void **state)
+{
+    (void)state;
+    Plan p;
+    build(&p, PARTITION_LAYER, PLACEMENT_LAYER, 0);
+    for (int svc = 1; svc <= 2; svc++) {
+        Outputs ref, got;
+        Run run;
+        reference(&ref);
+        memset(&run, 0, sizeof run);
+        g_service = svc;
+        run_plan(&p, NULL, &got, &run);
+        g_service = 0;
+        assert_int_equal(run.service_calls, STEPS + STEPS / 2);
+        assert_memory_equal(got.x, ref.x, sizeof ref.x);
+        dist_metrics_free(&run.metrics);
+        free(ref.logits);
+        free(got.logits);
+    }
+    plan_free(&p);
+}
+
+/* Every plan above again, with passes of several positions. */
+static void test_batched(void **state)
+{
+    (void)state;
+    static const int *const modes[2][2] = {{chunks_hinted, hints_exact},
+                                           {chunks_unhinted, hints_none}};
+    for (int m = 0; m < 2; m++) {
+        g_chunks = modes[m][0];
+        g_hints = modes[m][1];
+        test_pipe_layerwise(NULL);
+        test_pipe_speculation_rejected(NULL);
+        test_pipe_heads(NULL);
+        test_slice_split_head(NULL);
+        test_slice_head_on_controller(NULL);
+    }
+    g_chunks = g_hints = NULL;
+}
+
 int main(void)
 {
     hbool_t ts = 0;
@@ -321,10 +444,13 @@ int main(void)
         cmocka_unit_test(test_pipe_heads),
         cmocka_unit_test(test_slice_split_head),
         cmocka_unit_test(test_slice_head_on_controller),
+        cmocka_unit_test(test_batched),
+        cmocka_unit_test(test_service),
     };
     const struct CMUnitTest gpt2[] = {
         cmocka_unit_test(test_pipe_heads),
         cmocka_unit_test(test_slice_split_head),
+        cmocka_unit_test(test_batched),
     };
     int failed = cmocka_run_group_tests_name("llama", llama, setup_llama, teardown_model);
     return failed + cmocka_run_group_tests_name("gpt2", gpt2, setup_gpt2, teardown_model);

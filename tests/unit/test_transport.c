@@ -303,6 +303,41 @@ static void test_dilation_factor(void **state)
     transport_inproc_world_free(w);
 }
 
+/* ---- The board model: arithmetic shared by the board's cores, memory bandwidth by all. */
+static void test_dilation_board(void **state)
+{
+    (void)state;
+    const double f = 8, cpu = 0.01, bw = 5.5e9;
+    /* One thread, one core: the plain factor. */
+    assert_true(fabs(transport_dilation_owed(f, cpu, 0, 1, 1, 0, 0) - 0.08) < 1e-12);
+    /* Four threads on a four-core board: a quarter of the time, if memory allows. */
+    assert_true(fabs(transport_dilation_owed(f, cpu, 0, 4, 4, 1e6, bw) - 0.02) < 1e-12);
+    /* More threads than cores: only the cores count. */
+    assert_true(fabs(transport_dilation_owed(f, cpu, 0, 8, 4, 0, bw) - 0.02) < 1e-12);
+    /* Streaming 1 GB: the shared bandwidth binds (1 GB / 5.5 GB/s), whatever the threads. */
+    assert_true(fabs(transport_dilation_owed(f, cpu, 0, 4, 4, 1e9, bw) - 1e9 / bw) < 1e-12);
+    assert_true(fabs(transport_dilation_owed(f, cpu, 0, 1, 4, 1e9, bw) - 1e9 / bw) < 1e-12);
+    /* Time already spent counts against what is owed. */
+    assert_true(fabs(transport_dilation_owed(f, cpu, 0.05, 1, 1, 0, 0) - 0.03) < 1e-12);
+    /* Set on a stack with dilation; streamed bytes reset at every communication point. */
+    InprocWorld *w = transport_inproc_world(1);
+    Transport t;
+    transport_inproc_init(&t, w, 0);
+    transport_push_dilation(&t, 8.0);
+    transport_set_board(&t, 4, bw, 4);
+    transport_compute(&t, 1);
+    transport_streamed(&t, 0.11e9); /* 20 ms at 5.5 GB/s */
+    assert_true(t.streamed == 0.11e9);
+    double w0 = time_now();
+    transport_compute(&t, 0);
+    assert_true(time_now() - w0 >= 0.02 - 1e-3); /* slept out the bandwidth floor */
+    transport_compute(&t, 1);
+    assert_true(t.streamed == 0);
+    transport_compute(&t, 0);
+    transport_finalize(&t);
+    transport_inproc_world_free(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -310,6 +345,7 @@ int main(void)
         cmocka_unit_test(test_emulation_and_stall),
         cmocka_unit_test(test_shared_channel),
         cmocka_unit_test(test_dilation_factor),
+        cmocka_unit_test(test_dilation_board),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
