@@ -64,13 +64,15 @@ typedef struct {
     size_t mem_limit;   /* usable RAM, the emulator's limit (0: none) */
     double cpu_share;   /* share of the development host's core that computes like the
                          * board (0: unlimited) */
+    int cores;          /* cores computing in parallel (1 when unknown) */
+    double board_bw_Bps; /* memory bandwidth the cores share (0: unlimited) */
     double idle_w, active_w; /* watts idle / one core busy (0: the energy model's defaults) */
     int draw;           /* 1: headsplit-sim --hetero draws among these rows, in file order */
     char what[96];      /* description */
 } CatalogueEntry;
 
-/* Reads the catalogue: '#' comments, rows "NAME SPEED_GBPS CPU MEM BUDGET_GB LOAD_MBPS IDLE_W
- * ACTIVE_W DRAW DESCRIPTION..." ("max" for no limit, "-" for unknown where the column allows
+/* Reads the catalogue: '#' comments, rows "NAME SPEED_GBPS CPU CORES BW_GBPS MEM BUDGET_GB
+ * LOAD_MBPS IDLE_W ACTIVE_W DRAW DESCRIPTION..." ("max" for no limit, "-" for unknown where the column allows
  * it).
  * *out is malloc'ed ([*n], the caller frees it).  Returns 0, or -1 with err naming the file,
  * line and column. */

@@ -22,7 +22,8 @@ const char *kernels_blas_corename(void);
 int kernels_set_threads(int n);
 int kernels_get_threads(void);
 /* The cores this process may run on (sched_getaffinity), divided among the Open MPI ranks
- * that share the host (OMPI_COMM_WORLD_LOCAL_SIZE); at least 1. */
+ * that share the host (OMPI_COMM_WORLD_LOCAL_SIZE); at least 1.  An emulated board's
+ * (HEADSPLIT_DEVICE_CORES, set by scripts/emulate-device): its cores. */
 int kernels_default_threads(void);
 /* Runs fn(arg, lo, hi) over [0, rows) split among the pool's threads (work: the job's
  * multiply-adds; small jobs, or a pool busy with another caller, run on the caller alone). */

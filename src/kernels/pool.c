@@ -118,6 +118,14 @@ int kernels_get_threads(void) { return pool.n; }
 
 int kernels_default_threads(void)
 {
+    /* An emulated board (scripts/emulate-device) runs as many threads as it has cores. */
+    const char *board = getenv("HEADSPLIT_DEVICE_CORES");
+    if (board && board[0]) {
+        char *end;
+        long k = strtol(board, &end, 10);
+        if (!*end && k >= 1)
+            return k > POOL_MAX ? POOL_MAX : (int)k;
+    }
     cpu_set_t set;
     int cores = 1;
     if (sched_getaffinity(0, sizeof set, &set) == 0)

@@ -326,47 +326,55 @@ static int catalogue_num(const char *s, int allow_max, int allow_dash, double hi
 /* Parses one row's columns into e; -1 with err naming the column. */
 static int catalogue_row(char *line, CatalogueEntry *e, char *err, size_t errlen)
 {
-    enum { NCOL = 9 };
-    static const char *cols[NCOL] = {"name", "speed_GBps", "cpu", "mem", "budget_GB",
-                                     "load_MBps", "idle_W", "active_W", "draw"};
+    enum { NCOL = 11 };
+    static const char *cols[NCOL] = {"name", "speed_GBps", "cpu", "cores", "bw_GBps", "mem",
+                                     "budget_GB", "load_MBps", "idle_W", "active_W", "draw"};
     char *tok[NCOL], *save = NULL;
     memset(e, 0, sizeof *e);
     for (int i = 0; i < NCOL; i++) {
         tok[i] = strtok_r(i ? NULL : line, " \t\r\n", &save);
         if (!tok[i])
-            return util_err(err, errlen, "column %s missing (NAME SPEED_GBPS CPU MEM BUDGET_GB "
-                            "LOAD_MBPS IDLE_W ACTIVE_W DRAW DESCRIPTION)", cols[i]);
+            return util_err(err, errlen, "column %s missing (NAME SPEED_GBPS CPU CORES BW_GBPS "
+                            "MEM BUDGET_GB LOAD_MBPS IDLE_W ACTIVE_W DRAW DESCRIPTION)", cols[i]);
     }
     if (strlen(tok[0]) >= sizeof e->dev.name)
         return util_err(err, errlen, "name '%s' is longer than %zu characters", tok[0],
                         sizeof e->dev.name - 1);
     snprintf(e->dev.name, sizeof e->dev.name, "%s", tok[0]);
-    double budget = 0;
+    double budget = 0, cores = 0;
     int bad = -1;
     if (catalogue_num(tok[1], 1, 0, 1e6, 1e9, &e->dev.speed_Bps) < 0)
         bad = 1;
     else if (catalogue_num(tok[2], 1, 0, 1000, 1, &e->cpu_share) < 0)
         bad = 2;
-    else if (strcmp(tok[3], "max") && (util_parse_bytes(tok[3], &e->mem_limit) < 0 ||
-                                       e->mem_limit == 0))
+    else if (catalogue_num(tok[3], 0, 1, 1024, 1, &cores) < 0 || cores != (int)cores)
         bad = 3;
-    else if (catalogue_num(tok[4], 1, 0, 1e9, 1e9, &budget) < 0)
+    else if (strcmp(tok[4], "-") &&
+             catalogue_num(tok[4], 1, 0, 1e6, 1e9, &e->board_bw_Bps) < 0)
         bad = 4;
-    else if (catalogue_num(tok[5], 0, 1, 1e9, 1e6, &e->dev.load_Bps) < 0)
+    else if (strcmp(tok[5], "max") && (util_parse_bytes(tok[5], &e->mem_limit) < 0 ||
+                                       e->mem_limit == 0))
         bad = 5;
-    else if (catalogue_num(tok[6], 0, 1, 1e6, 1, &e->idle_w) < 0)
+    else if (catalogue_num(tok[6], 1, 0, 1e9, 1e9, &budget) < 0)
         bad = 6;
-    else if (catalogue_num(tok[7], 0, 1, 1e6, 1, &e->active_w) < 0)
+    else if (catalogue_num(tok[7], 0, 1, 1e9, 1e6, &e->dev.load_Bps) < 0)
         bad = 7;
-    else if (strcmp(tok[8], "0") && strcmp(tok[8], "1"))
+    else if (catalogue_num(tok[8], 0, 1, 1e6, 1, &e->idle_w) < 0)
         bad = 8;
+    else if (catalogue_num(tok[9], 0, 1, 1e6, 1, &e->active_w) < 0)
+        bad = 9;
+    else if (strcmp(tok[10], "0") && strcmp(tok[10], "1"))
+        bad = 10;
     if (bad >= 0)
         return util_err(err, errlen, "%s '%s' is not valid", cols[bad], tok[bad]);
+    e->cores = cores > 0 ? (int)cores : 1;
+    if (!strcmp(tok[4], "-")) /* the cores share what one core streams */
+        e->board_bw_Bps = e->dev.speed_Bps;
     e->dev.mem_budget = (size_t)budget;
     if (e->mem_limit && e->dev.mem_budget > e->mem_limit)
         return util_err(err, errlen, "'%s': budget_GB %s is more than mem %s", e->dev.name,
-                        tok[4], tok[3]);
-    e->draw = tok[8][0] == '1';
+                        tok[6], tok[5]);
+    e->draw = tok[10][0] == '1';
     if (e->draw && !(e->dev.speed_Bps > 0 && e->dev.mem_budget > 0 && e->dev.load_Bps > 0))
         return util_err(err, errlen, "'%s' is drawn (draw 1) but has no finite speed, budget "
                         "or load speed", e->dev.name);

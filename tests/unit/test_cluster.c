@@ -344,6 +344,7 @@ static void test_catalogue_file(void **state)
         if (!strcmp(e->dev.name, "pi4")) {
             have_pi4 = 1;
             assert_true(e->cpu_share == 0.125 && e->dev.speed_Bps == 4.8e9);
+            assert_true(e->cores == 4 && e->board_bw_Bps == 5.5e9);
             assert_true(e->mem_limit == (size_t)(3.5 * 1024 * 1024 * 1024));
             assert_true(e->dev.mem_budget == (size_t)2e9);
             assert_true(e->idle_w == 3.8 && e->active_w == 5.0 && e->draw);
@@ -377,21 +378,24 @@ static void expect_catalogue_error(const char *text, const char *needle)
 static void test_catalogue_errors(void **state)
 {
     (void)state;
-    const char *ok = "a 4.8 0.125 3.5G 2 80 3.8 5.0 1 board A\n";
+    const char *ok = "a 4.8 0.125 4 5.5 3.5G 2 80 3.8 5.0 1 board A\n";
     char buf[512];
     expect_catalogue_error("# nothing\n", " no devices");
-    expect_catalogue_error("a 4.8 0.125 3.5G 2\n", "1: column load_MBps missing");
-    snprintf(buf, sizeof buf, "%sb fast 0.1 1G 1 80 - - 1 B\n", ok);
+    expect_catalogue_error("a 4.8 0.125 4 - 3.5G 2\n", "1: column load_MBps missing");
+    snprintf(buf, sizeof buf, "%sb fast 0.1 1 - 1G 1 80 - - 1 B\n", ok);
     expect_catalogue_error(buf, "2: speed_GBps 'fast' is not valid");
-    expect_catalogue_error("a 4.8 0 1G 1 80 - - 1 A\n", "1: cpu '0' is not valid");
-    expect_catalogue_error("a 4.8 0.1 lots 1 80 - - 1 A\n", "1: mem 'lots' is not valid");
-    expect_catalogue_error("a 4.8 0.1 1G 1 -5 - - 1 A\n", "1: load_MBps '-5' is not valid");
-    expect_catalogue_error("a 4.8 0.1 1G 1 80 3 - 1 A\n", "1: 'a': give both");
-    expect_catalogue_error("a 4.8 0.1 1G 1 80 - - yes A\n", "1: draw 'yes' is not valid");
-    expect_catalogue_error("a 4.8 0.1 1G many 80 - - 1 A\n", "1: budget_GB 'many' is not");
-    expect_catalogue_error("a 4.8 0.1 1G 2 80 - - 1 A\n", "1: 'a': budget_GB 2 is more than");
-    expect_catalogue_error("a max max max max - - - 1 A\n", "1: 'a' is drawn");
-    expect_catalogue_error("a-name-longer-than-twenty-three 1 0.1 1G 1 80 - - 0 A\n",
+    expect_catalogue_error("a 4.8 0 1 - 1G 1 80 - - 1 A\n", "1: cpu '0' is not valid");
+    expect_catalogue_error("a 4.8 0.1 2.5 - 1G 1 80 - - 1 A\n", "1: cores '2.5' is not valid");
+    expect_catalogue_error("a 4.8 0.1 0 - 1G 1 80 - - 1 A\n", "1: cores '0' is not valid");
+    expect_catalogue_error("a 4.8 0.1 4 fast 1G 1 80 - - 1 A\n", "1: bw_GBps 'fast' is not");
+    expect_catalogue_error("a 4.8 0.1 1 - lots 1 80 - - 1 A\n", "1: mem 'lots' is not valid");
+    expect_catalogue_error("a 4.8 0.1 1 - 1G 1 -5 - - 1 A\n", "1: load_MBps '-5' is not valid");
+    expect_catalogue_error("a 4.8 0.1 1 - 1G 1 80 3 - 1 A\n", "1: 'a': give both");
+    expect_catalogue_error("a 4.8 0.1 1 - 1G 1 80 - - yes A\n", "1: draw 'yes' is not valid");
+    expect_catalogue_error("a 4.8 0.1 1 - 1G many 80 - - 1 A\n", "1: budget_GB 'many' is not");
+    expect_catalogue_error("a 4.8 0.1 1 - 1G 2 80 - - 1 A\n", "1: 'a': budget_GB 2 is more than");
+    expect_catalogue_error("a max max - max max max - - - 1 A\n", "1: 'a' is drawn");
+    expect_catalogue_error("a-name-longer-than-twenty-three 1 0.1 1 - 1G 1 80 - - 0 A\n",
                            "1: name 'a-name-longer");
     snprintf(buf, sizeof buf, "%s\n%s", ok, ok);
     expect_catalogue_error(buf, "3: device 'a' is listed twice");
@@ -402,10 +406,11 @@ static void test_catalogue_errors(void **state)
                                             sizeof err), -1);
     assert_non_null(strstr(err, "/nonexistent/devices.tsv"));
     /* a minimal good one: max and - where allowed, no description */
-    const char *path = tmp_file(3, "u max max max max - - - 0\n");
+    const char *path = tmp_file(3, "u max max - max max max - - - 0\n");
     assert_int_equal(cluster_load_catalogue(path, &cat, &n, err, sizeof err), 0);
     assert_int_equal(n, 1);
     assert_true(cat[0].dev.speed_Bps == 0 && cat[0].dev.mem_budget == 0 && !cat[0].draw);
+    assert_true(cat[0].cores == 1 && cat[0].board_bw_Bps == 0);
     assert_string_equal(cat[0].what, "");
     free(cat);
     unlink(path);
