@@ -11,7 +11,10 @@ src=(--format llama2c --checkpoint "$SHARED/stories260K/stories260K.bin"
      --tokenizer "$SHARED/stories260K/tok512.bin")
 "$CONVERT" "${src[@]}" --out "$T/f32.h5" --quiet
 args=(--prompt "Once upon a time" --steps 24 --quiet)
-dist=(--rtt-pings 1 --placement roundrobin)
+# Equal speeds from a devices file: one plan every run (slice's FFN cuts follow the probed
+# speeds otherwise, and where a cut falls changes which partial sums round together).
+printf '1 speed=1\n2 speed=1\n3 speed=1\n4 speed=1\n' > "$T/dev.txt"
+dist=(--rtt-pings 1 --placement roundrobin --devices "$T/dev.txt")
 run_hs 5 --model "$T/f32.h5" "${args[@]}" "${dist[@]}" --partition layer --metrics "$T/f32.json" \
   || fail "f32 run failed"
 # Bytes of weights the workers hold together (the placement decides who holds what).
