@@ -28,8 +28,9 @@ const char *chat_template_name(ChatTemplate t);
  * tokenizer.chat_template) by its distinctive markers: 0, or -1 when none is recognised. */
 int chat_template_detect(const char *jinja, ChatTemplate *out);
 /* The conversation as text (malloc'ed), ending with the assistant's opening when
- * add_generation_prompt.  BOS is left to the tokenizer.  NULL with err for a role the
- * template has no place for. */
+ * add_generation_prompt.  BOS is left to the tokenizer, except in Llama 3's, which opens with
+ * "<|begin_of_text|>" as Meta's template does (tokenizer_encode_special then adds no second
+ * BOS).  NULL with err for a role the template has no place for. */
 char *chat_format(ChatTemplate t, const ChatMessage *msgs, int n, int add_generation_prompt,
                   char *err, size_t errlen);
 /* The text that ends an assistant's turn (a stop string for generation). */

@@ -54,6 +54,9 @@ typedef struct {
      * by rope_freq_factors[i].  n_rope_freq_factors is 0 (none) or head_dim / 2. */
     int n_rope_freq_factors;
     float rope_freq_factors[CONFIG_MAX_ROPE_PAIRS];
+    /* llama.cpp's phi3 graph: q multiplied by 1/sqrt(head_dim) after RoPE and the scores
+     * left unscaled (1: Phi-3); 0: the scores scaled, as every other graph does. */
+    int q_prescale;
 } ModelConfig;
 
 /* Query heads per KV group. */

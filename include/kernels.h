@@ -88,7 +88,7 @@ void kernels_rope_factors(float *x, int n_heads, int head_dim, int pos, float th
 void kernels_softmax(float *x, int n);
 void kernels_softmax_ref(float *x, int n);
 
-/* gate[i] = silu(gate[i]) * up[i], silu by ggml's vectorised expf (AVX2 build), bit for bit */
+/* gate[i] = silu(gate[i]) * up[i], silu by ggml's vectorised expf (AVX-512 build), bit for bit */
 void kernels_swiglu(float *gate, const float *up, int n);
 void kernels_swiglu_ref(float *gate, const float *up, int n);
 /* x[i] = 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))) */
@@ -104,6 +104,11 @@ void kernels_add(float *y, const float *x, int n);
  * (F32 KV cache, no flash attention): ggml_vec_dot_f32 orders, ggml's softmax. */
 void kernels_attention(float *out, const float *q, const float *k_cache, const float *v_cache,
                        float *scratch, int n_q, int head_dim, int n_pos);
+/* The same with the scores scaled by kq_scale (1: q already scaled, as llama.cpp's phi3
+ * graph does; kernels_attention is kq_scale = 1/sqrtf(hd)). */
+void kernels_attention_scaled(float *out, const float *q, const float *k_cache,
+                              const float *v_cache, float *scratch, int n_q, int head_dim,
+                              int n_pos, float kq_scale);
 void kernels_attention_ref(float *out, const float *q, const float *k_cache,
                            const float *v_cache, float *scratch, int n_q, int head_dim, int n_pos);
 

@@ -122,6 +122,10 @@ void model_scratch_free(Scratch *s);
  * writes the part's head outputs out[(q1-q0)*hd]. */
 void model_attn_part_forward(const ModelConfig *c, AttnPartW *w, Scratch *s, const float *x,
                              int pos, float *out);
+/* The attention scale as llama.cpp's graph applies it, for q[n_q][hd] after RoPE: returns
+ * the factor for the K.q scores (kernels_attention_scaled), 1/sqrtf(hd); where the model
+ * scales q instead (c->q_prescale, llama.cpp's phi3), multiplies q by it and returns 1. */
+float model_attn_q_scale(const ModelConfig *c, float *q, int n_q);
 /* z[dim] = x + wo . heads[n_heads*hd] (+ bo). */
 void model_proj_forward(const ModelConfig *c, const ProjW *w, Scratch *s, const float *x,
                         const float *heads, float *z);

@@ -179,6 +179,8 @@ static int read_config(Conv *cv, ModelConfig *c)
      * Hugging Face's rows and rotate halves (LLAMA_ROPE_TYPE_NEOX). */
     c->rope_style = strcmp(cv->arch, "llama") == 0 ? ROPE_INTERLEAVED : ROPE_HALF;
     c->qkv_bias = gguf_find_tensor(cv->g, "blk.0.attn_q.bias") != NULL;
+    /* llama.cpp's phi3 graph scales q by 1/sqrt(head_dim) before K.q (kq_scale 1). */
+    c->q_prescale = strcmp(cv->arch, "phi3") == 0;
     return 0;
 }
 

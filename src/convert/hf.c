@@ -233,6 +233,7 @@ static int cfg_llama(const CfgReader *g, ModelConfig *c, HfFamily fam)
     } else if (fam == FAM_MISTRAL || fam == FAM_PHI3) {
         if (cfg_int(g, "sliding_window", 0, 0, 0, &c->sliding_window) < 0)
             return -1;
+        c->q_prescale = fam == FAM_PHI3; /* as llama.cpp's phi3 graph, like the GGUF import */
     }
     if (mlp_bias)
         return util_err(g->err, g->errlen, "%s: mlp_bias: unsupported (llama-family FFNs "

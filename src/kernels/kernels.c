@@ -18,7 +18,9 @@
  * (fmaf is one rounding, as the vector FMA), so these scalar loops give its bits exactly on
  * every CPU (fmaf is a libm call where the CPU has no FMA: slower, same bits). */
 #ifndef KERNELS_GGML_LANES
-#define KERNELS_GGML_LANES 8 /* ggml's F32 vector width on the reference build (AVX-512) */
+#define KERNELS_GGML_LANES 16 /* ggml's F32 vector width on the reference build (AVX-512):
+                               * with 16, every quantized file of ../shared/models/gguf and
+                               * gguf-arch gives llama.cpp's logits bit for bit; 8: an AVX2 build */
 #endif
 
 static inline uint32_t f2u(float f)
@@ -265,13 +267,13 @@ void kernels_add(float *restrict y, const float *restrict x, int n)
 }
 
 /* llama.cpp's attention (F32 KV cache, no flash attention, V stored transposed): scores
- * k_t . q by ggml_vec_dot_f32, times kq_scale = 1 / sqrtf(hd), ggml's softmax, then out[i] =
+ * k_t . q by ggml_vec_dot_f32, times kq_scale, ggml's softmax, then out[i] =
  * ggml_vec_dot_f32 of V's column i with the weights over the KV length padded to 32. */
-void kernels_attention(float *restrict out, const float *restrict q,
-                       const float *restrict k_cache, const float *restrict v_cache,
-                       float *restrict scratch, int n_q, int head_dim, int n_pos)
+void kernels_attention_scaled(float *restrict out, const float *restrict q,
+                              const float *restrict k_cache, const float *restrict v_cache,
+                              float *restrict scratch, int n_q, int head_dim, int n_pos,
+                              float scale)
 {
-    const float scale = 1.0f / sqrtf((float)head_dim);
     const int n_pad = (n_pos + 31) / 32 * 32;
     for (int h = 0; h < n_q; h++) {
         const float *qh = q + (size_t)h * (size_t)head_dim;
@@ -283,6 +285,14 @@ void kernels_attention(float *restrict out, const float *restrict q,
         for (int i = 0; i < head_dim; i++)
             o[i] = ggml_dot_f32(v_cache + i, (size_t)head_dim, scratch, n_pos, n_pad);
     }
+}
+
+void kernels_attention(float *restrict out, const float *restrict q,
+                       const float *restrict k_cache, const float *restrict v_cache,
+                       float *restrict scratch, int n_q, int head_dim, int n_pos)
+{
+    kernels_attention_scaled(out, q, k_cache, v_cache, scratch, n_q, head_dim, n_pos,
+                             1.0f / sqrtf((float)head_dim));
 }
 
 /* Index of the largest value, the lowest index on ties. */

@@ -97,13 +97,29 @@ void kernels_softmax_ref(float *x, int n)
         x[i] /= sum;
 }
 
-/* ggml_v_expf (AVX2 build) one value at a time: n = round(x / ln 2), b = x - n ln 2,
- * exp(b) - 1 = j by a polynomial, 2^n put into the exponent bits; |n| > 126 scaled twice. */
+#ifndef KERNELS_GGML_LANES
+#define KERNELS_GGML_LANES 16 /* as kernels.c: ggml's AVX-512 build */
+#endif
+
+/* ggml_v_expf one value at a time: n = round(x / ln 2), b = x - n ln 2; AVX-512 build:
+ * exp(b) = j by a polynomial, scaled by 2^n (scalef), 0 or inf past |n| > 192; AVX2 build:
+ * exp(b) - 1 = j, 2^n put into the exponent bits, |n| > 126 scaled twice. */
 static float ggml_expf_ref(float x)
 {
     const float z = fmaf(x, 0x1.715476p+0f, 0x1.8p23f);
     const float n = z - 0x1.8p23f;
     const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+#if KERNELS_GGML_LANES == 16
+    {
+        const float u = b * b;
+        const float p1 = fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f);
+        const float p2 = fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f);
+        const float j = fmaf(fmaf(p1, u, p2), u, fmaf(0x1.ffffecp-1f, b, 1.0f));
+        if (fabsf(n) > 192.0f)
+            return n <= 0.0f ? 0.0f : INFINITY;
+        return ldexpf(j, (int)n);
+    }
+#endif
     uint32_t zb, one;
     const float onef = 1.0f;
     memcpy(&zb, &z, sizeof zb);

@@ -72,6 +72,24 @@ static void put(Buf *b, const char *s)
     b->len += n;
 }
 
+/* s without leading and trailing whitespace (Jinja's trim: Python's str.strip()). */
+static void put_trimmed(Buf *b, const char *s)
+{
+    static const char ws[] = " \t\n\r\v\f";
+    while (*s && strchr(ws, *s))
+        s++;
+    size_t n = strlen(s);
+    while (n > 0 && strchr(ws, s[n - 1]))
+        n--;
+    if (b->len + n + 1 > b->cap) {
+        b->cap = (b->len + n + 1) * 2;
+        b->s = xrealloc(b->s, b->cap);
+    }
+    memcpy(b->s + b->len, s, n);
+    b->len += n;
+    b->s[b->len] = '\0';
+}
+
 /* Llama 2: the system prompt goes inside the first [INST] between <<SYS>> markers; every
  * exchange after the first opens with BOS again (HF's template writes bos_token + "[INST]"). */
 static void format_llama2(Buf *b, const ChatMessage *m, int n)
@@ -129,11 +147,13 @@ char *chat_format(ChatTemplate t, const ChatMessage *m, int n, int add_generatio
             put(&b, m[i].content);
             put(&b, t == CHAT_ZEPHYR ? "</s>\n" : "<|end|>\n");
             break;
-        case CHAT_LLAMA3:
+        case CHAT_LLAMA3: /* bos_token first, each content | trim, as Meta's template */
+            if (i == 0)
+                put(&b, "<|begin_of_text|>");
             put(&b, "<|start_header_id|>");
             put(&b, role);
             put(&b, "<|end_header_id|>\n\n");
-            put(&b, m[i].content);
+            put_trimmed(&b, m[i].content);
             put(&b, "<|eot_id|>");
             break;
         case CHAT_CHATML:

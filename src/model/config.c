@@ -59,6 +59,11 @@ int config_validate(const ModelConfig *c, char *err, size_t errlen)
     if (c->sliding_window < 0)
         return util_err(err, errlen, "config field sliding_window = %d is negative (0: none)",
                         c->sliding_window);
+    if (c->q_prescale != 0 && c->q_prescale != 1)
+        return util_err(err, errlen, "config field q_prescale = %d must be 0 or 1",
+                        c->q_prescale);
+    if (c->q_prescale && c->arch != ARCH_LLAMA)
+        return util_err(err, errlen, "config field q_prescale: llama family only");
     if (c->n_rope_freq_factors != 0) {
         if (c->rope_style == ROPE_NONE || c->n_rope_freq_factors != c->head_dim / 2 ||
             c->n_rope_freq_factors > CONFIG_MAX_ROPE_PAIRS)
@@ -151,6 +156,9 @@ int config_read(ModelConfig *c, hid_t file, const char *fname, char *err, size_t
          h5io_attr_read_int(file, "/config", "qkv_bias", &c->qkv_bias, fname, err, errlen) < 0) ||
         (H5Aexists_by_name(file, "/config", "sliding_window", H5P_DEFAULT) > 0 &&
          h5io_attr_read_int(file, "/config", "sliding_window", &c->sliding_window, fname, err,
+                            errlen) < 0) ||
+        (H5Aexists_by_name(file, "/config", "q_prescale", H5P_DEFAULT) > 0 &&
+         h5io_attr_read_int(file, "/config", "q_prescale", &c->q_prescale, fname, err,
                             errlen) < 0))
         return -1;
     if (h5io_exists(file, "/config/rope_freq_factors")) {
@@ -247,6 +255,8 @@ int config_write(const ModelConfig *c, hid_t file, char *err, size_t errlen)
         rc |= h5io_attr_write_int(g, "qkv_bias", c->qkv_bias);
     if (c->sliding_window)
         rc |= h5io_attr_write_int(g, "sliding_window", c->sliding_window);
+    if (c->q_prescale)
+        rc |= h5io_attr_write_int(g, "q_prescale", c->q_prescale);
     H5Gclose(g);
     if (rc)
         return util_err(err, errlen, "cannot write /config attributes");

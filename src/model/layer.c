@@ -112,12 +112,25 @@ void model_attn_part_forward(const ModelConfig *c, AttnPartW *w, Scratch *s, con
             kernels_rope(k, 1, hd, pos, c->rope_theta, inter);
         }
     }
+    const float kq_scale = model_attn_q_scale(c, s->q, nq);
     /* A sliding window (Mistral, Phi-3) shows the attention the last W positions only. */
     int first = 0;
     if (c->sliding_window > 0 && pos + 1 > c->sliding_window)
         first = pos + 1 - c->sliding_window;
-    kernels_attention(out, s->q, w->k_cache + (size_t)first * (size_t)hd,
-                      w->v_cache + (size_t)first * (size_t)hd, s->att, nq, hd, pos + 1 - first);
+    kernels_attention_scaled(out, s->q, w->k_cache + (size_t)first * (size_t)hd,
+                             w->v_cache + (size_t)first * (size_t)hd, s->att, nq, hd,
+                             pos + 1 - first, kq_scale);
+}
+
+float model_attn_q_scale(const ModelConfig *c, float *q, int n_q)
+{
+    const float scale = 1.0f / sqrtf((float)c->head_dim);
+    if (!c->q_prescale)
+        return scale;
+    const int n = n_q * c->head_dim;
+    for (int i = 0; i < n; i++) /* ggml_scale: one multiply per value */
+        q[i] *= scale;
+    return 1.0f;
 }
 
 void model_proj_forward(const ModelConfig *c, const ProjW *w, Scratch *s, const float *x,

@@ -482,6 +482,15 @@ int tokenizer_hf_bind(Tokenizer *t, const char *fname, char *err, size_t errlen)
     "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true, "        \
     "\"use_regex\": false}]}"
 
+/* One Split step by a regular expression (a JSON string body), matches kept as pieces. */
+#define HF_ISOLATED(re)                                                                          \
+    "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"" re "\"}, \"behavior\": "             \
+    "\"Isolated\", \"invert\": false}"
+/* GPT-2's expression, as a JSON string body. */
+#define HF_GPT2_RE                                                                               \
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\\\p{L}+| ?\\\\p{N}+| ?[^\\\\s\\\\p{L}\\\\p{N}]+|"             \
+    "\\\\s+(?!\\\\S)"
+
 const char *tokenizer_hf_gguf_pre_tokenizer(const char *pre, int *ignore_merges)
 {
     static const struct {
@@ -490,7 +499,19 @@ const char *tokenizer_hf_gguf_pre_tokenizer(const char *pre, int *ignore_merges)
     } table[] = {
         {"llama-bpe", HF_L3_SPLIT("{1,3}"), 1},
         {"llama3", HF_L3_SPLIT("{1,3}"), 1},
+        {"llama-v3", HF_L3_SPLIT("{1,3}"), 1},
+        {"falcon3", HF_L3_SPLIT("{1,3}"), 1},
         {"qwen2", HF_L3_SPLIT(""), 0},
+        {"deepseek-r1-qwen", HF_L3_SPLIT(""), 0},
+        /* llama.cpp's "default": four regular expressions, each splitting the pieces of the
+         * one before (matches and the text between them), then bytes */
+        {"default", "{\"type\": \"Sequence\", \"pretokenizers\": ["
+                    HF_ISOLATED("[\\\\p{P}\\\\$\\\\+<=>\\\\^~\\\\|]+") ", "
+                    HF_ISOLATED(HF_GPT2_RE) ", "
+                    HF_ISOLATED("\\\\p{N}+") ", "
+                    HF_ISOLATED("[0-9][0-9][0-9]") ", "
+                    "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
+                    "\"use_regex\": false}]}", 0},
         {"smollm", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Digits\", "
                    "\"individual_digits\": true}, {\"type\": \"ByteLevel\", "
                    "\"add_prefix_space\": false, \"use_regex\": true}]}", 0},

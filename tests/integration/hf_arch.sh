@@ -52,10 +52,12 @@ for fam in qwen2 phi3 llama3; do
     [ "$(attr "$gg" $a)" = "$(attr "$hf" $a)" ] \
       || fail "$fam: /config $a: $(attr "$gg" $a) from GGUF, $(attr "$hf" $a) from HF"
   done
-  for a in qkv_bias sliding_window; do
+  for a in qkv_bias sliding_window q_prescale; do
     [ "$(attr "$gg" $a 2>/dev/null)" = "$(attr "$hf" $a 2>/dev/null)" ] \
       || fail "$fam: /config $a differs between the GGUF and the HF conversion"
   done
+  [ $fam != phi3 ] || [ "$(attr "$hf" q_prescale)" = 1 ] \
+    || fail "phi3 from HF: q_prescale is not 1 (llama.cpp's phi3 graph)"
   same /embed "$gg" "$hf"
   same /final_norm "$gg" "$hf"
   [ $fam = qwen2 ] || same /lm_head "$gg" "$hf"

@@ -56,5 +56,28 @@ for name in llama3 qwen3 llama3bos; do
     || fail "$name: ids from the model file differ from those of tokenizer.json"
 done
 grep -q '^\[128000' "$T/llama3bos.special.ours" || fail "llama3bos: no <|begin_of_text|> first"
+
+# The same tokenizers in GGUF form (tokenizer.ggml.model gpt2 with tokenizer.ggml.pre, as
+# llama.cpp's converter writes them; hf_tokenizer_gguf.py): headsplit-convert --format gguf
+# must make of them what tokenizer.json gives.  Llama 3 ("llama-bpe", BOS added) against
+# Meta's post-processor, Qwen3 ("qwen2") against the package's.
+gguf_case() { # NAME PRE ADD_BOS BOS EOS REF
+  local name=$1 pre=$2 add=$3 bos=$4 eos=$5 ref=$6
+  python3 "$HERE/hf_tokenizer_gguf.py" "$(cat "$T/$name.path")" "$T/$name.gguf" "$pre" "$add" \
+    "$bos" "$eos" || fail "$name: cannot write the GGUF file"
+  "$CONVERT" --format gguf --file "$T/$name.gguf" --out "$T/$name-gguf.h5" --quiet \
+    || fail "$name: GGUF conversion failed"
+  "$BUILD/headsplit-tokenize" --model "$T/$name-gguf.h5" --hex --batch "$T/corpus.hex" \
+    > "$T/$name.gguf.special" || fail "$name (GGUF): headsplit-tokenize failed"
+  "$BUILD/headsplit-tokenize" --model "$T/$name-gguf.h5" --no-bos --hex --batch \
+    "$T/corpus.hex" > "$T/$name.gguf.plain" || fail "$name (GGUF): --no-bos failed"
+  (cd "$NPMDIR" && node "$HERE/tokenizers_hf.mjs" compare "$T" "$ref" special \
+    "$T/$name.gguf.special") || status=1
+  (cd "$NPMDIR" && node "$HERE/tokenizers_hf.mjs" compare "$T" "$ref" plain \
+    "$T/$name.gguf.plain") || status=1
+}
+gguf_case llama3 llama-bpe 1 128000 128001 llama3bos
+gguf_case qwen3 qwen2 0 151643 151645 qwen3
+[ "$status" -eq 0 ] || fail "a GGUF tokenizer's ids differ from the JavaScript tokenizers'"
 echo "PASS: Llama 3 (with and without Meta's BOS) and Qwen3 ids equal the JavaScript" \
-     "tokenizers' on all $n strings"
+     "tokenizers' on all $n strings, from tokenizer.json and from GGUF (tokenizer.ggml.pre)"

