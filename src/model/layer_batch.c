@@ -128,9 +128,12 @@ void model_attn_part_forward_n(const ModelConfig *c, AttnPartW *w, Scratch *s, c
         int first = 0;
         if (c->sliding_window > 0 && p + 1 > c->sliding_window)
             first = p + 1 - c->sliding_window;
-        kernels_attention(out + (size_t)i * (size_t)out_stride, s->q + (size_t)i * qd,
-                          w->k_cache + (size_t)first * (size_t)hd,
-                          w->v_cache + (size_t)first * (size_t)hd, s->att, nq, hd, p + 1 - first);
+        float *qi = s->q + (size_t)i * qd;
+        const float kq_scale = model_attn_q_scale(c, qi, nq); /* phi3 scales q first */
+        kernels_attention_scaled(out + (size_t)i * (size_t)out_stride, qi,
+                                 w->k_cache + (size_t)first * (size_t)hd,
+                                 w->v_cache + (size_t)first * (size_t)hd, s->att, nq, hd,
+                                 p + 1 - first, kq_scale);
     }
 }
 

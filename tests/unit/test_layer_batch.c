@@ -82,8 +82,10 @@ static ModelConfig make_config(Shape shape, uint64_t *rng)
     c.rope_style = shape == SHAPE_GPT2 ? ROPE_NONE
                  : shape == SHAPE_LLAMA ? ROPE_INTERLEAVED : ROPE_HALF;
     c.bos_id = c.eos_id = -1;
-    if (shape == SHAPE_LLAMA_WINDOW) { /* Mistral's window, Qwen2's biases, Llama 3.1's RoPE */
+    if (shape == SHAPE_LLAMA_WINDOW) { /* Mistral's window, Qwen2's biases, Llama 3.1's RoPE,
+                                        * Phi-3's query scaled before the scores */
         c.sliding_window = 7;
+        c.q_prescale = 1;
         c.qkv_bias = 1;
         c.n_rope_freq_factors = c.head_dim / 2;
         for (int i = 0; i < c.n_rope_freq_factors; i++)
