@@ -212,6 +212,7 @@ typedef struct {
     Sampler sampler;
     int last_n;           /* repeat-penalty window */
     int p0, end;          /* first position of this call, one past the last allowed */
+    int prompt_rows;      /* prompt positions per pass (--batch within max_batch) */
     int draft_cap;        /* positions the draft can hold */
     float *logits;        /* [tm.rows][vocab] raw logits of the target's last pass */
     float *dlogits;       /* [vocab] the draft's logits */
@@ -458,11 +459,12 @@ static int gen_prompt(Gen *g, const int *prompt, int n_prompt, char *err, size_t
             res->stopped_by = "cancel";
             return 1;
         }
-        int n = n_run - i < g->tm.rows ? n_run - i : g->tm.rows;
+        const int rows = g->prompt_rows;
+        int n = n_run - i < rows ? n_run - i : rows;
         const int samples = i + n == n_prompt; /* the prompt's last row chooses a token */
         /* the hint: the next chunk, else the first generation pass (drafts + 1, or 1) */
         int left = n_run - i - n, k = gen_draft_k(g, pos + n);
-        int next_n = left > 0 ? (left < g->tm.rows ? left : g->tm.rows)
+        int next_n = left > 0 ? (left < rows ? left : rows)
                      : n_run < steps ? (k > 0 ? k + 1 : 1) : 0;
         double t0 = time_now();
         int need = opt->logits_out ? NEED_ALL : samples ? NEED_LAST : NEED_NONE;
@@ -697,6 +699,7 @@ int generate_run(const ModelConfig *c, const Tokenizer *tok, const HeadW *head,
     g.last_n = opt->repeat_last_n > 0 ? opt->repeat_last_n : 64;
     const size_t V = (size_t)c->vocab_size;
     int rows = gen_rows(backend, opt->batch);
+    g.prompt_rows = rows;
     if (g.draft) {
         /* a round verifies up to SPECULATIVE_K_MAX + 1 positions in one pass */
         int kmax = g.draft->k > 0 ? g.draft->k : SPECULATIVE_K_MAX;

@@ -227,6 +227,16 @@ static void test_self_draft_accepts_all(void **state)
     assert_int_equal(tb.hint_misses, 0);
     generate_result_free(&res);
     free(l);
+    /* --batch 1 with a draft: the prompt one position per pass, only rounds batched */
+    draft.n_valid = 0;
+    be = tb_backend(&tb, &t, 64);
+    g.batch = 1;
+    run(&t, &be, g, &res, &l, &n);
+    assert_same(&ref, lref, nref, &res, l, n);
+    assert_int_equal(tb.batched, res.draft_rounds);
+    assert_int_equal(res.passes, ref.n_prompt + res.draft_rounds);
+    generate_result_free(&res);
+    free(l);
     generate_result_free(&ref);
     free(lref);
     model_close(&d);
