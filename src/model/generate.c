@@ -226,6 +226,7 @@ typedef struct {
     double t_gen;         /* when the first new token was chosen (0: not yet) */
     SpecAuto au;          /* --draft-tokens auto */
     int k_fixed;          /* --draft-tokens K (0: auto) */
+    int k_max;            /* drafted tokens a pass can verify */
 } Gen;
 
 enum { NEED_NONE, NEED_LAST, NEED_ALL };
@@ -435,7 +436,7 @@ static int gen_draft_k(const Gen *g, int pos)
 {
     if (!g->draft || (g->draft->n_valid < g->p0 && !g->opt->history))
         return -1;
-    int k = g->k_fixed > 0 ? g->k_fixed : g->au.k;
+    int k = g->k_fixed > 0 ? g->k_fixed : g->au.k < g->k_max ? g->au.k : g->k_max;
     if (k > g->end - pos - 1)
         k = g->end - pos - 1;
     if (k > g->draft_cap - pos - 1)
@@ -700,6 +701,7 @@ int generate_run(const ModelConfig *c, const Tokenizer *tok, const HeadW *head,
     const size_t V = (size_t)c->vocab_size;
     int rows = gen_rows(backend, opt->batch);
     g.prompt_rows = rows;
+    int logit_rows = opt->logits_out ? rows : 1; /* rows of logits a pass needs */
     if (g.draft) {
         /* a round verifies up to SPECULATIVE_K_MAX + 1 positions in one pass */
         int kmax = g.draft->k > 0 ? g.draft->k : SPECULATIVE_K_MAX;
@@ -707,6 +709,9 @@ int generate_run(const ModelConfig *c, const Tokenizer *tok, const HeadW *head,
             kmax = backend->max_batch > 1 ? backend->max_batch - 1 : 1;
         if (rows < kmax + 1)
             rows = kmax + 1;
+        if (logit_rows < kmax + 1)
+            logit_rows = kmax + 1;
+        g.k_max = kmax;
         g.k_fixed = g.draft->k > kmax ? kmax : g.draft->k;
         speculative_auto_init(&g.au, kmax < 4 ? kmax : 4);
         int drows = gen_rows(&g.draft->backend, opt->batch);
@@ -722,7 +727,7 @@ int generate_run(const ModelConfig *c, const Tokenizer *tok, const HeadW *head,
             rows = drows; /* g.toks serves both */
     }
     gen_model_init(&g.tm, c, head, backend, rows);
-    g.logits = xmalloc((size_t)rows * V * sizeof(float));
+    g.logits = xmalloc((size_t)logit_rows * V * sizeof(float));
     g.work = xmalloc(V * sizeof(float));
     g.toks = xmalloc((size_t)(rows + 1) * sizeof(int));
 

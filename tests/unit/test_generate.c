@@ -237,6 +237,18 @@ static void test_self_draft_accepts_all(void **state)
     assert_int_equal(res.passes, ref.n_prompt + res.draft_rounds);
     generate_result_free(&res);
     free(l);
+    /* auto K, everything kept, a backend that takes 3 positions: K stays within 2 */
+    draft.n_valid = 0;
+    draft.k = 0;
+    be = tb_backend(&tb, &t, 3);
+    g.batch = 64;
+    run(&t, &be, g, &res, &l, &n);
+    assert_same(&ref, lref, nref, &res, l, n);
+    assert_true(res.draft_k_sum <= 2L * res.draft_rounds);
+    /* every round one forward_n: the prompt's chunks of 3 (2 or 3 wide), then the rounds */
+    assert_int_equal(tb.batched, ref.n_prompt / 3 + (ref.n_prompt % 3 == 2) + res.draft_rounds);
+    generate_result_free(&res);
+    free(l);
     generate_result_free(&ref);
     free(lref);
     model_close(&d);
