@@ -37,19 +37,23 @@ int speculative_step(const float *p, const float *q, int vocab, int d, float u_k
 typedef struct {
     double proposed, accepted; /* exponentially weighted counts of drafts verified, kept */
     double t_draft;            /* seconds per draft forward (weighted mean; 0: none yet) */
-    double t_pass;             /* seconds per verifying pass (weighted mean; 0: none yet) */
+    double t_pass;             /* seconds per verifying pass, or per position of it when
+                                * linear (weighted mean; 0: none yet) */
+    int linear;                /* a pass costs in proportion to its positions (a backend
+                                * without forward_n runs them one at a time) */
     int k;                     /* the draft length chosen for the next round */
 } SpecAuto;
 
-void speculative_auto_init(SpecAuto *a, int k0);
-/* Folds in one round: drafts verified and kept, its draft forwards' and its pass's seconds;
- * then chooses a->k (speculative_choose_k). */
+void speculative_auto_init(SpecAuto *a, int k0, int linear);
+/* Folds in one round: drafts verified and kept, its draft forwards' seconds, its pass's
+ * seconds and positions; then chooses a->k (speculative_choose_k). */
 void speculative_auto_update(SpecAuto *a, int proposed, int accepted, double draft_s,
-                             int draft_forwards, double pass_s);
+                             int draft_forwards, double pass_s, int pass_positions);
 /* The draft length in 1..k_max that maximises the expected tokens per second of a round:
  * with acceptance alpha per drafted token (independent), a round of K drafts emits
- * 1 + alpha + ... + alpha^K tokens on average and costs K draft forwards plus one pass
- * (taken as independent of K: a pass is bound by streaming the weights and the hops). */
-int speculative_choose_k(double alpha, double t_draft, double t_pass, int k_max);
+ * 1 + alpha + ... + alpha^K tokens on average and costs K draft forwards (t_draft each)
+ * plus its pass: t_pass whatever K (a pass bound by streaming the weights and the hops),
+ * or, linear, t_pass per position (K + 1 of them). */
+int speculative_choose_k(double alpha, double t_draft, double t_pass, int linear, int k_max);
 
 #endif

@@ -639,7 +639,8 @@ static int gen_round(Gen *g, int k, char *err, size_t errlen)
     if (d->n_valid > g->p0 + res->n_forward)
         d->n_valid = g->p0 + res->n_forward; /* its entries past that are rolled back */
     if (g->k_fixed == 0)
-        speculative_auto_update(&g->au, verified, kept_n, t_draft, draft_forwards, t_pass);
+        speculative_auto_update(&g->au, verified, kept_n, t_draft, draft_forwards, t_pass,
+                                k + 1);
     return stop;
 }
 
@@ -713,7 +714,7 @@ int generate_run(const ModelConfig *c, const Tokenizer *tok, const HeadW *head,
             logit_rows = kmax + 1;
         g.k_max = kmax;
         g.k_fixed = g.draft->k > kmax ? kmax : g.draft->k;
-        speculative_auto_init(&g.au, kmax < 4 ? kmax : 4);
+        speculative_auto_init(&g.au, kmax < 4 ? kmax : 4, !backend->forward_n);
         int drows = gen_rows(&g.draft->backend, opt->batch);
         gen_model_init(&g.dm, g.draft->c, g.draft->head, &g.draft->backend, drows);
         g.draft_cap = g.draft->kv_cap < g.draft->c->context_length ? g.draft->kv_cap

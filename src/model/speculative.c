@@ -75,32 +75,37 @@ int speculative_step(const float *p, const float *q, int vocab, int d, float u_k
 /* Weight of the newest round in the running estimates: about the last ten rounds count. */
 #define SPEC_DECAY 0.9
 
-void speculative_auto_init(SpecAuto *a, int k0)
+void speculative_auto_init(SpecAuto *a, int k0, int linear)
 {
     /* a prior of two drafts, one kept, until rounds say otherwise */
     a->proposed = 2;
     a->accepted = 1;
     a->t_draft = a->t_pass = 0;
+    a->linear = linear;
     a->k = k0 < 1 ? 1 : k0 > SPECULATIVE_K_MAX ? SPECULATIVE_K_MAX : k0;
 }
 
+/* A weighted mean: the first sample alone, then SPEC_DECAY of the old and the rest new. */
+static double spec_mean(double old, double sample)
+{
+    return old > 0 ? SPEC_DECAY * old + (1 - SPEC_DECAY) * sample : sample;
+}
+
 void speculative_auto_update(SpecAuto *a, int proposed, int accepted, double draft_s,
-                             int draft_forwards, double pass_s)
+                             int draft_forwards, double pass_s, int pass_positions)
 {
     a->proposed = SPEC_DECAY * a->proposed + proposed;
     a->accepted = SPEC_DECAY * a->accepted + accepted;
-    if (draft_forwards > 0) {
-        double t = draft_s / draft_forwards;
-        a->t_draft = a->t_draft > 0 ? SPEC_DECAY * a->t_draft + (1 - SPEC_DECAY) * t : t;
-    }
-    if (pass_s > 0)
-        a->t_pass = a->t_pass > 0 ? SPEC_DECAY * a->t_pass + (1 - SPEC_DECAY) * pass_s : pass_s;
+    if (draft_forwards > 0)
+        a->t_draft = spec_mean(a->t_draft, draft_s / draft_forwards);
+    if (pass_s > 0 && pass_positions > 0)
+        a->t_pass = spec_mean(a->t_pass, a->linear ? pass_s / pass_positions : pass_s);
     if (a->t_pass > 0)
         a->k = speculative_choose_k(a->accepted / a->proposed, a->t_draft, a->t_pass,
-                                    SPECULATIVE_K_MAX);
+                                    a->linear, SPECULATIVE_K_MAX);
 }
 
-int speculative_choose_k(double alpha, double t_draft, double t_pass, int k_max)
+int speculative_choose_k(double alpha, double t_draft, double t_pass, int linear, int k_max)
 {
     if (!(alpha >= 0))
         alpha = 0;
@@ -113,7 +118,7 @@ int speculative_choose_k(double alpha, double t_draft, double t_pass, int k_max)
     for (int k = 1; k <= k_max; k++) {
         a_pow *= alpha;
         expect += a_pow; /* 1 + alpha + ... + alpha^k */
-        double rate = expect / (k * t_draft + t_pass);
+        double rate = expect / (k * t_draft + (linear ? (k + 1) * t_pass : t_pass));
         if (rate > best_rate * (1 + 1e-9)) { /* ties: the shorter draft */
             best_rate = rate;
             best = k;

@@ -97,4 +97,9 @@ expect_error "--draft missing" "$T/none.h5" gen --draft "$T/none.h5"
 expect_error "--draft vocabulary" "--draft $W/austen-llama.h5: its vocabulary (1024 tokens.*differs from $T/m.h5's" \
   gen --draft "$W/austen-llama.h5"
 [ "$(grep -c "^headsplit" "$T/err")" = 1 ] || { cat "$T/err"; fail "--draft vocabulary: more than one line"; }
+if [ -e "$SHARED/stories260K/stories260K.bin" ]; then # same size, another tokenizer
+  "$CONVERT" --synthetic stories260k --seed 3 --out "$T/syn.h5" > /dev/null
+  expect_error "--draft tokenizer" "--draft $T/syn.h5: its tokenizer differs from $T/m.h5's" \
+    gen --draft "$T/syn.h5"
+fi
 echo "PASS: batched prompts and drafts"

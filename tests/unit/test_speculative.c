@@ -171,21 +171,24 @@ static void test_choose_k(void **state)
 {
     (void)state;
     /* nothing accepted: one draft; everything accepted and a free draft: the most */
-    assert_int_equal(speculative_choose_k(0.0, 0.01, 1.0, 8), 1);
-    assert_int_equal(speculative_choose_k(0.999, 0.0, 1.0, 8), 8);
+    assert_int_equal(speculative_choose_k(0.0, 0.01, 1.0, 0, 8), 1);
+    assert_int_equal(speculative_choose_k(0.999, 0.0, 1.0, 0, 8), 8);
     /* alpha 0.8, draft a tenth of a pass: (1-a^(K+1))/(1-a)/(0.1K+1) is 2.40, 2.46, 2.47,
      * 2.45 at K = 4..7 */
-    assert_int_equal(speculative_choose_k(0.8, 0.1, 1.0, 8), 6);
+    assert_int_equal(speculative_choose_k(0.8, 0.1, 1.0, 0, 8), 6);
+    /* the same when the pass costs 1 per position: (1-a^(K+1))/(1-a)/(1.1K+1) is 0.857,
+     * 0.763 at K = 1, 2 */
+    assert_int_equal(speculative_choose_k(0.8, 0.1, 1.0, 1, 8), 1);
     /* a draft as dear as a pass: one */
-    assert_int_equal(speculative_choose_k(0.6, 1.0, 1.0, 8), 1);
+    assert_int_equal(speculative_choose_k(0.6, 1.0, 1.0, 0, 8), 1);
     SpecAuto a;
-    speculative_auto_init(&a, 4);
+    speculative_auto_init(&a, 4, 0);
     assert_int_equal(a.k, 4);
     for (int r = 0; r < 50; r++)
-        speculative_auto_update(&a, a.k, a.k, 0.001 * a.k, a.k, 0.1); /* all kept, cheap */
+        speculative_auto_update(&a, a.k, a.k, 0.001 * a.k, a.k, 0.1, a.k + 1); /* all kept */
     assert_int_equal(a.k, SPECULATIVE_K_MAX);
     for (int r = 0; r < 50; r++)
-        speculative_auto_update(&a, 1, 0, 0.001, 1, 0.1); /* nothing kept */
+        speculative_auto_update(&a, 1, 0, 0.001, 1, 0.1, 2); /* nothing kept */
     assert_int_equal(a.k, 1);
 }
 
