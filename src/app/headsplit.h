@@ -71,6 +71,7 @@ typedef struct {
     int batch;                /* --batch: prompt positions per pass (default 64) */
     const char *draft;        /* --draft FILE: the draft model of speculative decoding */
     int draft_tokens;         /* --draft-tokens: drafted per round (0: auto; default 4) */
+    int draft_tokens_set;
     int draft_rank;           /* --draft-rank (-1: not given; 0: the controller) */
 } Options;
 

@@ -230,6 +230,7 @@ static int parse_front(Options *o, int ch, const char *arg, char *err, size_t er
         o->draft = arg;
         return 0;
     case O_DRAFT_TOKENS:
+        o->draft_tokens_set = 1;
         if (strcmp(arg, "auto") == 0) {
             o->draft_tokens = 0;
             return 0;
@@ -539,8 +540,9 @@ int options_parse(Options *o, int argc, char **argv, char *err, size_t errlen)
     }
     if (!o->max_body)
         o->max_body = 1 << 20;
-    if (!o->draft && o->draft_rank >= 0)
-        return util_err(err, errlen, "--draft-rank: there is no draft model (give --draft FILE)");
+    if (!o->draft && (o->draft_rank >= 0 || o->draft_tokens_set))
+        return util_err(err, errlen, "%s: there is no draft model (give --draft FILE)",
+                        o->draft_rank >= 0 ? "--draft-rank" : "--draft-tokens");
     if (o->draft_rank > 0)
         return util_err(err, errlen, "--draft-rank %d: running the draft on a worker is not "
                         "built yet; leave --draft-rank out (or give 0) to run it on the "

@@ -93,6 +93,7 @@ expect_error "--draft-tokens 9" "--draft-tokens: '9' is not auto or a count of 1
 expect_error "--draft-tokens x" "--draft-tokens: 'x' is not auto" gen --draft "$T/m.h5" --draft-tokens x
 expect_error "--draft-rank 1" "--draft-rank 1: running the draft on a worker is not built yet" gen --draft "$T/m.h5" --draft-rank 1
 expect_error "--draft-rank without --draft" "--draft-rank: there is no draft model" gen --draft-rank 0
+expect_error "--draft-tokens without --draft" "--draft-tokens: there is no draft model" gen --draft-tokens 2
 expect_error "--draft missing" "$T/none.h5" gen --draft "$T/none.h5"
 expect_error "--draft vocabulary" "--draft $W/austen-llama.h5: its vocabulary (1024 tokens.*differs from $T/m.h5's" \
   gen --draft "$W/austen-llama.h5"
