@@ -4,7 +4,7 @@
 # positions run one at a time); --draft with the target's own file keeps every drafted token;
 # a different draft (stories260K quantized to Q4_0, and austen-gpt2 for austen-llama) gives
 # the greedy tokens and logits of decoding without it, for fixed and auto K, in one process,
-# distributed and in --chat; sampling gives the same tokens for every K; bad values of the
+# distributed, in --chat and --serve; sampling gives the same tokens for every K; bad values of the
 # new options and a draft with another vocabulary fail with one clear line.
 . "$(dirname "$0")/common.sh"
 stories_model "$T/m.h5" 9
@@ -85,6 +85,32 @@ done
 [ "$(wc -c < "$T/chat-none.txt")" -gt 20 ] || fail "--chat: no replies"
 cmp -s "$T/chat-none.txt" "$T/chat-draft.txt" || { diff "$T/chat-none.txt" "$T/chat-draft.txt"; fail "--chat: replies differ with a draft"; }
 echo "ok: --chat with a draft"
+
+# --serve with a draft: two requests (the second reuses the KV entries of the shared prefix)
+# give the greedy text of a run without a draft
+if command -v curl > /dev/null; then
+  run_hs 1 --model "$W/austen-llama.h5" --quiet --prompt "It is a truth" -n 16 --metrics "$T/sv.json" \
+    2> /dev/null || fail "serve reference"
+  PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  timeout -k 5 120 mpirun $MPI_FLAGS -np 1 "$HS" --model "$W/austen-llama.h5" --serve 127.0.0.1:$PORT \
+    --chat-template chatml --draft "$W/austen-gpt2.h5" > "$T/serve.out" 2> "$T/serve.err" &
+  SERVER=$!
+  trap 'kill $SERVER 2>/dev/null || true; wait $SERVER 2>/dev/null || true; rm -rf "$T"' EXIT
+  for i in $(seq 100); do
+    curl -sf "http://127.0.0.1:$PORT/health" > /dev/null 2>&1 && break
+    kill -0 $SERVER 2>/dev/null || { cat "$T/serve.err"; fail "the server exited"; }
+    sleep 0.2
+  done
+  want=$(jqv "$T/sv.json" .gen_text)
+  for i in 1 2; do
+    got=$(curl -s "http://127.0.0.1:$PORT/v1/completions" \
+      -d '{"prompt":"It is a truth","max_tokens":16,"temperature":0}' | jq -r '.choices[0].text')
+    [ "$got" = "$want" ] || { cat "$T/serve.err"; fail "--serve with a draft, request $i: '$got', not '$want'"; }
+  done
+  kill $SERVER
+  wait $SERVER 2> /dev/null || true
+  echo "ok: --serve with a draft"
+fi
 
 # errors: one clear line each
 gen() { run_hs 1 --model "$T/m.h5" --quiet --prompt "$P" -n 4 "$@"; }
