@@ -31,6 +31,18 @@ typedef struct {
     int max_batch; /* positions forward_n takes at most (0 when forward_n is NULL) */
 } LayerBackend;
 
+/* A draft model for speculative decoding, run on the controller: its configuration, head
+ * and layers (a backend of its own, with its own KV caches).  The caller keeps it across
+ * generations; n_valid says how many positions of the current sequence its caches hold. */
+typedef struct {
+    const ModelConfig *c;
+    const HeadW *head;
+    LayerBackend backend;
+    int kv_cap;         /* positions its KV caches hold */
+    int k;              /* tokens drafted per round, 1..SPECULATIVE_K_MAX; 0: auto */
+    int n_valid;        /* positions 0..n_valid-1 of the sequence are in its KV caches */
+} GenDraft;
+
 typedef struct {
     const char *prompt;
     int steps;          /* positions in all, prompt included (capped at the context) */
@@ -61,13 +73,18 @@ typedef struct {
     /* Called with each piece of new text (after stop-string hold-back); non-zero stops. */
     int (*on_text)(void *ctx, const char *text, size_t n);
     void *on_text_ctx;
+    /* Since issue 17 */
+    int batch;          /* prompt positions per pass (0 or 1: one at a time) */
+    GenDraft *draft;    /* speculative decoding with this draft (NULL: none) */
+    const int *history; /* [start_pos] the tokens at positions 0..start_pos-1 (NULL: not
+                         * known; a draft that lacks them then does not draft) */
 } GenOptions;
 
 typedef struct {
     int *tokens;        /* [n_tokens]: prompt ids, then each chosen token */
     int n_tokens;
     int n_prompt;
-    int n_forward;      /* forward passes done */
+    int n_forward;      /* positions run and kept (their KV entries are in place) */
     char *text;         /* decoded text of tokens[1..] (prompt echoed), NUL-terminated */
     double *token_ms;   /* [n_forward] wall time of each position */
     const char *stopped_by; /* "steps", "bos", "eos", "context", "n_predict", "stop",
@@ -76,10 +93,21 @@ typedef struct {
     int n_gen;          /* tokens sampled */
     double prompt_ms, gen_ms; /* wall time of the prompt's positions and of the rest */
     int next_pos;       /* first position not yet in the KV caches */
+    /* Since issue 17 */
+    int n_prompt_run;   /* prompt positions run (n_prompt unless --steps cut it) */
+    int passes;         /* target forward passes (a forward_n call or one position) */
+    int gen_passes;     /* of which chose new tokens (the prompt's last pass included) */
+    long draft_tokens;  /* drafted tokens verified by the target */
+    long draft_accepted; /* of which kept */
+    int draft_rounds;   /* verifying passes */
+    long draft_k_sum;   /* drafted tokens asked for, summed over the rounds (mean K) */
+    int draft_forwards; /* the draft model's forward passes */
 } GenResult;
 
-/* Encodes the prompt and runs the loop: forced prompt tokens, then sampling; stops after
- * steps positions, n_predict new tokens, at BOS/EOS, a stop string or cancel.  With start_pos
+/* Encodes the prompt and runs the loop: the prompt in passes of up to batch positions, then
+ * sampling, one position per pass or, with a draft, rounds of drafted tokens verified in one
+ * pass; stops after steps positions, n_predict new tokens, at BOS/EOS, a stop string or
+ * cancel.  With start_pos
  * the prompt continues a sequence whose KV entries are in place (chat turns).  Returns 0, or -1 with err (prompt too long, empty model). */
 int generate_run(const ModelConfig *c, const Tokenizer *tok, const HeadW *head,
                  LayerBackend *backend, const GenOptions *opt, GenResult *res, char *err,

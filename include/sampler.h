@@ -27,5 +27,9 @@ void sampler_set_filters(Sampler *s, int top_k, float min_p);
 void sampler_penalize(float *logits, int vocab, const int *recent, int n, float penalty);
 /* Chooses a token from logits[vocab] (modified in place when temperature > 0). */
 int sampler_sample(Sampler *s, float *logits);
+/* With temperature > 0: turns logits[vocab] in place into the distribution sampler_sample
+ * draws from (after the same temperature, top-k, min-p and top-p), zero outside the kept
+ * tokens.  Draws nothing from the random state. */
+void sampler_probs(Sampler *s, float *logits);
 
 #endif

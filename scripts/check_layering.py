@@ -58,6 +58,7 @@ LAYER = {
     "generate.h": "model",
     "chat.h": "model",
     "sampler.h": "model",
+    "speculative.h": "model",  # src/model/speculative.c: the draft acceptance rule
     "tokenizer.h": "model",
     "profile.h": "model",
     "gguf.h": "model",          # src/model/gguf.c (read by src/convert/gguf.c as well)

@@ -284,6 +284,71 @@ static int load_dist(Run *run)
     return bad;
 }
 
+/* Where the draft's tokenizer differs from the target's: 0 when they agree (kind, size,
+ * BOS/EOS, every piece's bytes and specialness), else -1 with what differs in what. */
+static int tokenizer_compare(const Tokenizer *a, const Tokenizer *b, char *what, size_t cap)
+{
+    if (tokenizer_kind(a) != tokenizer_kind(b) ||
+        tokenizer_vocab_size(a) != tokenizer_vocab_size(b))
+        return util_err(what, cap, "kind or size (%d and %d pieces)", tokenizer_vocab_size(a),
+                        tokenizer_vocab_size(b));
+    if (tokenizer_bos(a) != tokenizer_bos(b) || tokenizer_eos(a) != tokenizer_eos(b))
+        return util_err(what, cap, "BOS/EOS ids");
+    char pa[256], pb[256];
+    for (int id = 0; id < tokenizer_vocab_size(a); id++) {
+        size_t na = tokenizer_decode_token(a, -1, id, pa, sizeof pa);
+        size_t nb = tokenizer_decode_token(b, -1, id, pb, sizeof pb);
+        if (na != nb || memcmp(pa, pb, na) != 0 ||
+            tokenizer_is_special(a, id) != tokenizer_is_special(b, id))
+            return util_err(what, cap, "piece %d", id);
+    }
+    return 0;
+}
+
+/* --draft: the draft model on the controller (its configuration, head and every layer, KV
+ * caches as long as the target's within its context), refused when its vocabulary or
+ * tokenizer differs from the target's.  Collective: every rank learns the verdict. */
+static int load_draft(Run *run)
+{
+    const Options *o = &run->o;
+    char err[1024] = "";
+    if (run->cm.rank == 0) {
+        Tokenizer *dtok = NULL;
+        char what[128];
+        hid_t f = h5io_open_read(o->draft, err, sizeof err);
+        if (f >= 0 && config_read(&run->dcfg, f, o->draft, err, sizeof err) == 0 &&
+            tokenizer_h5_read(&dtok, f, o->draft, err, sizeof err) == 0) {
+            if (run->dcfg.vocab_size != run->cfg.vocab_size ||
+                run->dcfg.bos_id != run->cfg.bos_id || run->dcfg.eos_id != run->cfg.eos_id)
+                util_err(err, sizeof err, "--draft %s: its vocabulary (%d tokens, BOS %d, EOS "
+                         "%d) differs from %s's (%d tokens, BOS %d, EOS %d)", o->draft,
+                         run->dcfg.vocab_size, run->dcfg.bos_id, run->dcfg.eos_id, o->model,
+                         run->cfg.vocab_size, run->cfg.bos_id, run->cfg.eos_id);
+            else if (tokenizer_compare(dtok, run->tok, what, sizeof what) < 0)
+                util_err(err, sizeof err, "--draft %s: its tokenizer differs from %s's (%s); "
+                         "a draft needs the same tokenizer", o->draft, o->model, what);
+        }
+        tokenizer_free(dtok);
+        int kv = run->kv_cap < run->dcfg.context_length ? run->kv_cap
+                                                        : run->dcfg.context_length;
+        if (!err[0] && model_load_head(&run->dhead, &run->dcfg, f, o->draft, err,
+                                       sizeof err) == 0)
+            local_model_load(&run->dlocal, &run->dcfg, f, o->draft, kv, err, sizeof err);
+        if (f >= 0)
+            H5Fclose(f);
+        if (!err[0]) {
+            run->draft = xcalloc(1, sizeof *run->draft);
+            *run->draft = (GenDraft){.c = &run->dcfg, .head = &run->dhead,
+                                     .backend = local_model_backend(run->dlocal),
+                                     .kv_cap = kv, .k = o->draft_tokens};
+            LOG_INFO("headsplit: draft %s on the controller: %d layers, dim %d, %s tokens "
+                     "per round", o->draft, run->dcfg.n_layers, run->dcfg.dim,
+                     o->draft_tokens ? "fixed" : "auto");
+        }
+    }
+    return startup_agree(&run->cm, err[0] ? err : NULL);
+}
+
 static uint64_t file_bytes(const char *path)
 {
     struct stat st;
@@ -303,6 +368,8 @@ static int run_load(Run *run)
     }
     int rc = run->distributed ? load_dist(run) : load_local(run);
     progress_stop(bar);
+    if (rc == 0 && run->o.draft)
+        rc = load_draft(run);
     H5Fclose(run->file);
     run->file = -1;
     run->load_s = time_now() - run->t_start;
@@ -419,6 +486,9 @@ static void run_free(Run *run)
     plan_free(&run->plan);
     inputs_free(&run->ci);
     model_free_head(&run->head);
+    free(run->draft);
+    local_model_free(run->dlocal);
+    model_free_head(&run->dhead);
     tokenizer_free(run->tok);
     if (run->file >= 0)
         H5Fclose(run->file);

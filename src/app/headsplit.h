@@ -67,6 +67,12 @@ typedef struct {
     const char *system_prompt;
     int threads;              /* --threads (0: kernels_default_threads) */
     long max_body;            /* --serve: request body limit in bytes */
+    /* Several positions per pass (issue 17) */
+    int batch;                /* --batch: prompt positions per pass (default 64) */
+    const char *draft;        /* --draft FILE: the draft model of speculative decoding */
+    int draft_tokens;         /* --draft-tokens: drafted per round (0: auto; default 4) */
+    int draft_tokens_set;
+    int draft_rank;           /* --draft-rank (-1: not given; 0: the controller) */
 } Options;
 
 /* Parses argv; returns 0, 1 for --help, or -1 with err naming the option. */
@@ -105,6 +111,11 @@ typedef struct {
     const char *tmpl_stop;  /* its end-of-turn text */
     int *hist;              /* controller: the token ids the KV caches hold, by position */
     int n_hist, hist_cap;
+    /* --draft, on the controller */
+    ModelConfig dcfg;
+    HeadW dhead;
+    LocalModel *dlocal;
+    GenDraft *draft;        /* NULL: no draft */
 } Run;
 
 /* session.c: generations that continue what the KV caches hold (--chat, --serve). */

@@ -4,6 +4,7 @@
 
 #include "chat.h"
 #include "quant.h"
+#include "speculative.h"
 #include "util.h"
 #include "version.h"
 
@@ -102,6 +103,14 @@ void options_usage(FILE *out)
         "  --top-p P             nucleus sampling mass (default 1 = off)\n"
         "  --seed N              sampling and random-placement seed (default 42)\n"
         "  --max-body BYTES      --serve: largest request body (default 1048576)\n");
+    fprintf(out, "several positions per pass:\n"
+        "  --batch N             prompt positions per pass (default 64; 1: one at a time)\n"
+        "  --draft FILE          speculative decoding: FILE, a small model with the same\n"
+        "                        tokenizer, drafts tokens on the controller that the model\n"
+        "                        verifies several at a time (greedy output is unchanged)\n"
+        "  --draft-tokens K|auto tokens drafted per round, 1..8 (default 4); auto adapts K\n"
+        "                        to the observed acceptance and the draft's and passes' times\n"
+        "  --draft-rank R        where the draft runs: 0, the controller (the only one built)\n");
 }
 
 enum { O_MODEL = 256, O_PROMPT, O_STEPS, O_TEMP, O_TOPP, O_SEED, O_METRICS, O_PART, O_PLACE,
@@ -110,7 +119,8 @@ enum { O_MODEL = 256, O_PROMPT, O_STEPS, O_TEMP, O_TOPP, O_SEED, O_METRICS, O_PA
    O_PROFILE, O_VERBOSE, O_RESUME, O_KILL, O_DEVICES, O_STATIC, O_THRESH,
    O_ASSUME_RTT, O_SLOWDOWN, O_WIRE, O_LMHEAD, O_PFILE, O_NPRED, O_CTX, O_TOPK, O_MINP,
    O_REPPEN, O_REPN, O_STOP, O_NOSPECIAL, O_CHATTPL, O_CHAT, O_SERVE, O_APIKEY, O_SYSTEM,
-   O_THREADS, O_VERSION, O_MAXBODY, O_EXCHANGE };
+   O_THREADS, O_VERSION, O_MAXBODY, O_EXCHANGE, O_BATCH, O_DRAFT, O_DRAFT_TOKENS,
+   O_DRAFT_RANK };
 
 static const struct option longopts[] = {
     {"model", required_argument, 0, O_MODEL}, {"prompt", required_argument, 0, O_PROMPT},
@@ -152,6 +162,9 @@ static const struct option longopts[] = {
     {"max-body", required_argument, 0, O_MAXBODY},
     {"version", no_argument, 0, O_VERSION},
     {"exchange", required_argument, 0, O_EXCHANGE},
+    {"batch", required_argument, 0, O_BATCH}, {"draft", required_argument, 0, O_DRAFT},
+    {"draft-tokens", required_argument, 0, O_DRAFT_TOKENS},
+    {"draft-rank", required_argument, 0, O_DRAFT_RANK},
     {"quiet", no_argument, 0, O_QUIET}, {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
 
 /* A count option's value in lo..hi: 0, or -1 with err naming the option. */
@@ -210,6 +223,25 @@ static int parse_front(Options *o, int ch, const char *arg, char *err, size_t er
     case O_APIKEY: o->api_key = arg; return 0;
     case O_SYSTEM: o->system_prompt = arg; return 0;
     case O_THREADS: return parse_count("--threads", arg, 1, 64, &o->threads, err, errlen);
+    case O_BATCH: return parse_count("--batch", arg, 1, 4096, &o->batch, err, errlen);
+    case O_DRAFT:
+        if (!arg[0])
+            return util_err(err, errlen, "--draft: the file name is empty");
+        o->draft = arg;
+        return 0;
+    case O_DRAFT_TOKENS:
+        o->draft_tokens_set = 1;
+        if (strcmp(arg, "auto") == 0) {
+            o->draft_tokens = 0;
+            return 0;
+        }
+        if (parse_count("--draft-tokens", arg, 1, SPECULATIVE_K_MAX, &o->draft_tokens, err,
+                        errlen) < 0)
+            return util_err(err, errlen, "--draft-tokens: '%s' is not auto or a count of 1..%d",
+                            arg, SPECULATIVE_K_MAX);
+        return 0;
+    case O_DRAFT_RANK:
+        return parse_count("--draft-rank", arg, 0, 1 << 20, &o->draft_rank, err, errlen);
     case O_MAXBODY: {
         int bytes = 0;
         if (parse_count("--max-body", arg, 16, 1 << 30, &bytes, err, errlen) < 0)
@@ -286,6 +318,9 @@ static void options_defaults(Options *o)
     o->speculate = "none";
     o->tolerance = 0.05f;
     o->min_acceptance = 0.7f;
+    o->batch = 64;
+    o->draft_tokens = 4;
+    o->draft_rank = -1;
 }
 
 /* The options of the generation, the placement and the kernels: 0 taken, -1 with err, 1 not
@@ -505,6 +540,13 @@ int options_parse(Options *o, int argc, char **argv, char *err, size_t errlen)
     }
     if (!o->max_body)
         o->max_body = 1 << 20;
+    if (!o->draft && (o->draft_rank >= 0 || o->draft_tokens_set))
+        return util_err(err, errlen, "%s: there is no draft model (give --draft FILE)",
+                        o->draft_rank >= 0 ? "--draft-rank" : "--draft-tokens");
+    if (o->draft_rank > 0)
+        return util_err(err, errlen, "--draft-rank %d: running the draft on a worker is not "
+                        "built yet; leave --draft-rank out (or give 0) to run it on the "
+                        "controller", o->draft_rank);
     if (o->solver) { /* the solvers choose their own partition */
         Partition want = o->solver == 1 ? PARTITION_LAYER : PARTITION_HEAD;
         if (o->partition_auto || (o->partition_set && o->partition != want))
@@ -570,6 +612,11 @@ json_t *options_json(const Options *o, int n_ranks)
     json_object_set_new(j, "chat_template", o->chat_template ? json_string(o->chat_template)
                                                              : json_null());
     json_object_set_new(j, "threads", json_integer(kernels_get_threads()));
+    json_object_set_new(j, "batch", json_integer(o->batch));
+    json_object_set_new(j, "draft", o->draft ? json_string(o->draft) : json_null());
+    if (o->draft)
+        json_object_set_new(j, "draft_tokens", o->draft_tokens ? json_integer(o->draft_tokens)
+                                                               : json_string("auto"));
     json_object_set_new(j, "emulate_slowdown", o->su.slowdown > 0 ? json_real(o->su.slowdown)
                                                                : json_null());
     return j;

@@ -78,6 +78,42 @@ static void ranks_json(json_t *m, const Run *run, json_t *dm)
     json_object_set_new(m, "bytes_per_token", json_real(0));
 }
 
+/* Prompt and generation rates: the prompt's positions over the prompt's passes (the last of
+ * which chooses the first new token), and the new tokens after the first over the time
+ * after it. */
+static double prompt_rate(const GenResult *r)
+{
+    return r->prompt_ms > 0 ? r->n_prompt_run * 1e3 / r->prompt_ms : 0;
+}
+
+static double gen_rate(const GenResult *r)
+{
+    return r->gen_ms > 0 && r->n_gen > 1 ? (r->n_gen - 1) * 1e3 / r->gen_ms : 0;
+}
+
+/* Passes and, with a draft, speculative decoding's figures. */
+static void passes_json(json_t *m, const Run *run)
+{
+    const GenResult *r = &run->res;
+    json_object_set_new(m, "passes", json_integer(r->passes));
+    json_object_set_new(m, "gen_passes", json_integer(r->gen_passes));
+    json_object_set_new(m, "tokens_per_pass",
+                        json_real(r->gen_passes > 0 ? (double)r->n_gen / r->gen_passes : 0));
+    if (!run->draft)
+        return;
+    json_object_set_new(m, "draft_tokens", json_integer(r->draft_tokens));
+    json_object_set_new(m, "draft_accepted", json_integer(r->draft_accepted));
+    json_object_set_new(m, "draft_acceptance",
+                        json_real(r->draft_tokens > 0 ? (double)r->draft_accepted /
+                                                            (double)r->draft_tokens
+                                                      : 0));
+    json_object_set_new(m, "draft_k", json_real(r->draft_rounds > 0 ? (double)r->draft_k_sum /
+                                                                          r->draft_rounds
+                                                                    : 0));
+    json_object_set_new(m, "draft_rounds", json_integer(r->draft_rounds));
+    json_object_set_new(m, "draft_forwards", json_integer(r->draft_forwards));
+}
+
 static json_t *metrics_json(const Run *run, json_t *dm, double ms, uint64_t sum)
 {
     const GenResult *res = &run->res;
@@ -96,11 +132,11 @@ static json_t *metrics_json(const Run *run, json_t *dm, double ms, uint64_t sum)
     json_object_set_new(m, "n_gen_tokens", json_integer(res->n_gen));
     json_object_set_new(m, "prompt_ms", json_real(res->prompt_ms));
     json_object_set_new(m, "gen_ms", json_real(res->gen_ms));
-    json_object_set_new(m, "prompt_tokens_per_s",
-                        json_real(res->prompt_ms > 0 ? (res->n_prompt - 1) * 1e3 / res->prompt_ms
-                                                     : 0));
-    json_object_set_new(m, "gen_tokens_per_s",
-                        json_real(res->gen_ms > 0 ? res->n_gen * 1e3 / res->gen_ms : 0));
+    json_object_set_new(m, "prompt_s", json_real(res->prompt_ms / 1e3));
+    json_object_set_new(m, "gen_s", json_real(res->gen_ms / 1e3));
+    json_object_set_new(m, "prompt_tokens_per_s", json_real(prompt_rate(res)));
+    json_object_set_new(m, "gen_tokens_per_s", json_real(gen_rate(res)));
+    passes_json(m, run);
     json_object_set_new(m, "threads", json_integer(kernels_get_threads()));
     json_object_set_new(m, "token_ms", tms);
     json_object_set_new(m, "generate_s", json_real(run->gen_s));
@@ -142,15 +178,24 @@ int report_write(Run *run, int rc)
         LOG_INFO("headsplit: %d positions, %.2f ms/token (median), checksum %016llx, %s",
                  run->res.n_forward, ms, (unsigned long long)sum,
                  run->distributed ? "distributed" : "single process");
-        /* llama.cpp's closing figures: the prompt's positions (the last one samples the
-         * first new token, so it counts as generation's) and the new tokens. */
+        /* llama.cpp's closing figures: the prompt's positions (the last one chooses the
+         * first new token) and the new tokens (the rate: those after the first, over the
+         * time after it); the passes, and the draft's acceptance. */
         const GenResult *r = &run->res;
         if (r->n_forward > 0)
             LOG_INFO("headsplit: prompt eval: %d tokens in %.1f ms (%.2f tokens/s); eval: %d "
-                     "tokens in %.1f ms (%.2f tokens/s); %d thread%s per rank", r->n_prompt - 1,
-                     r->prompt_ms, r->prompt_ms > 0 ? (r->n_prompt - 1) * 1e3 / r->prompt_ms : 0,
-                     r->n_gen, r->gen_ms, r->gen_ms > 0 ? r->n_gen * 1e3 / r->gen_ms : 0,
+                     "tokens in %.1f ms (%.2f tokens/s); %d passes (%.2f new tokens per "
+                     "pass); %d thread%s per rank", r->n_prompt_run, r->prompt_ms,
+                     prompt_rate(r), r->n_gen, r->gen_ms, gen_rate(r), r->passes,
+                     r->gen_passes > 0 ? (double)r->n_gen / r->gen_passes : 0,
                      kernels_get_threads(), kernels_get_threads() == 1 ? "" : "s");
+        if (r->n_forward > 0 && run->draft)
+            LOG_INFO("headsplit: draft: %ld of %ld drafted tokens accepted (%.1f%%), %.2f "
+                     "drafted per round on average, %d draft forwards", r->draft_accepted,
+                     r->draft_tokens,
+                     r->draft_tokens ? 100.0 * r->draft_accepted / r->draft_tokens : 0.0,
+                     r->draft_rounds ? (double)r->draft_k_sum / r->draft_rounds : 0.0,
+                     r->draft_forwards);
         if (run->o.metrics) {
             json_t *m = metrics_json(run, dm, ms, sum);
             if (json_dump_file(m, run->o.metrics, JSON_INDENT(1) | JSON_ENSURE_ASCII) != 0) {

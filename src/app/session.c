@@ -57,6 +57,8 @@ void session_gen_options(const Run *run, GenOptions *g)
     g->stops = o->stops;
     g->n_stops = o->n_stops;
     g->special = !o->no_special;
+    g->batch = o->batch;
+    g->draft = run->draft;
 }
 
 /* The control word of the session: 1 a generation follows, 0 the session ends. */
@@ -88,6 +90,7 @@ int session_generate(Run *run, const char *text, GenOptions *g, GenResult *res, 
     g->prompt_ids = ids + common;
     g->n_prompt_ids = (int)n - common;
     g->start_pos = common;
+    g->history = ids; /* positions 0..common-1, for a draft that lags behind */
     g->ctx = run->kv_cap;
     if (!g->steps || g->steps > run->kv_cap)
         g->steps = run->kv_cap;

@@ -62,28 +62,15 @@ static int cmp_prob_desc(const void *a, const void *b)
     return x->id - y->id;
 }
 
-int sampler_sample(Sampler *s, float *logits)
+/* The candidates sampler_sample draws from, with temperature > 0 and a filter or top-p on:
+ * s->cand sorted by falling probability, *last the last one kept, *mass their summed
+ * probability.  logits[vocab] holds the softmax after the temperature. */
+static void sampler_nucleus(Sampler *s, const float *probs, int *last, float *mass)
 {
     const int n = s->vocab;
-    if (s->temperature <= 0)
-        return kernels_argmax(logits, n);
-    for (int i = 0; i < n; i++)
-        logits[i] /= s->temperature;
-    kernels_softmax(logits, n);
-    float r = rng_float(&s->rng);
     const int filtered = s->top_k > 0 || s->min_p > 0;
-    if (!filtered && (s->top_p <= 0 || s->top_p >= 1)) {
-        float cdf = 0;
-        for (int i = 0; i < n; i++) {
-            cdf += logits[i];
-            if (r < cdf)
-                return i;
-        }
-        return n - 1;
-    }
-    /* Nucleus: smallest set of most likely tokens whose mass reaches top_p. */
     for (int i = 0; i < n; i++)
-        s->cand[i] = (struct SamplerCand){logits[i], i};
+        s->cand[i] = (struct SamplerCand){probs[i], i};
     qsort(s->cand, (size_t)n, sizeof *s->cand, cmp_prob_desc);
     int keep = n;
     float total = 1.0f;
@@ -103,15 +90,46 @@ int sampler_sample(Sampler *s, float *logits)
             total += s->cand[i].p;
     }
     const float top_p = s->top_p > 0 && s->top_p < 1 ? s->top_p : 1.0f;
-    float mass = 0;
-    int last = keep - 1;
+    float m = 0;
+    *last = keep - 1;
     for (int i = 0; i < keep; i++) {
-        mass += s->cand[i].p;
-        if (mass >= top_p * total) {
-            last = i;
+        m += s->cand[i].p;
+        if (m >= top_p * total) {
+            *last = i;
             break;
         }
     }
+    *mass = m;
+}
+
+/* 1 when sampling goes through sampler_nucleus (a filter or top-p below 1). */
+static int sampler_narrows(const Sampler *s)
+{
+    return s->top_k > 0 || s->min_p > 0 || (s->top_p > 0 && s->top_p < 1);
+}
+
+int sampler_sample(Sampler *s, float *logits)
+{
+    const int n = s->vocab;
+    if (s->temperature <= 0)
+        return kernels_argmax(logits, n);
+    for (int i = 0; i < n; i++)
+        logits[i] /= s->temperature;
+    kernels_softmax(logits, n);
+    float r = rng_float(&s->rng);
+    if (!sampler_narrows(s)) {
+        float cdf = 0;
+        for (int i = 0; i < n; i++) {
+            cdf += logits[i];
+            if (r < cdf)
+                return i;
+        }
+        return n - 1;
+    }
+    /* Nucleus: smallest set of most likely tokens whose mass reaches top_p. */
+    int last;
+    float mass;
+    sampler_nucleus(s, logits, &last, &mass);
     float target = r * mass, cdf = 0;
     for (int i = 0; i <= last; i++) {
         cdf += s->cand[i].p;
@@ -119,4 +137,21 @@ int sampler_sample(Sampler *s, float *logits)
             return s->cand[i].id;
     }
     return s->cand[last].id;
+}
+
+void sampler_probs(Sampler *s, float *logits)
+{
+    const int n = s->vocab;
+    for (int i = 0; i < n; i++)
+        logits[i] /= s->temperature;
+    kernels_softmax(logits, n);
+    if (!sampler_narrows(s))
+        return;
+    int last;
+    float mass;
+    sampler_nucleus(s, logits, &last, &mass);
+    for (int i = 0; i < n; i++)
+        logits[i] = 0;
+    for (int i = 0; i <= last; i++)
+        logits[s->cand[i].id] = s->cand[i].p / mass;
 }
