@@ -14,6 +14,7 @@
 #include "progress.h"
 #include "sim.h"
 #include "solver.h"
+#include "speculative.h"
 #include "util.h"
 
 #include <errno.h>
@@ -235,6 +236,18 @@ static int decide_mask(const Options *o, const ModelConfig *c, unsigned char *ma
     return 0;
 }
 
+/* Positions one target pass may carry: a prompt chunk (--batch), or a draft round's K + 1
+ * (K up to SPECULATIVE_K_MAX with auto). */
+static int target_max_batch(const Options *o)
+{
+    int mb = o->batch > 0 ? o->batch : 1;
+    if (o->draft) {
+        int k = (o->draft_tokens ? o->draft_tokens : SPECULATIVE_K_MAX) + 1;
+        mb = k > mb ? k : mb;
+    }
+    return mb;
+}
+
 /* Load, single process: every layer here; speculation computed exactly as the distributed
  * runs would (one process has nothing to overlap, but it is their reference). */
 static int load_local(Run *run)
@@ -242,8 +255,9 @@ static int load_local(Run *run)
     const Options *o = &run->o;
     char err[1024] = "";
     if (local_model_load(&run->local, &run->cfg, run->file, o->model, run->kv_cap, err,
-                         sizeof err) == 0 &&
-        strcmp(o->speculate, "none") != 0) {
+                         sizeof err) == 0)
+        local_model_set_max_batch(run->local, target_max_batch(o));
+    if (!err[0] && strcmp(o->speculate, "none") != 0) {
         unsigned char *mask = xcalloc((size_t)run->cfg.n_layers, 1);
         if (decide_mask(o, &run->cfg, mask, err, sizeof err) == 0)
             local_model_set_speculation(run->local, mask, o->tolerance);
@@ -263,6 +277,7 @@ static int load_dist(Run *run)
     if (dist_setup(&run->dist, cm, &run->cfg, &run->plan, run->file, o->model, run->kv_cap) < 0)
         return 1;
     dist_set_wire(run->dist, o->wire16);
+    dist_set_max_batch(run->dist, target_max_batch(o));
     const int L = run->cfg.n_layers;
     unsigned char *mask = xcalloc((size_t)L, 1);
     char err[600] = "";
@@ -305,48 +320,77 @@ static int tokenizer_compare(const Tokenizer *a, const Tokenizer *b, char *what,
     return 0;
 }
 
-/* --draft: the draft model on the controller (its configuration, head and every layer, KV
- * caches as long as the target's within its context), refused when its vocabulary or
- * tokenizer differs from the target's.  Collective: every rank learns the verdict. */
+/* Checks the draft's file against the target (rank 0): its configuration into run->dcfg and
+ * the same vocabulary and tokenizer, else err. */
+static void check_draft(Run *run, hid_t f, char *err, size_t errlen)
+{
+    const Options *o = &run->o;
+    Tokenizer *dtok = NULL;
+    char what[128];
+    if (config_read(&run->dcfg, f, o->draft, err, errlen) == 0 &&
+        tokenizer_h5_read(&dtok, f, o->draft, err, errlen) == 0) {
+        if (run->dcfg.vocab_size != run->cfg.vocab_size ||
+            run->dcfg.bos_id != run->cfg.bos_id || run->dcfg.eos_id != run->cfg.eos_id)
+            util_err(err, errlen, "--draft %s: its vocabulary (%d tokens, BOS %d, EOS "
+                     "%d) differs from %s's (%d tokens, BOS %d, EOS %d)", o->draft,
+                     run->dcfg.vocab_size, run->dcfg.bos_id, run->dcfg.eos_id, o->model,
+                     run->cfg.vocab_size, run->cfg.bos_id, run->cfg.eos_id);
+        else if (tokenizer_compare(dtok, run->tok, what, sizeof what) < 0)
+            util_err(err, errlen, "--draft %s: its tokenizer differs from %s's (%s); "
+                     "a draft needs the same tokenizer", o->draft, o->model, what);
+    }
+    tokenizer_free(dtok);
+}
+
+/* --draft: the draft model's head on the controller, its layers (KV caches as long as the
+ * target's within its context) there or, with --draft-rank R, on worker R; refused when its
+ * vocabulary or tokenizer differs from the target's.  Collective: every rank learns the
+ * verdict. */
 static int load_draft(Run *run)
 {
     const Options *o = &run->o;
+    const int remote = o->draft_rank > 0, me = run->cm.rank;
     char err[1024] = "";
-    if (run->cm.rank == 0) {
-        Tokenizer *dtok = NULL;
-        char what[128];
-        hid_t f = h5io_open_read(o->draft, err, sizeof err);
-        if (f >= 0 && config_read(&run->dcfg, f, o->draft, err, sizeof err) == 0 &&
-            tokenizer_h5_read(&dtok, f, o->draft, err, sizeof err) == 0) {
-            if (run->dcfg.vocab_size != run->cfg.vocab_size ||
-                run->dcfg.bos_id != run->cfg.bos_id || run->dcfg.eos_id != run->cfg.eos_id)
-                util_err(err, sizeof err, "--draft %s: its vocabulary (%d tokens, BOS %d, EOS "
-                         "%d) differs from %s's (%d tokens, BOS %d, EOS %d)", o->draft,
-                         run->dcfg.vocab_size, run->dcfg.bos_id, run->dcfg.eos_id, o->model,
-                         run->cfg.vocab_size, run->cfg.bos_id, run->cfg.eos_id);
-            else if (tokenizer_compare(dtok, run->tok, what, sizeof what) < 0)
-                util_err(err, sizeof err, "--draft %s: its tokenizer differs from %s's (%s); "
-                         "a draft needs the same tokenizer", o->draft, o->model, what);
-        }
-        tokenizer_free(dtok);
-        int kv = run->kv_cap < run->dcfg.context_length ? run->kv_cap
-                                                        : run->dcfg.context_length;
-        if (!err[0] && model_load_head(&run->dhead, &run->dcfg, f, o->draft, err,
-                                       sizeof err) == 0)
-            local_model_load(&run->dlocal, &run->dcfg, f, o->draft, kv, err, sizeof err);
-        if (f >= 0)
-            H5Fclose(f);
-        if (!err[0]) {
-            run->draft = xcalloc(1, sizeof *run->draft);
-            *run->draft = (GenDraft){.c = &run->dcfg, .head = &run->dhead,
-                                     .backend = local_model_backend(run->dlocal),
-                                     .kv_cap = kv, .k = o->draft_tokens};
-            LOG_INFO("headsplit: draft %s on the controller: %d layers, dim %d, %s tokens "
-                     "per round", o->draft, run->dcfg.n_layers, run->dcfg.dim,
-                     o->draft_tokens ? "fixed" : "auto");
-        }
+    if (o->draft_rank >= run->cm.size)
+        util_err(err, sizeof err, "--draft-rank %d: there are only ranks 0..%d", o->draft_rank,
+                 run->cm.size - 1);
+    hid_t f = -1;
+    if (!err[0] && (me == 0 || (remote && me == o->draft_rank))) {
+        transport_exclusive(&run->cm, 1);
+        f = h5io_open_read(o->draft, err, sizeof err);
+        if (f >= 0 && me == 0)
+            check_draft(run, f, err, sizeof err);
+        else if (f >= 0)
+            config_read(&run->dcfg, f, o->draft, err, sizeof err);
+        if (!err[0] && me == 0)
+            model_load_head(&run->dhead, &run->dcfg, f, o->draft, err, sizeof err);
+        transport_exclusive(&run->cm, 0);
     }
-    return startup_agree(&run->cm, err[0] ? err : NULL);
+    int kv = run->kv_cap < run->dcfg.context_length ? run->kv_cap : run->dcfg.context_length;
+    if (me == 0 && !remote && !err[0] &&
+        local_model_load(&run->dlocal, &run->dcfg, f, o->draft, kv, err, sizeof err) == 0)
+        local_model_set_max_batch(run->dlocal, o->batch > 0 ? o->batch : 1);
+    int bad = startup_agree(&run->cm, err[0] ? err : NULL);
+    if (!bad && remote) { /* collective: R loads the layers and serves them */
+        char rerr[1024] = "";
+        if (remote_draft_setup(&run->rdraft, run->dist, &run->cm, o->draft_rank, &run->dcfg, f,
+                               o->draft, kv, o->batch > 0 ? o->batch : 1, rerr,
+                               sizeof rerr) < 0)
+            bad = 1;
+    }
+    if (f >= 0)
+        H5Fclose(f);
+    if (!bad && me == 0) {
+        run->draft = xcalloc(1, sizeof *run->draft);
+        *run->draft = (GenDraft){.c = &run->dcfg, .head = &run->dhead,
+                                 .backend = remote ? remote_draft_backend(run->rdraft)
+                                                   : local_model_backend(run->dlocal),
+                                 .kv_cap = kv, .k = o->draft_tokens};
+        LOG_INFO("headsplit: draft %s: %d layers, dim %d, layers on rank %d, %s tokens per "
+                 "round", o->draft, run->dcfg.n_layers, run->dcfg.dim, remote ? o->draft_rank : 0,
+                 o->draft_tokens ? "fixed" : "auto");
+    }
+    return bad;
 }
 
 static uint64_t file_bytes(const char *path)
@@ -488,6 +532,7 @@ static void run_free(Run *run)
     model_free_head(&run->head);
     free(run->draft);
     local_model_free(run->dlocal);
+    remote_draft_free(run->rdraft);
     model_free_head(&run->dhead);
     tokenizer_free(run->tok);
     if (run->file >= 0)

@@ -6,6 +6,7 @@
 
 #include "chat.h"
 #include "dist.h"
+#include "draft_remote.h"
 #include "energy.h"
 #include "generate.h"
 #include "inputs.h"
@@ -111,10 +112,11 @@ typedef struct {
     const char *tmpl_stop;  /* its end-of-turn text */
     int *hist;              /* controller: the token ids the KV caches hold, by position */
     int n_hist, hist_cap;
-    /* --draft, on the controller */
+    /* --draft: head on the controller, layers there or on --draft-rank's worker */
     ModelConfig dcfg;
     HeadW dhead;
     LocalModel *dlocal;
+    RemoteDraft *rdraft;    /* --draft-rank R > 0 (every rank) */
     GenDraft *draft;        /* NULL: no draft */
 } Run;
 

@@ -110,7 +110,9 @@ void options_usage(FILE *out)
         "                        verifies several at a time (greedy output is unchanged)\n"
         "  --draft-tokens K|auto tokens drafted per round, 1..8 (default 4); auto adapts K\n"
         "                        to the observed acceptance and the draft's and passes' times\n"
-        "  --draft-rank R        where the draft runs: 0, the controller (the only one built)\n");
+        "  --draft-rank R        where the draft's layers run: 0, the controller (default), or\n"
+        "                        worker R (its head stays on the controller; each draft\n"
+        "                        pass is then a round trip to R)\n");
 }
 
 enum { O_MODEL = 256, O_PROMPT, O_STEPS, O_TEMP, O_TOPP, O_SEED, O_METRICS, O_PART, O_PLACE,
@@ -543,10 +545,6 @@ int options_parse(Options *o, int argc, char **argv, char *err, size_t errlen)
     if (!o->draft && (o->draft_rank >= 0 || o->draft_tokens_set))
         return util_err(err, errlen, "%s: there is no draft model (give --draft FILE)",
                         o->draft_rank >= 0 ? "--draft-rank" : "--draft-tokens");
-    if (o->draft_rank > 0)
-        return util_err(err, errlen, "--draft-rank %d: running the draft on a worker is not "
-                        "built yet; leave --draft-rank out (or give 0) to run it on the "
-                        "controller", o->draft_rank);
     if (o->solver) { /* the solvers choose their own partition */
         Partition want = o->solver == 1 ? PARTITION_LAYER : PARTITION_HEAD;
         if (o->partition_auto || (o->partition_set && o->partition != want))

@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # Several positions per pass (issue 17): --batch leaves the logits of every position
-# bit-identical (one process and distributed, where the engine has no forward_n yet and the
-# positions run one at a time); --draft with the target's own file keeps every drafted token;
+# bit-identical (one process and distributed); --draft with the target's own file keeps every drafted token;
 # a different draft (stories260K quantized to Q4_0, and austen-gpt2 for austen-llama) gives
 # the greedy tokens and logits of decoding without it, for fixed and auto K, in one process,
-# distributed, in --chat and --serve; sampling gives the same tokens for every K; bad values of the
+# distributed, with its layers on a worker (--draft-rank), in --chat and --serve; sampling gives the same tokens for every K; bad values of the
 # new options and a draft with another vocabulary fail with one clear line.
 . "$(dirname "$0")/common.sh"
 stories_model "$T/m.h5" 9
@@ -64,6 +63,19 @@ check_pair() { # TARGET DRAFT PROMPT NP ARGS...
 check_pair "$T/m.h5" "$T/d.h5" "$P" 1
 check_pair "$W/austen-llama.h5" "$W/austen-gpt2.h5" "It is a truth universally acknowledged, that" 1
 check_pair "$W/austen-llama.h5" "$W/austen-gpt2.h5" "It is a truth universally acknowledged, that" 3 --partition layer
+# the draft's layers on worker 2 (--draft-rank): the same tokens, logits and acceptance as on
+# the controller
+run_hs 3 --model "$W/austen-llama.h5" --quiet --prompt "It is a truth" -n 40 --partition layer \
+  --draft "$W/austen-gpt2.h5" --logits-out "$T/dl.f32" --metrics "$T/dl.json" 2> /dev/null || fail "draft on rank 0"
+run_hs 3 --model "$W/austen-llama.h5" --quiet --prompt "It is a truth" -n 40 --partition layer \
+  --draft "$W/austen-gpt2.h5" --draft-rank 2 --logits-out "$T/dr.f32" --metrics "$T/dr.json" 2> "$T/err" \
+  || { cat "$T/err"; fail "--draft-rank 2"; }
+cmp -s "$T/dl.f32" "$T/dr.f32" || fail "--draft-rank 2: logits differ from the controller's draft"
+for k in tokens_checksum draft_tokens draft_accepted passes; do
+  [ "$(jqv "$T/dr.json" .$k)" = "$(jqv "$T/dl.json" .$k)" ] || fail "--draft-rank 2: $k differs"
+done
+grep -q "layers on rank 2" "$T/err" || { cat "$T/err"; fail "--draft-rank 2: the draft's rank is not reported"; }
+echo "ok: --draft-rank 2 as the controller's draft (acceptance $(jqv "$T/dr.json" .draft_acceptance))"
 
 # sampling: the same tokens for every K (each position draws its own random numbers)
 for k in 1 3 auto; do
@@ -117,7 +129,7 @@ gen() { run_hs 1 --model "$T/m.h5" --quiet --prompt "$P" -n 4 "$@"; }
 expect_error "--batch 0" "--batch: '0' is not a count" gen --batch 0
 expect_error "--draft-tokens 9" "--draft-tokens: '9' is not auto or a count of 1..8" gen --draft "$T/m.h5" --draft-tokens 9
 expect_error "--draft-tokens x" "--draft-tokens: 'x' is not auto" gen --draft "$T/m.h5" --draft-tokens x
-expect_error "--draft-rank 1" "--draft-rank 1: running the draft on a worker is not built yet" gen --draft "$T/m.h5" --draft-rank 1
+expect_error "--draft-rank 1" "--draft-rank 1: there are only ranks 0..0" gen --draft "$T/m.h5" --draft-rank 1
 expect_error "--draft-rank without --draft" "--draft-rank: there is no draft model" gen --draft-rank 0
 expect_error "--draft-tokens without --draft" "--draft-tokens: there is no draft model" gen --draft-tokens 2
 expect_error "--draft missing" "$T/none.h5" gen --draft "$T/none.h5"
