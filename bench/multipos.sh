@@ -120,7 +120,7 @@ for ((rep = 1; rep <= REPS; rep++)); do
       prompt) plen=$cfg; args+=(-n 1) ;;
       prompt-gen) plen=$cfg; args+=(-n "$GEN") ;;
       pi4) plen=$cfg; args+=(-n 8) ;;
-      draft) plen=8; args+=(-n "$GEN"); [ "$cfg" != 0 ] && args+=(--draft "$DRAFT" --draft-tokens "$cfg") ;;
+      draft) plen=32; args+=(-n "$GEN"); [ "$cfg" != 0 ] && args+=(--draft "$DRAFT" --draft-tokens "$cfg") ;;
     esac
     key="$model:$plen"
     if [ -z "${PROMPTS[$key]:-}" ]; then
