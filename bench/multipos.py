@@ -97,9 +97,10 @@ def main():
         base = {rep: m for _, m, rep in runs.get(("draft", "0", str(meta["batch"]), "layer"), []) if m}
         base_tps = med([m.get("gen_tokens_per_s") for m in base.values()])
         print("### Speculative decoding with the draft model (temperature 0)\n")
-        print("| K | generated tokens/s | speed-up | acceptance | tokens per pass | bytes per "
-              "generated token | hops per generated token | tokens = no draft | max load |")
-        print("|---|---|---|---|---|---|---|---|---|")
+        print("| K | generated tokens/s | speed-up | acceptance | tokens per pass | draft ms "
+              "per token | verify ms per token | bytes per generated token | hops per "
+              "generated token | tokens = no draft | max load |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
         for k in rows:
             rs = runs[k]
             ms = ok(rs)
@@ -109,11 +110,14 @@ def main():
             bpt = med([bytes_sent(m) / max(1, m.get("n_gen_tokens", 1)) for m in ms])
             hpt = med([m.get("hops_per_token", 0) * m.get("passes", m.get("n_forward", 0)) /
                        max(1, m.get("n_gen_tokens", 1)) for m in ms])
+            dms = med([m.get("draft_s", 0) * 1e3 / max(1, m.get("n_gen_tokens", 1)) for m in ms])
+            vms = med([m.get("verify_s", 0) * 1e3 / max(1, m.get("n_gen_tokens", 1)) for m in ms])
             same = all(m and rep in base and m.get("tokens") == base[rep].get("tokens")
                        for _, m, rep in rs)
-            print("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                 "none" if k[1] == "0" else k[1], fmt(tps, 2),
                 fmt(tps / base_tps if tps and base_tps else None, 2), fmt(acc, 2), fmt(tpp, 2),
+                fmt(dms if k[1] != "0" else None, 1), fmt(vms if k[1] != "0" else None, 1),
                 fmt(bpt, 0), fmt(hpt, 1), "yes" if same else "NO",
                 fmt(max(l for l, _, _ in rs), 1)))
         print()

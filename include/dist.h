@@ -53,9 +53,10 @@ void dist_set_wire(DistEngine *e, int mode);
 /* Controller: prints when each worker would cross its budget under the current plan. */
 void dist_print_memory_prediction(const DistEngine *e, FILE *out);
 /* Passes of up to max_batch positions (1..WIRE_MAX_ROWS): sizes every message buffer and
- * the scratch for that many rows.  Call on every rank with the same value, outside the
- * token loop (after dist_setup, before generating); the controller's backend then takes
- * forward_n calls of up to max_batch positions. */
+ * the scratch for that many rows, and the first pass's broadcasts for all of them.  Call on
+ * every rank with the same value, outside the token loop (after dist_setup, before
+ * generating); the controller's backend then takes forward_n calls of up to max_batch
+ * positions. */
 void dist_set_max_batch(DistEngine *e, int max_batch);
 int dist_max_batch(const DistEngine *e);
 /* A request-reply service on one worker between passes (the draft model of --draft-rank):

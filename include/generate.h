@@ -17,8 +17,9 @@ typedef struct {
     /* Optional, before each forward: memory checks and re-placement.  -1 with err ends the
      * generation (e.g. a budget exceeded under --static). */
     int (*prepare)(void *ctx, int pos, char *err, size_t errlen);
-    /* Optional, after forward: 1 when the backend computed the logits[vocab] itself (the
-     * LM head split over workers), 0 when the controller computes them from x. */
+    /* Optional, after forward (or forward_n: its last row): 1 when the backend computed the
+     * logits[vocab] itself (the LM head split over workers; x is then not the last layer's
+     * output), 0 when the controller computes them from x. */
     int (*logits)(void *ctx, float *logits);
     /* Optional: every decoder layer on n positions pos..pos+n-1 at once, x[n][dim] in place,
      * tokens[n] the tokens at those positions.  next_n: how many positions the caller will
@@ -102,6 +103,7 @@ typedef struct {
     int draft_rounds;   /* verifying passes */
     long draft_k_sum;   /* drafted tokens asked for, summed over the rounds (mean K) */
     int draft_forwards; /* the draft model's forward passes */
+    double draft_s, verify_s; /* seconds in the draft's passes and in the verifying passes */
 } GenResult;
 
 /* Encodes the prompt and runs the loop: the prompt in passes of up to batch positions, then

@@ -112,6 +112,8 @@ static void passes_json(json_t *m, const Run *run)
                                                                     : 0));
     json_object_set_new(m, "draft_rounds", json_integer(r->draft_rounds));
     json_object_set_new(m, "draft_forwards", json_integer(r->draft_forwards));
+    json_object_set_new(m, "draft_s", json_real(r->draft_s));
+    json_object_set_new(m, "verify_s", json_real(r->verify_s));
 }
 
 static json_t *metrics_json(const Run *run, json_t *dm, double ms, uint64_t sum)

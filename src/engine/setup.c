@@ -160,12 +160,9 @@ void dist_set_max_batch(DistEngine *e, int max_batch)
 {
     CHECK(max_batch >= 1 && max_batch <= WIRE_MAX_ROWS, "batch of %d positions: must be 1..%d",
           max_batch, WIRE_MAX_ROWS);
-    if (max_batch == e->bmax)
-        return;
     free_buffers(e);
     e->bmax = max_batch;
-    if (e->nb > e->bmax)
-        e->nb = e->bmax;
+    e->nb = max_batch; /* the first pass (a prompt, usually) may carry them all */
     alloc_buffers(e);
     engine_head_alloc(e);
 }

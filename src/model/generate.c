@@ -273,8 +273,9 @@ static int gen_pass(GenModel *m, int pos, int n, const int *toks, int next_n, in
                 model_logits(c, m->head, &m->scratch, m->x + (size_t)j * dim,
                              logits + (size_t)j * V);
     } else if (need == NEED_LAST) {
-        /* forward_n leaves every row's x in place: one row of the LM head, not n */
-        model_logits(c, m->head, &m->scratch, m->x + (size_t)(n - 1) * dim, logits);
+        /* the backend's logits of the last row (a split LM head: the rows of x are not
+         * sent back), else one row of the controller's LM head on x, not n */
+        gen_logits_one(m, m->x + (size_t)(n - 1) * dim, logits);
     }
     return 1;
 }
@@ -632,6 +633,8 @@ static int gen_round(Gen *g, int k, char *err, size_t errlen)
     }
     res->draft_tokens += verified;
     res->draft_accepted += kept_n;
+    res->draft_s += t_draft;
+    res->verify_s += t_pass;
     /* the round's time, shared by the positions it kept */
     double ms = (t_draft + t_pass) * 1e3 / (res->n_forward - first);
     for (int i = first; i < res->n_forward; i++)

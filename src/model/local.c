@@ -16,7 +16,7 @@ struct LocalModel {
     float *heads;    /* [max_batch][n_heads*hd] */
     float *z;        /* [max_batch][dim] */
     float *ratios;   /* [n_layers] last ||FFN(Z)||/||Z|| */
-    float *zprev;    /* [dim] Z of the previous layer (speculation's early input) */
+    float *zprev;    /* [max_batch][dim] Z of the previous layer (speculation's early input) */
     size_t weight_bytes;
     /* Inter-layer speculation, emulated numerically: transition l -> l+1 speculates when
      * spec[l] is set; the next layer's attention then runs on Z_l instead of X'_l when
@@ -50,7 +50,6 @@ int local_model_load(LocalModel **out, const ModelConfig *c, hid_t file, const c
     m->kv_cap = kv_cap;
     local_model_set_max_batch(m, 1);
     m->ratios = xcalloc((size_t)L, sizeof(float));
-    m->zprev = xcalloc((size_t)c->dim, sizeof(float));
     *out = m;
     return 0;
 fail:
@@ -106,36 +105,44 @@ static void local_forward(void *ctx, float *x, int pos, int token)
 }
 
 /* Every layer on positions pos..pos+n-1 (n <= max_batch) as one pass: each weight matrix
- * streamed once for the n rows, every result bit-identical to n calls of local_forward. */
+ * streamed once for the n rows, every result bit-identical to n calls of local_forward.
+ * Speculation is emulated per pass, as the distributed engine decides it: transition l -> l+1
+ * keeps the attention on Z when the largest ratio of the pass's rows is under the tolerance
+ * (one pass of one row is local_forward's decision). */
 static void local_forward_batch(LocalModel *m, float *x, int pos, int n)
 {
     const ModelConfig *c = m->c;
     const int G = c->n_kv_heads, Q = config_q_per_kv(c), hd = c->head_dim;
     const int hw = c->n_heads * hd;
+    const size_t rows = (size_t)n * (size_t)c->dim * sizeof(float);
     for (int l = 0; l < c->n_layers; l++) {
+        const float *ain = x;
+        if (l > 0 && m->spec && m->spec[l - 1]) {
+            m->spec_tried++;
+            if (m->ratios[l - 1] < m->tolerance) {
+                ain = m->zprev; /* the speculative attention on Z is kept */
+                m->spec_kept++;
+            }
+        }
         for (int g = 0; g < G; g++)
             model_attn_part_forward_n(c, &m->attn[(size_t)l * (size_t)G + (size_t)g],
-                                      &m->scratch, x, pos, n,
+                                      &m->scratch, ain, pos, n,
                                       m->heads + (size_t)g * (size_t)Q * (size_t)hd, hw);
         model_proj_forward_n(c, &m->proj[l], &m->scratch, x, m->heads, m->z, n);
-        /* the largest ratio of the n positions (the profiler's worst case) */
+        if (m->spec)
+            memcpy(m->zprev, m->z, rows);
+        /* the largest ratio of the n positions (speculation's and the profiler's) */
         m->ratios[l] = model_ffn_forward_n(c, &m->ffn[l], &m->scratch, m->z, x, n);
     }
 }
 
-/* The backend's forward_n.  With speculation emulated, positions run one by one (the
- * speculation decision is per position and per layer, so a pass cannot share it); otherwise
- * in passes of up to max_batch positions. */
+/* The backend's forward_n: passes of up to max_batch positions. */
 static void local_forward_n(void *ctx, float *x, int pos, int n, const int *tokens, int next_n)
 {
     LocalModel *m = ctx;
     const size_t dim = (size_t)m->c->dim;
     (void)next_n;
-    if (m->spec) {
-        for (int i = 0; i < n; i++)
-            local_forward(m, x + (size_t)i * dim, pos + i, tokens ? tokens[i] : 0);
-        return;
-    }
+    (void)tokens;
     for (int i = 0; i < n; i += m->max_batch) {
         const int k = n - i < m->max_batch ? n - i : m->max_batch;
         local_forward_batch(m, x + (size_t)i * dim, pos + i, k);
@@ -160,6 +167,8 @@ void local_model_set_max_batch(LocalModel *m, int max_batch)
     m->heads = xcalloc((size_t)max_batch * (size_t)c->n_heads * (size_t)c->head_dim,
                        sizeof(float));
     m->z = xcalloc((size_t)max_batch * (size_t)c->dim, sizeof(float));
+    free(m->zprev);
+    m->zprev = xcalloc((size_t)max_batch * (size_t)c->dim, sizeof(float));
     m->max_batch = max_batch;
 }
 

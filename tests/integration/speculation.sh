@@ -28,7 +28,8 @@ for tol in 0.3 100; do
       --placement roundrobin --speculate all --tolerance $tol --logits-out "$T/d.bin" \
       --metrics "$T/d.json"
     tried=$(jq .spec_tried "$T/d.json")
-    want=$(jq '.n_forward * (.model.n_layers - 1)' "$T/d.json")
+    # one decision per pass and transition (the prompt's positions share one pass)
+    want=$(jq '.passes * (.model.n_layers - 1)' "$T/d.json")
     [ "$tried" -eq "$want" ] || fail "tolerance $tol, $w workers: $tried of $want speculated"
     "$CMP" "$T/d.bin" "$T/local.bin" --cols "$vocab" --exact >/dev/null \
       || fail "tolerance $tol, $w workers: differs from the single-process emulation"

@@ -238,10 +238,11 @@ static void *rank_main(void *p)
     return NULL;
 }
 
-/* Several positions per pass: with exact hints (1, 3, 2), and without hints (4 positions
- * while the broadcasts are sized for 1: split; then 2 in a pass sized for 3: padded). */
+/* Several positions per pass: with exact hints (1, 3, 2), and without hints (2 positions in
+ * the first pass, sized for all 4: padded; then 4 while the broadcasts are sized for the 2
+ * before: split into 2 and 2). */
 static const int chunks_hinted[] = {1, 3, 2, 0}, hints_exact[] = {3, 2, 0};
-static const int chunks_unhinted[] = {4, 2, 0}, hints_none[] = {0, 0};
+static const int chunks_unhinted[] = {2, 4, 0}, hints_none[] = {0, 0};
 static const int *g_chunks, *g_hints; /* the next run_plan's */
 static int g_service;
 
