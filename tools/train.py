@@ -187,6 +187,10 @@ def main():
     ap.add_argument("--stop-at", type=int, default=None,
                     help="end training after this many steps of the --steps schedule "
                     "(SIGUSR1 does the same at the next step; the file records where)")
+    ap.add_argument("--init-from", default=None,
+                    help="start from the weights of this model file (written by this script "
+                    "with the same shape and tokenizer) instead of the random initialization; "
+                    "the optimizer starts afresh (use --warmup), the batches follow --seed")
     ap.add_argument("--eval-every", type=int, default=250)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--pkg-dir", default=None, help="janeaustenr package directory")
@@ -230,6 +234,17 @@ def main():
     cfg = train_model.Config(a.arch, a.dim, a.layers, a.heads, a.kv_heads, a.ffn,
                              tok.vocab_size, a.context)
     model = train_model.Model(cfg)
+    if a.init_from:
+        start, start_tok = train_model.load_h5(a.init_from)
+        if vars(start.cfg) != vars(cfg):
+            sys.exit("train.py: --init-from %s: its shape (%s) differs from this run's (%s)" % (
+                a.init_from, start.cfg.describe(), cfg.describe()))
+        if [np.asarray(x).tolist() for x in start_tok.h5_arrays()] != \
+                [np.asarray(x).tolist() for x in tok.h5_arrays()]:
+            sys.exit("train.py: --init-from %s: its tokenizer differs from this run's" %
+                     a.init_from)
+        model.load_state_dict(start.state_dict())
+        log("initialized from %s" % a.init_from)
     n_params = model.n_params()
     log("model: %s; %d parameters (%.2f MB fp32)" % (cfg.describe(), n_params,
                                                      n_params * 4 / 1e6))
@@ -296,11 +311,12 @@ def main():
                                                                   a.min_lr_ratio)
         if a.schedule == "wsd":
             sched += " --decay-frac %g" % a.decay_frac
+    init = " --init-from %s" % os.path.basename(a.init_from) if a.init_from else ""
     source = ("tools/train.py --arch %s --seed %d --steps %d --batch %d --context %d "
-              "--vocab %d --dim %d --layers %d --heads %d --kv-heads %d --ffn %d --lr %g%s%s; "
+              "--vocab %d --dim %d --layers %d --heads %d --kv-heads %d --ffn %d%s --lr %g%s%s; "
               "corpus: Jane Austen's novels (Debian r-cran-janeaustenr)" % (
                   a.arch, a.seed, a.steps, a.batch, a.context, a.vocab, a.dim, a.layers,
-                  a.heads, a.kv_heads, a.ffn, a.lr, sched,
+                  a.heads, a.kv_heads, a.ffn, init, a.lr, sched,
                   " --stop-at %d" % steps_run if steps_run < a.steps else ""))
     train_model.export_h5(model, tok, a.out, source)
     log("wrote %s (%d bytes)" % (a.out, os.path.getsize(a.out)))
