@@ -269,8 +269,8 @@ def main():
     g = dict(prompts=a.prompts, prompt_len=a.prompt_len, gen=a.gen,
              greedy_agreement=float(match.mean()), full_forward_mismatches=mismatch,
              rows=rows)
-    print("\n2. the target's greedy path (%d prompts of %d tokens, %d generated each; the "
-          "full forward picks the same tokens at all but %d positions):" % (
+    print("\n2. the target's greedy path (%d prompts of %d tokens, %d generated each; "
+          "positions where one full forward picks another token than the cached one: %d):" % (
               a.prompts, a.prompt_len, a.gen, mismatch))
     print("   temperature 0, draft argmax = path token: %.4f" % g["greedy_agreement"])
     print("\n   K | E[accepted] | P(all K) | tokens/pass (walk) | passes | "
