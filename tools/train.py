@@ -181,6 +181,10 @@ def main():
                     "reproduce the run")
     ap.add_argument("--decay-frac", type=float, default=0.2,
                     help="wsd: fraction of --steps in the final linear decay")
+    ap.add_argument("--decay-file", default=None,
+                    help="wsd: start the final decay once this file exists (checked every "
+                    "step), as SIGUSR2 does; with it SIGUSR2 is ignored (a shared machine may "
+                    "deliver stray signals)")
     ap.add_argument("--min-lr-ratio", type=float, default=0.1,
                     help="final learning rate / --lr")
     ap.add_argument("--weight-decay", type=float, default=0.1)
@@ -259,7 +263,10 @@ def main():
     history = []
     stop = {"flag": False}
     signal.signal(signal.SIGUSR1, lambda *_: stop.update(flag=True))
-    signal.signal(signal.SIGUSR2, lambda *_: stop.update(decay=True))
+    if a.decay_file:
+        signal.signal(signal.SIGUSR2, lambda *_: log("SIGUSR2 ignored (--decay-file)"))
+    else:
+        signal.signal(signal.SIGUSR2, lambda *_: stop.update(decay=True))
     steps_run = a.steps
     step = 0
     while step < a.steps:
@@ -267,12 +274,14 @@ def main():
             steps_run = step
             log("stopping after %d of %d steps" % (step, a.steps))
             break
+        if a.decay_file and os.path.exists(a.decay_file) and not stop.get("decay_done"):
+            stop.update(decay=True, decay_done=True)
         if stop.pop("decay", False):
             if a.schedule != "wsd":
                 log("SIGUSR2 ignored: only the wsd schedule can start its decay early")
             elif step < decay_start(a.steps, a.decay_frac):
                 a.steps = steps_run = shortest_steps(max(step, a.warmup), a.decay_frac)
-                log("SIGUSR2: decay from step %d, ending after step %d (--steps %d)" % (
+                log("final decay from step %d, ending after step %d (--steps %d)" % (
                     decay_start(a.steps, a.decay_frac), a.steps - 1, a.steps))
             else:
                 log("SIGUSR2 ignored: the decay has already started")
