@@ -200,6 +200,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", default=None, help="write the numbers here")
     a = ap.parse_args()
+    a.text = os.path.relpath(a.text)
     for f in (a.target, a.draft, a.text):
         if not os.path.isfile(f):
             sys.exit("draft_acceptance: %s: no such file" % f)
