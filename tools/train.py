@@ -128,11 +128,35 @@ def evaluate(model, wins, B=8):
     return nats, n
 
 
-def lr_at(step, steps, lr, warmup, min_ratio=0.1):
+def decay_start(steps, decay_frac):
+    """First step of the final linear decay of the wsd schedule."""
+    return steps - int(decay_frac * steps)
+
+
+def lr_at(step, steps, lr, warmup, min_ratio=0.1, schedule="cosine", decay_frac=0.2):
+    """cosine: linear warm-up, then cosine from lr to min_ratio * lr at the last step.
+    wsd (warm-up, stable, decay): linear warm-up, constant lr, then over the last
+    decay_frac of the steps linear decay to min_ratio * lr.  The stable phase does not depend
+    on --steps, so a run shortened while in it (SIGUSR2) equals a run given the shorter
+    --steps from the start."""
     if step < warmup:
         return lr * (step + 1) / warmup
+    if schedule == "wsd":
+        d0 = decay_start(steps, decay_frac)
+        if step < d0:
+            return lr
+        p = (step - d0 + 1) / max(1, steps - d0)
+        return lr * (1 - (1 - min_ratio) * p)
     p = (step - warmup) / max(1, steps - warmup)
     return lr * (min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * p)))
+
+
+def shortest_steps(step, decay_frac):
+    """The smallest total whose wsd decay starts at `step` or later."""
+    n = step + 1
+    while decay_start(n, decay_frac) < step:
+        n += 1
+    return n
 
 
 def main():
@@ -151,10 +175,26 @@ def main():
     ap.add_argument("--ffn", type=int)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=50)
+    ap.add_argument("--schedule", choices=("cosine", "wsd"), default="cosine",
+                    help="learning-rate schedule (see lr_at); wsd: SIGUSR2 starts the final "
+                    "decay at the next step, and the file records the --steps that "
+                    "reproduce the run")
+    ap.add_argument("--decay-frac", type=float, default=0.2,
+                    help="wsd: fraction of --steps in the final linear decay")
+    ap.add_argument("--decay-file", default=None,
+                    help="wsd: start the final decay once this file exists (checked every "
+                    "step), as SIGUSR2 does; with it SIGUSR2 is ignored (a shared machine may "
+                    "deliver stray signals)")
+    ap.add_argument("--min-lr-ratio", type=float, default=0.1,
+                    help="final learning rate / --lr")
     ap.add_argument("--weight-decay", type=float, default=0.1)
     ap.add_argument("--stop-at", type=int, default=None,
                     help="end training after this many steps of the --steps schedule "
                     "(SIGUSR1 does the same at the next step; the file records where)")
+    ap.add_argument("--init-from", default=None,
+                    help="start from the weights of this model file (written by this script "
+                    "with the same shape and tokenizer) instead of the random initialization; "
+                    "the optimizer starts afresh (use --warmup), the batches follow --seed")
     ap.add_argument("--eval-every", type=int, default=250)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--pkg-dir", default=None, help="janeaustenr package directory")
@@ -198,6 +238,17 @@ def main():
     cfg = train_model.Config(a.arch, a.dim, a.layers, a.heads, a.kv_heads, a.ffn,
                              tok.vocab_size, a.context)
     model = train_model.Model(cfg)
+    if a.init_from:
+        start, start_tok = train_model.load_h5(a.init_from)
+        if vars(start.cfg) != vars(cfg):
+            sys.exit("train.py: --init-from %s: its shape (%s) differs from this run's (%s)" % (
+                a.init_from, start.cfg.describe(), cfg.describe()))
+        if [np.asarray(x).tolist() for x in start_tok.h5_arrays()] != \
+                [np.asarray(x).tolist() for x in tok.h5_arrays()]:
+            sys.exit("train.py: --init-from %s: its tokenizer differs from this run's" %
+                     a.init_from)
+        model.load_state_dict(start.state_dict())
+        log("initialized from %s" % a.init_from)
     n_params = model.n_params()
     log("model: %s; %d parameters (%.2f MB fp32)" % (cfg.describe(), n_params,
                                                      n_params * 4 / 1e6))
@@ -212,14 +263,31 @@ def main():
     history = []
     stop = {"flag": False}
     signal.signal(signal.SIGUSR1, lambda *_: stop.update(flag=True))
+    if a.decay_file:
+        signal.signal(signal.SIGUSR2, lambda *_: log("SIGUSR2 ignored (--decay-file)"))
+    else:
+        signal.signal(signal.SIGUSR2, lambda *_: stop.update(decay=True))
     steps_run = a.steps
-    for step in range(a.steps):
+    step = 0
+    while step < a.steps:
         if stop["flag"] or (a.stop_at is not None and step >= a.stop_at):
             steps_run = step
             log("stopping after %d of %d steps" % (step, a.steps))
             break
+        if a.decay_file and os.path.exists(a.decay_file) and not stop.get("decay_done"):
+            stop.update(decay=True, decay_done=True)
+        if stop.pop("decay", False):
+            if a.schedule != "wsd":
+                log("SIGUSR2 ignored: only the wsd schedule can start its decay early")
+            elif step < decay_start(a.steps, a.decay_frac):
+                a.steps = steps_run = shortest_steps(max(step, a.warmup), a.decay_frac)
+                log("final decay from step %d, ending after step %d (--steps %d)" % (
+                    decay_start(a.steps, a.decay_frac), a.steps - 1, a.steps))
+            else:
+                log("SIGUSR2 ignored: the decay has already started")
         for g in opt.param_groups:
-            g["lr"] = lr_at(step, a.steps, a.lr, a.warmup)
+            g["lr"] = lr_at(step, a.steps, a.lr, a.warmup, a.min_lr_ratio, a.schedule,
+                            a.decay_frac)
         x, y = batches_from(stream, a.context, a.batch, gen)
         logits = model(x)
         loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1))
@@ -237,6 +305,7 @@ def main():
             nats, n = evaluate(model, quick)
             log("step %5d  held-out sample loss %.4f nats/token" % (step + 1, nats / n))
             history.append((step + 1, nats / n))
+        step += 1
     train_s = time.time() - t_train
     nats, n = evaluate(model, wins)
     val_loss = nats / n
@@ -244,11 +313,19 @@ def main():
     log("trained %d steps (%d tokens) in %.1f s; held-out loss %.4f nats/token, %.4f "
         "bits/byte (%d tokens, %d bytes)" % (steps_run, steps_run * a.batch * a.context, train_s,
                                              val_loss, bpb, n, held_bytes))
+    sched = ""
+    if (a.schedule, a.warmup, a.min_lr_ratio) != ("cosine", 50, 0.1):
+        # Only runs off the original recipe name these, so the shipped files' strings stay.
+        sched = " --warmup %d --schedule %s --min-lr-ratio %g" % (a.warmup, a.schedule,
+                                                                  a.min_lr_ratio)
+        if a.schedule == "wsd":
+            sched += " --decay-frac %g" % a.decay_frac
+    init = " --init-from %s" % os.path.basename(a.init_from) if a.init_from else ""
     source = ("tools/train.py --arch %s --seed %d --steps %d --batch %d --context %d "
-              "--vocab %d --dim %d --layers %d --heads %d --kv-heads %d --ffn %d --lr %g%s; "
+              "--vocab %d --dim %d --layers %d --heads %d --kv-heads %d --ffn %d%s --lr %g%s%s; "
               "corpus: Jane Austen's novels (Debian r-cran-janeaustenr)" % (
                   a.arch, a.seed, a.steps, a.batch, a.context, a.vocab, a.dim, a.layers,
-                  a.heads, a.kv_heads, a.ffn, a.lr,
+                  a.heads, a.kv_heads, a.ffn, init, a.lr, sched,
                   " --stop-at %d" % steps_run if steps_run < a.steps else ""))
     train_model.export_h5(model, tok, a.out, source)
     log("wrote %s (%d bytes)" % (a.out, os.path.getsize(a.out)))
