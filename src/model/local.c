@@ -80,30 +80,6 @@ void local_model_free(LocalModel *m)
     free(m);
 }
 
-static void local_forward(void *ctx, float *x, int pos, int token)
-{
-    LocalModel *m = ctx;
-    const ModelConfig *c = m->c;
-    const int G = c->n_kv_heads, Q = config_q_per_kv(c), hd = c->head_dim;
-    (void)token;
-    for (int l = 0; l < c->n_layers; l++) {
-        const float *ain = x;
-        if (l > 0 && m->spec && m->spec[l - 1]) {
-            m->spec_tried++;
-            if (m->ratios[l - 1] < m->tolerance) {
-                ain = m->zprev; /* the speculative attention on Z is kept */
-                m->spec_kept++;
-            }
-        }
-        for (int g = 0; g < G; g++)
-            model_attn_part_forward(c, &m->attn[(size_t)l * (size_t)G + (size_t)g], &m->scratch,
-                                    ain, pos, m->heads + (size_t)g * (size_t)Q * (size_t)hd);
-        model_proj_forward(c, &m->proj[l], &m->scratch, x, m->heads, m->z);
-        memcpy(m->zprev, m->z, (size_t)c->dim * sizeof(float));
-        m->ratios[l] = model_ffn_forward(c, &m->ffn[l], &m->scratch, m->z, x);
-    }
-}
-
 /* Every layer on positions pos..pos+n-1 (n <= max_batch) as one pass: each weight matrix
  * streamed once for the n rows, every result bit-identical to n calls of local_forward.
  * Speculation is emulated per pass, as the distributed engine decides it: transition l -> l+1
@@ -134,6 +110,13 @@ static void local_forward_batch(LocalModel *m, float *x, int pos, int n)
         /* the largest ratio of the n positions (speculation's and the profiler's) */
         m->ratios[l] = model_ffn_forward_n(c, &m->ffn[l], &m->scratch, m->z, x, n);
     }
+}
+
+/* One position: a pass of one row (the one-position functions' bits). */
+static void local_forward(void *ctx, float *x, int pos, int token)
+{
+    (void)token;
+    local_forward_batch(ctx, x, pos, 1);
 }
 
 /* The backend's forward_n: passes of up to max_batch positions. */
