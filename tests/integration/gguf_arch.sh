@@ -4,11 +4,12 @@
 # greedy tokens at every position, in one process and on 5 ranks with the layer, head and
 # slice partitions.  F32 logits hold to 1e-4 of llama.cpp's.  Q8_0: one process gives
 # llama.cpp's logits bit for bit at every position (its AVX-512 arithmetic, and phi3's q
-# scaled by 1/sqrt(head_dim) before K.q as llama.cpp's phi3 graph does), and the PIPE plans
-# the single process's logits bit for bit.
+# scaled by 1/sqrt(head_dim) before K.q as llama.cpp's phi3 graph does), the PIPE plans
+# the single process's logits bit for bit, slice within 2e-3 of llama.cpp's.
 . "$(dirname "$0")/common.sh"
 G="$SHARED/gguf-arch"
 skip_without "$G/qwen2-d128-F32.gguf"
+printf '1 speed=1\n2 speed=1\n3 speed=1\n4 speed=1\n' > "$T/dev.txt"
 
 run() {
   local name=$1 np=$2 out=$3
@@ -84,8 +85,12 @@ for fam in qwen2 llama3 phi3; do
     "$CMP" "$T/l.bin" "$T/base.bin" --cols 512 --exact \
       || fail "$name: --partition $part on 5 ranks is not bit-identical to one process"
   done
-  run "$name" 5 "$T/l.bin" --partition slice
+  # slice adds row-parallel partial sums in another order: held to the issue's 2e-3 of
+  # llama.cpp's logits (equal worker speeds: one plan every run)
+  run "$name" 5 "$T/l.bin" --partition slice --devices "$T/dev.txt"
   tokens "$name" "$name np=5 slice"
-  echo "ok: $name tokens as llama.cpp's; layer and head bit-identical to one process"
+  "$CMP" "$T/l.bin" "$R/logits_f32le.bin" --cols 512 --rows "$(wc -l < "$R/tokens.txt")" \
+    --tol 2e-3 || fail "$name: --partition slice on 5 ranks is not within 2e-3 of llama.cpp's"
+  echo "ok: $name tokens as llama.cpp's; layer and head bit-identical to one process, slice within 2e-3"
 done
 echo "PASS: qwen2, Llama 3.1 RoPE and phi3 GGUF files reproduce llama.cpp's tokens and logits"
