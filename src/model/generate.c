@@ -321,20 +321,19 @@ static void gen_penalize(Gen *g, float *work, const int *extra, int n_extra)
     const GenOptions *opt = g->opt;
     if (!(opt->repeat_penalty > 0 && opt->repeat_penalty != 1.0f))
         return;
-    const GenResult *res = g->res;
-    if (n_extra == 0) {
-        int from = res->n_tokens > g->last_n ? res->n_tokens - g->last_n : 0;
-        sampler_penalize(work, g->c->vocab_size, res->tokens + from, res->n_tokens - from,
-                         opt->repeat_penalty);
-        return;
+    /* The window: the last last_n tokens of the whole sequence (a chat turn's or a server
+     * request's history before this call included, as llama.cpp keeps them), then extra. */
+    const int seq = g->p0 + g->res->n_tokens;
+    const int first = opt->history ? 0 : g->p0;
+    if (n_extra > g->last_n) {
+        extra += n_extra - g->last_n;
+        n_extra = g->last_n;
     }
-    int n_old = res->n_tokens + n_extra > g->last_n ? g->last_n - n_extra : res->n_tokens;
-    if (n_old < 0) {
-        extra += -n_old;
-        n_extra += n_old;
-        n_old = 0;
-    }
-    memcpy(g->hist, res->tokens + res->n_tokens - n_old, (size_t)n_old * sizeof(int));
+    int n_old = g->last_n - n_extra;
+    if (n_old > seq - first)
+        n_old = seq - first;
+    for (int i = 0; i < n_old; i++)
+        g->hist[i] = gen_token_at(g, seq - n_old + i);
     memcpy(g->hist + n_old, extra, (size_t)n_extra * sizeof(int));
     sampler_penalize(work, g->c->vocab_size, g->hist, n_old + n_extra, opt->repeat_penalty);
 }
@@ -702,6 +701,7 @@ int generate_run(const ModelConfig *c, const Tokenizer *tok, const HeadW *head,
     sampler_init(&g.sampler, c->vocab_size, opt->temperature, opt->top_p, opt->seed);
     sampler_set_filters(&g.sampler, opt->top_k, opt->min_p);
     g.last_n = opt->repeat_last_n > 0 ? opt->repeat_last_n : 64;
+    g.hist = xmalloc((size_t)(g.last_n + SPECULATIVE_K_MAX + 1) * sizeof(int));
     const size_t V = (size_t)c->vocab_size;
     int rows = gen_rows(backend, opt->batch);
     g.prompt_rows = rows;
@@ -726,7 +726,6 @@ int generate_run(const ModelConfig *c, const Tokenizer *tok, const HeadW *head,
             g.draft->n_valid = p0; /* what follows the common prefix is no longer valid */
         g.dlogits = xmalloc(V * sizeof(float));
         g.q = xmalloc((size_t)(SPECULATIVE_K_MAX + 1) * V * sizeof(float));
-        g.hist = xmalloc((size_t)(g.last_n + SPECULATIVE_K_MAX + 1) * sizeof(int));
         if (drows > rows)
             rows = drows; /* g.toks serves both */
     }

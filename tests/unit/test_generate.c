@@ -430,6 +430,60 @@ static void test_draft_continues(void **state)
     model_close(&t);
 }
 
+/* The repeat penalty looks back over the whole sequence: a continuation (a chat turn) whose
+ * history holds the earlier positions chooses as one call over the whole sequence does, and
+ * (the control) not as one that forgets them. */
+static void test_penalty_history(void **state)
+{
+    (void)state;
+    Model t;
+    model_open(&t, "austen-llama.h5");
+    LayerBackend be = local_model_backend(t.m);
+    GenOptions g = base_options();
+    g.n_predict = 40;
+    GenResult seed, whole, cont, forgot;
+    if (generate_run(&t.c, t.tok, &t.head, &be, &g, &seed, err, sizeof err) < 0)
+        fail_msg("%s", err);
+    const int n = seed.n_tokens, k = n - 2; /* a looping greedy text: repeats to penalize */
+    g.repeat_penalty = 2.0f;
+    g.repeat_last_n = 64;
+    g.n_predict = 12;
+    g.prompt = NULL;
+    g.prompt_ids = seed.tokens;
+    g.n_prompt_ids = n;
+    if (generate_run(&t.c, t.tok, &t.head, &be, &g, &whole, err, sizeof err) < 0)
+        fail_msg("%s", err);
+    GenOptions first = g; /* positions 0..k-1 into the KV caches, nothing sampled */
+    first.n_prompt_ids = k;
+    first.steps = k;
+    first.n_predict = 0;
+    GenResult r0;
+    if (generate_run(&t.c, t.tok, &t.head, &be, &first, &r0, err, sizeof err) < 0)
+        fail_msg("%s", err);
+    generate_result_free(&r0);
+    for (int hist = 1; hist >= 0; hist--) {
+        GenOptions c = g;
+        c.prompt_ids = seed.tokens + k;
+        c.n_prompt_ids = n - k;
+        c.start_pos = k;
+        c.history = hist ? seed.tokens : NULL;
+        if (generate_run(&t.c, t.tok, &t.head, &be, &c, hist ? &cont : &forgot, err,
+                         sizeof err) < 0)
+            fail_msg("%s", err);
+    }
+    assert_int_equal(cont.n_gen, whole.n_gen);
+    assert_memory_equal(cont.tokens + cont.n_prompt, whole.tokens + whole.n_prompt,
+                        (size_t)whole.n_gen * sizeof(int));
+    assert_true(forgot.n_gen != whole.n_gen ||
+                memcmp(forgot.tokens + forgot.n_prompt, whole.tokens + whole.n_prompt,
+                       (size_t)whole.n_gen * sizeof(int)) != 0);
+    generate_result_free(&seed);
+    generate_result_free(&whole);
+    generate_result_free(&cont);
+    generate_result_free(&forgot);
+    model_close(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -438,6 +492,7 @@ int main(void)
         cmocka_unit_test(test_draft_greedy_identical),
         cmocka_unit_test(test_draft_sampling),
         cmocka_unit_test(test_draft_continues),
+        cmocka_unit_test(test_penalty_history),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
