@@ -334,7 +334,8 @@ static void gen_penalize(Gen *g, float *work, const int *extra, int n_extra)
         n_old = seq - first;
     for (int i = 0; i < n_old; i++)
         g->hist[i] = gen_token_at(g, seq - n_old + i);
-    memcpy(g->hist + n_old, extra, (size_t)n_extra * sizeof(int));
+    if (n_extra > 0)
+        memcpy(g->hist + n_old, extra, (size_t)n_extra * sizeof(int));
     sampler_penalize(work, g->c->vocab_size, g->hist, n_old + n_extra, opt->repeat_penalty);
 }
 
