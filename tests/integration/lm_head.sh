@@ -34,6 +34,12 @@ for m in "${models[@]}"; do
       '[range(1; $a[0].ranks | length) as $r |
         select($a[0].ranks[$r].weight_bytes > $b[0].ranks[$r].weight_bytes)] | length ==
        ($a[0].ranks | length) - 1' > /dev/null || fail "workers do not account their LM head rows"
+    # Without --logits-out only the last row of a multi-row pass (the prompt) is asked for:
+    # it must come from the members' logits too (x is not sent back), so the tokens match.
+    run_hs $np --model "$m" --prompt "$P" --steps 24 --quiet --partition slice --lm-head split \
+      --devices "$T/dev.txt" --metrics "$T/nolog.json" || fail "--lm-head split without --logits-out"
+    [ "$(jq -c .tokens "$T/nolog.json")" = "$(jq -c .tokens "$T/split.json")" ] ||
+      fail "split LM head: tokens differ without --logits-out ($m, $np ranks)"
     echo "ok: $(basename "$m"), $np ranks: logits identical, rows on $((np - 1)) members"
   done
 done
