@@ -140,17 +140,7 @@ static size_t piece_bytes(TokenizerKind kind, const char *s, size_t n, unsigned 
         memcpy(out, s, n);
         return n;
     }
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (i + 2 < n && (unsigned char)s[i] == 0xe2 && (unsigned char)s[i + 1] == 0x96 &&
-            (unsigned char)s[i + 2] == 0x81) {
-            out[k++] = ' ';
-            i += 2;
-        } else {
-            out[k++] = (unsigned char)s[i];
-        }
-    }
-    return k;
+    return tokenizer_spm_unspace(s, n, out);
 }
 
 /* A token id from metadata key (absent or 0xFFFFFFFF, llama.cpp's "none": -1). */

@@ -73,6 +73,9 @@ int tokenizer_gpt2_encode(const Tokenizer *t, const char *text, size_t len, int 
 /* Undoes GPT-2's bytes_to_unicode on a UTF-8 string: raw bytes into out (capacity >= len).
  * Returns the byte count, or -1 when a code point is not in the mapping. */
 long tokenizer_gpt2_unmap(const char *s, size_t len, unsigned char *out);
+/* A SentencePiece piece's bytes: U+2581 (the word marker) becomes a space, the rest is
+ * copied; returns the bytes written to out (at most n). */
+size_t tokenizer_spm_unspace(const char *s, size_t n, unsigned char *out);
 
 /* ---- bpe_hf (tokenizer_hf.c) ---- */
 /* Parses a pipeline JSON text (tokenizer.json's normalizer, pre_tokenizer, post_processor,

@@ -141,17 +141,7 @@ static long piece_convert(TokenizerKind kind, const char *s, size_t n, unsigned 
         memcpy(out, s, n);
         return (long)n;
     }
-    long k = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (i + 2 < n && (unsigned char)s[i] == 0xe2 && (unsigned char)s[i + 1] == 0x96 &&
-            (unsigned char)s[i + 2] == 0x81) {
-            out[k++] = ' ';
-            i += 2;
-        } else {
-            out[k++] = (unsigned char)s[i];
-        }
-    }
-    return k;
+    return (long)tokenizer_spm_unspace(s, n, out);
 }
 
 /* Temporary per-id piece list. */
@@ -756,4 +746,19 @@ fail:
     piece_list_free(&pl);
     json_decref(root);
     return rc;
+}
+
+size_t tokenizer_spm_unspace(const char *s, size_t n, unsigned char *out)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i + 2 < n && (unsigned char)s[i] == 0xe2 && (unsigned char)s[i + 1] == 0x96 &&
+            (unsigned char)s[i + 2] == 0x81) {
+            out[k++] = ' ';
+            i += 2;
+        } else {
+            out[k++] = (unsigned char)s[i];
+        }
+    }
+    return k;
 }

@@ -55,3 +55,18 @@ expect_error() {
   [ $rc -ne 124 ] && [ $rc -ne 137 ] || fail "$what: hung (exit $rc)"
   grep -q -- "$pat" "$T/err" || { cat "$T/err" >&2; fail "$what: message '$pat' missing"; }
 }
+
+# gguf_run NAME NP OUT [ARGS...]: runs the converted $T/NAME.h5 on NP ranks with the prompt and
+# length of $G/reference/NAME (llama.cpp's references), its logits into OUT, its metrics into
+# $T/m.json.
+gguf_run() {
+  local name=$1 np=$2 out=$3
+  shift 3
+  local R="$G/reference/$name"
+  run_hs "$np" --model "$T/$name.h5" --prompt "$(cat "$R/prompt.txt")" \
+    --steps "$(wc -l < "$R/tokens.txt")" --quiet --metrics "$T/m.json" --logits-out "$out" \
+    --rtt-pings 1 "$@" > "$T/run.log" 2>&1 || {
+    cat "$T/run.log"
+    fail "$name np=$np $*: run failed"
+  }
+}

@@ -22,18 +22,6 @@ exact="stories260K-pad256-F32 rand-llama-d256-F32 stories260K-pad256-Q4_0
        stories260K-pad256-Q8_0 rand-llama-d256-Q8_0 rand-llama-d256-Q4_0
        rand-llama-d256-Q4_K_M rand-llama-d256-Q6_K"
 
-# run NAME NP OUT [ARGS...]: runs model NAME on NP ranks with reference/NAME's prompt.
-run() {
-  local name=$1 np=$2 out=$3
-  shift 3
-  local R="$G/reference/$name"
-  run_hs "$np" --model "$T/$name.h5" --prompt "$(cat "$R/prompt.txt")" \
-    --steps "$(wc -l < "$R/tokens.txt")" --quiet --metrics "$T/m.json" --logits-out "$out" \
-    --rtt-pings 1 "$@" > "$T/run.log" 2>&1 || {
-    cat "$T/run.log"
-    fail "$name np=$np $*: run failed"
-  }
-}
 
 # check NAME NP [ARGS...]: tokens and logits of NAME on NP ranks against reference/NAME.
 check() {
@@ -42,7 +30,7 @@ check() {
   local R="$G/reference/$name" tag="$name np=$np $*" n tol=2e-3
   n=$(wc -l < "$R/tokens.txt")
   case $name in *-F32) tol=1e-4 ;; esac
-  run "$name" "$np" "$T/l.bin" "$@"
+  gguf_run "$name" "$np" "$T/l.bin" "$@"
   jq -r '.tokens[]' "$T/m.json" | head -n "$n" > "$T/tokens.txt"
   diff -q "$T/tokens.txt" "$R/tokens.txt" >/dev/null || {
     diff "$T/tokens.txt" "$R/tokens.txt" | head -4
@@ -75,7 +63,7 @@ for name in $exact; do
   done
   case $name in
     *-F32) check "$name" 5 --partition slice ;;
-    *) run "$name" 5 "$T/l.bin" --partition slice
+    *) gguf_run "$name" 5 "$T/l.bin" --partition slice
        echo "ok: $name np=5 --partition slice runs" ;;
   esac
 done

@@ -11,17 +11,6 @@ G="$SHARED/gguf-arch"
 skip_without "$G/qwen2-d128-F32.gguf"
 printf '1 speed=1\n2 speed=1\n3 speed=1\n4 speed=1\n' > "$T/dev.txt"
 
-run() {
-  local name=$1 np=$2 out=$3
-  shift 3
-  local R="$G/reference/$name"
-  run_hs "$np" --model "$T/$name.h5" --prompt "$(cat "$R/prompt.txt")" \
-    --steps "$(wc -l < "$R/tokens.txt")" --quiet --metrics "$T/m.json" --logits-out "$out" \
-    --rtt-pings 1 "$@" > "$T/run.log" 2>&1 || {
-    cat "$T/run.log"
-    fail "$name np=$np $*: run failed"
-  }
-}
 
 # tokens NAME TAG: the last run's tokens must be llama.cpp's.
 tokens() {
@@ -39,7 +28,7 @@ check() {
   local name=$1 np=$2
   shift 2
   local R="$G/reference/$name" tag="$name np=$np $*"
-  run "$name" "$np" "$T/l.bin" "$@"
+  gguf_run "$name" "$np" "$T/l.bin" "$@"
   tokens "$name" "$tag"
   "$CMP" "$T/l.bin" "$R/logits_f32le.bin" --cols 512 --rows "$(wc -l < "$R/tokens.txt")" \
     --tol 1e-4 || fail "$tag: logits differ from llama.cpp's by more than 1e-4"
@@ -73,7 +62,7 @@ for fam in qwen2 llama3 phi3; do
   done
   name=$fam-d128-Q8_0
   R="$G/reference/$name"
-  run "$name" 1 "$T/base.bin"
+  gguf_run "$name" 1 "$T/base.bin"
   tokens "$name" "$name np=1"
   # With llama.cpp's activation quantizer, dot-product orders and AVX-512 float arithmetic
   # (docs/quantization.md) every family's Q8_0 file matches at every position, bit for bit.
@@ -81,13 +70,13 @@ for fam in qwen2 llama3 phi3; do
     --rows "$(wc -l < "$R/tokens.txt")" --exact \
     || fail "$name: one process is not bit-identical to llama.cpp's logits"
   for part in layer head; do
-    run "$name" 5 "$T/l.bin" --partition $part
+    gguf_run "$name" 5 "$T/l.bin" --partition $part
     "$CMP" "$T/l.bin" "$T/base.bin" --cols 512 --exact \
       || fail "$name: --partition $part on 5 ranks is not bit-identical to one process"
   done
   # slice adds row-parallel partial sums in another order: held to the issue's 2e-3 of
   # llama.cpp's logits (equal worker speeds: one plan every run)
-  run "$name" 5 "$T/l.bin" --partition slice --devices "$T/dev.txt"
+  gguf_run "$name" 5 "$T/l.bin" --partition slice --devices "$T/dev.txt"
   tokens "$name" "$name np=5 slice"
   "$CMP" "$T/l.bin" "$R/logits_f32le.bin" --cols 512 --rows "$(wc -l < "$R/tokens.txt")" \
     --tol 2e-3 || fail "$name: --partition slice on 5 ranks is not within 2e-3 of llama.cpp's"
