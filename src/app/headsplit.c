@@ -278,6 +278,7 @@ static int load_dist(Run *run)
         return 1;
     dist_set_wire(run->dist, o->wire16);
     dist_set_max_batch(run->dist, target_max_batch(o));
+    dist_set_ubatch(run->dist, o->ubatch);
     const int L = run->cfg.n_layers;
     unsigned char *mask = xcalloc((size_t)L, 1);
     char err[600] = "";

@@ -105,6 +105,8 @@ void options_usage(FILE *out)
         "  --max-body BYTES      --serve: largest request body (default 1048576)\n");
     fprintf(out, "several positions per pass:\n"
         "  --batch N             prompt positions per pass (default 64; 1: one at a time)\n"
+        "  --ubatch N            rows per message at most (default 0: a whole --batch); a\n"
+        "                        layer-wise chain keeps one pass per stage in flight\n"
         "  --draft FILE          speculative decoding: FILE, a small model with the same\n"
         "                        tokenizer, drafts tokens on the controller that the model\n"
         "                        verifies several at a time (greedy output is unchanged)\n"
@@ -121,7 +123,7 @@ enum { O_MODEL = 256, O_PROMPT, O_STEPS, O_TEMP, O_TOPP, O_SEED, O_METRICS, O_PA
    O_PROFILE, O_VERBOSE, O_RESUME, O_KILL, O_DEVICES, O_STATIC, O_THRESH,
    O_ASSUME_RTT, O_SLOWDOWN, O_WIRE, O_LMHEAD, O_PFILE, O_NPRED, O_CTX, O_TOPK, O_MINP,
    O_REPPEN, O_REPN, O_STOP, O_NOSPECIAL, O_CHATTPL, O_CHAT, O_SERVE, O_APIKEY, O_SYSTEM,
-   O_THREADS, O_VERSION, O_MAXBODY, O_EXCHANGE, O_BATCH, O_DRAFT, O_DRAFT_TOKENS,
+   O_THREADS, O_VERSION, O_MAXBODY, O_EXCHANGE, O_BATCH, O_UBATCH, O_DRAFT, O_DRAFT_TOKENS,
    O_DRAFT_RANK };
 
 static const struct option longopts[] = {
@@ -164,7 +166,7 @@ static const struct option longopts[] = {
     {"max-body", required_argument, 0, O_MAXBODY},
     {"version", no_argument, 0, O_VERSION},
     {"exchange", required_argument, 0, O_EXCHANGE},
-    {"batch", required_argument, 0, O_BATCH}, {"draft", required_argument, 0, O_DRAFT},
+    {"batch", required_argument, 0, O_BATCH}, {"ubatch", required_argument, 0, O_UBATCH}, {"draft", required_argument, 0, O_DRAFT},
     {"draft-tokens", required_argument, 0, O_DRAFT_TOKENS},
     {"draft-rank", required_argument, 0, O_DRAFT_RANK},
     {"quiet", no_argument, 0, O_QUIET}, {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
@@ -226,6 +228,7 @@ static int parse_front(Options *o, int ch, const char *arg, char *err, size_t er
     case O_SYSTEM: o->system_prompt = arg; return 0;
     case O_THREADS: return parse_count("--threads", arg, 1, 64, &o->threads, err, errlen);
     case O_BATCH: return parse_count("--batch", arg, 1, 4096, &o->batch, err, errlen);
+    case O_UBATCH: return parse_count("--ubatch", arg, 0, 4096, &o->ubatch, err, errlen);
     case O_DRAFT:
         if (!arg[0])
             return util_err(err, errlen, "--draft: the file name is empty");
@@ -611,6 +614,7 @@ json_t *options_json(const Options *o, int n_ranks)
                                                              : json_null());
     json_object_set_new(j, "threads", json_integer(kernels_get_threads()));
     json_object_set_new(j, "batch", json_integer(o->batch));
+    json_object_set_new(j, "ubatch", json_integer(o->ubatch));
     json_object_set_new(j, "draft", o->draft ? json_string(o->draft) : json_null());
     if (o->draft)
         json_object_set_new(j, "draft_tokens", o->draft_tokens ? json_integer(o->draft_tokens)

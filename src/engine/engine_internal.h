@@ -8,6 +8,9 @@
 #include "schedule.h"
 #include "wire.h"
 
+/* Passes a controller keeps in flight beyond the one it waits for, at most. */
+#define ENGINE_MAX_DEPTH 15
+
 enum { T_ATTN, T_GATHER, T_PROJ, T_FFN, T_BCAST, T_ZSEND, T_COUNT };
 enum { W_IN, W_GATHER, W_Z, W_X1, W_X2, W_COUNT }; /* wait sites per layer (deadlines) */
 
@@ -58,6 +61,8 @@ struct DistEngine {
     LayerRt *lr;         /* [L+1]: lr[L].in_comm carries the last output to the controller */
     Scratch scratch;
     unsigned char *xmsg; /* [hdr | dim floats] the current layer input / output */
+    unsigned char *xout; /* controller: [hdr | bmax rows] a pass's result (the last layer's
+                          * output) while later passes are in flight */
     unsigned char *zmsg; /* [hdr | dim floats] Z */
     unsigned char *gbuf; /* [hdr | n_heads*hd floats] this rank's head outputs */
     unsigned char *staging; /* gathered contributions, in member order */
@@ -75,6 +80,9 @@ struct DistEngine {
                           * every rank from the last pass's next_n; 1 at start) */
     int *g_counts_n, *g_displs_n; /* a gather's byte layout for the current pass's rows */
     int last_n;          /* controller: rows of the last forward_n (the logits it holds) */
+    int ubatch;          /* controller: rows per pass at most (dist_set_ubatch; 0: no limit) */
+    int depth;           /* controller: passes sent ahead of the oldest one's result */
+    long wire_passes;    /* controller: passes sent (a forward_n call may take several) */
     double *timers;      /* [L][T_COUNT] seconds */
     size_t weight_bytes;
     int active;          /* has any role */
@@ -139,6 +147,9 @@ static inline double attn_stream_bytes(const ModelConfig *c, const AttnPartW *w,
  * message on layer l's input group (root sends; others receive and wait out the link). */
 WireHdr engine_read_hdr(const unsigned char *msg, int layer);
 void engine_bcast_input(DistEngine *e, int l, unsigned char *msg);
+/* loop.c: passes the controller may keep in flight beyond the oldest (0 unless --ubatch is
+ * set and the plan is a chain: every layer on one rank, each rank one run of layers). */
+int engine_pipeline_depth(const DistEngine *e);
 /* pipe.c, slice.c: one layer on this rank; return the pipeline command seen. */
 int engine_pipe_layer(DistEngine *e, int l);
 int engine_slice_layer(DistEngine *e, int l);

@@ -23,9 +23,9 @@ WireHdr engine_read_hdr(const unsigned char *msg, int layer)
     return h;
 }
 
-/* Broadcast of a pipeline message on layer l's input group (root sends, others
- * receive and wait out the emulated link). */
-void engine_bcast_input(DistEngine *e, int l, unsigned char *msg)
+/* Broadcast of a pipeline message on layer l's input group (root sends, others receive and
+ * wait out the emulated link), sized for nb rows. */
+static void bcast_input_nb(DistEngine *e, int l, unsigned char *msg, int nb)
 {
     LayerRt *r = &e->lr[l];
     TransportReq req;
@@ -35,7 +35,7 @@ void engine_bcast_input(DistEngine *e, int l, unsigned char *msg)
         transport_stamp(e->tp, &h);
         memcpy(msg, &h, sizeof h);
     }
-    const size_t bytes = bcast_bytes(e);
+    const size_t bytes = sizeof(WireHdr) + (size_t)nb * (size_t)e->c->dim * sizeof(float);
     transport_ibcast(e->tp, r->in_comm, msg, bytes, &req);
     if (r->in_root) {
         transport_wait(e->tp, &req);
@@ -43,10 +43,15 @@ void engine_bcast_input(DistEngine *e, int l, unsigned char *msg)
     }
     transport_wait_link(e->tp, &req, r->in_peer, "layer input", l, &r->ewma[W_IN]);
     WireHdr h = engine_read_hdr(msg, l);
-    CHECK((h.cmd & 0xff) != WIRE_STEP || (h.n >= 1 && h.n <= e->nb),
+    CHECK((h.cmd & 0xff) != WIRE_STEP || (h.n >= 1 && h.n <= nb),
           "layer %d: a pass of %d rows in a broadcast sized for %d (protocol mismatch)", l,
-          h.n, e->nb);
+          h.n, nb);
     transport_deliver(e->tp, &h, bytes);
+}
+
+void engine_bcast_input(DistEngine *e, int l, unsigned char *msg)
+{
+    bcast_input_nb(e, l, msg, e->nb);
 }
 
 /* After a pass (or a control command) with header h: the size of the next pass's
@@ -130,21 +135,67 @@ static int worker_token(DistEngine *e)
     return stop;
 }
 
-/* One pass of n rows (n <= e->nb) from the controller; next_n sizes the pass after it. */
-static void controller_send(DistEngine *e, int cmd, const float *x, int pos, int n, int next_n,
-                            int row0)
+/* Sends one pass of n rows (n <= e->nb) into layer 0; next_n sizes the pass after it. */
+static void controller_post(DistEngine *e, const float *x, int pos, int n, int next_n)
 {
-    WireHdr h = {WIRE_MAGIC, cmd, pos, (int16_t)n, (int16_t)next_n, 0, 0, 0};
-    engine_service_go(e, cmd);
+    WireHdr h = {WIRE_MAGIC, WIRE_STEP, pos, (int16_t)n, (int16_t)next_n, 0, 0, 0};
+    engine_service_go(e, WIRE_STEP);
     memcpy(e->xmsg, &h, sizeof h);
-    if (x)
-        memcpy(payload(e->xmsg), x, (size_t)n * (size_t)e->c->dim * sizeof(float));
+    memcpy(payload(e->xmsg), x, (size_t)n * (size_t)e->c->dim * sizeof(float));
     engine_bcast_input(e, 0, e->xmsg);
-    if (cmd == WIRE_STEP && e->head_comm)
-        engine_head_recv(e, n, row0); /* the members send logits, not X' */
-    else
-        engine_bcast_input(e, e->L, e->xmsg);
     e->nb = next_n;
+}
+
+/* Receives the result of the pass of n rows at pos whose broadcasts were sized for nb: the
+ * split head's logits into rows row0.. of e->logits, or the last layer's output rows into
+ * out. */
+static void controller_take(DistEngine *e, int pos, int n, int nb, int row0, float *out)
+{
+    if (e->head_comm) {
+        engine_head_recv(e, n, row0); /* the members send logits, not X' */
+        return;
+    }
+    bcast_input_nb(e, e->L, e->xout, nb);
+    WireHdr h = engine_read_hdr(e->xout, e->L);
+    CHECK((h.cmd & 0xff) == WIRE_STEP && h.n == n && h.pos == pos,
+          "the pass of %d rows at position %d came back as %d rows at %d (protocol mismatch)",
+          n, pos, h.n, h.pos);
+    memcpy(out, payload(e->xout), (size_t)n * (size_t)e->c->dim * sizeof(float));
+}
+
+int engine_pipeline_depth(const DistEngine *e)
+{
+    if (e->ubatch <= 0)
+        return 0;
+    const Plan *p = e->plan;
+    int runs = 0, prev = -1;
+    for (int l = 0; l < p->n_layers; l++) {
+        const LayerPlan *lp = &p->layers[l];
+        const int r = lp->ffn_rank;
+        if (lp->mode != LAYER_PIPE || lp->proj_rank != r)
+            return 0;
+        for (int k = 0; k < lp->n_parts; k++)
+            if (lp->parts[k].rank != r)
+                return 0;
+        if (r == prev)
+            continue;
+        for (int m = 0; m < l; m++) /* a rank that comes back would wait on itself */
+            if (p->layers[m].ffn_rank == r)
+                return 0;
+        runs++;
+        prev = r;
+    }
+    if (p->head_split)
+        return 0;
+    const int d = runs - 1;
+    return d < ENGINE_MAX_DEPTH ? d : ENGINE_MAX_DEPTH;
+}
+
+void dist_set_ubatch(DistEngine *e, int rows)
+{
+    CHECK(rows >= 0 && rows <= WIRE_MAX_ROWS, "--ubatch %d: must be 0..%d", rows,
+          WIRE_MAX_ROWS);
+    e->ubatch = rows;
 }
 
 void dist_set_wire(DistEngine *e, int mode)
@@ -154,10 +205,12 @@ void dist_set_wire(DistEngine *e, int mode)
     e->wire16 = mode;
 }
 
-/* n positions: passes of at most the agreed rows each.  A pass that must carry more rows
- * than the broadcasts are sized for first carries what fits and announces the rest; the
- * last announces the caller's hint (or its own size), so a steady stream of equal passes
- * (decoding, drafting K+1 rows) never pays for a change. */
+/* n positions: passes of at most the agreed rows each (and of at most --ubatch rows).  A
+ * pass that must carry more rows than the broadcasts are sized for first carries what fits
+ * and announces the rest; the last announces the caller's hint (or its own size), so a
+ * steady stream of equal passes (decoding, drafting K+1 rows) never pays for a change.
+ * On a chain of stages (dist_set_ubatch) up to e->depth passes more are sent before the
+ * oldest one's result is taken, so that the stages work on successive passes at once. */
 static void controller_forward_n(void *ctx, float *x, int pos, int n, const int *tokens,
                                  int next_n)
 {
@@ -166,18 +219,35 @@ static void controller_forward_n(void *ctx, float *x, int pos, int n, const int 
     CHECK(n >= 1 && n <= e->bmax, "a pass of %d positions: the engine was set up for 1..%d",
           n, e->bmax);
     const size_t dim = (size_t)e->c->dim;
-    int done = 0;
-    while (done < n) {
-        int m = n - done < e->nb ? n - done : e->nb;
-        int rest = n - done - m;
-        int nxt = rest > 0 ? rest : next_n > 0 ? next_n : m;
-        if (nxt > e->bmax)
-            nxt = e->bmax;
-        controller_send(e, WIRE_STEP, x + (size_t)done * dim, pos + done, m, nxt, done);
-        if (!e->head_comm)
-            memcpy(x + (size_t)done * dim, payload(e->xmsg), (size_t)m * dim * sizeof(float));
-        done += m;
+    const int ub = e->ubatch > 0 ? e->ubatch : n;
+    e->depth = engine_pipeline_depth(e);
+    struct { int row0, m, nb; } fl[ENGINE_MAX_DEPTH + 1];
+    int done = 0, head = 0, count = 0, passes = 0;
+    while (done < n || count > 0) {
+        if (done < n && count <= e->depth) {
+            int m = n - done < e->nb ? n - done : e->nb;
+            if (m > ub)
+                m = ub;
+            const int rest = n - done - m;
+            int nxt = rest > 0 ? (rest < ub ? rest : ub) : next_n > 0 ? next_n : m;
+            if (nxt > e->bmax)
+                nxt = e->bmax;
+            const int slot = (head + count) % (ENGINE_MAX_DEPTH + 1);
+            fl[slot].row0 = done;
+            fl[slot].m = m;
+            fl[slot].nb = e->nb;
+            controller_post(e, x + (size_t)done * dim, pos + done, m, nxt);
+            count++;
+            passes++;
+            done += m;
+            continue;
+        }
+        controller_take(e, pos + fl[head].row0, fl[head].m, fl[head].nb, fl[head].row0,
+                        x + (size_t)fl[head].row0 * dim);
+        head = (head + 1) % (ENGINE_MAX_DEPTH + 1);
+        count--;
     }
+    e->wire_passes += passes;
     e->last_n = n;
 }
 

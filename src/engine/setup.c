@@ -122,6 +122,7 @@ static void alloc_buffers(DistEngine *e)
     const size_t hdr = sizeof(WireHdr);
     e->msg_bytes = hdr + B * (size_t)c->dim * sizeof(float);
     e->xmsg = xcalloc(e->msg_bytes, 1);
+    e->xout = xcalloc(e->msg_bytes, 1);
     e->zmsg = xcalloc(e->msg_bytes, 1);
     e->zspec = xcalloc(e->msg_bytes, 1);
     e->gbuf = xcalloc(hdr + B * qd * sizeof(float), 1);
@@ -141,6 +142,7 @@ static void alloc_buffers(DistEngine *e)
 static void free_buffers(DistEngine *e)
 {
     free(e->xmsg);
+    free(e->xout);
     free(e->zmsg);
     free(e->zspec);
     free(e->gbuf);

@@ -1,0 +1,54 @@
+# --ubatch: a pass split into passes of at most N rows, and on a layer-wise chain of stages
+# several of them in flight at once (the pipelined prompt).  Logits must be bit-identical to
+# one process and to unsplit passes, on every plan (split but not pipelined where the plan is
+# not a chain), with inter-layer speculation at tolerance 0, with the emulated WiFi link, and
+# with a draft model's verification passes; the metrics report the depth and passes sent.
+. "$(dirname "$0")/common.sh"
+M="$SRC/weights/austen-llama-9m.h5"
+D="$SRC/weights/austen-llama.h5"
+P=$(head -c 400 "$SRC/weights/heldout.txt")
+fail() { echo "FAIL: $*"; exit 1; }
+V=1024
+run_hs 1 --model "$M" --prompt "$P" -n 12 --quiet --batch 64 --logits-out "$T/base.bin" \
+  --metrics "$T/base.json"
+np=$(( $(jq .n_forward "$T/base.json") - 11 )) # positions of the prompt's passes
+[ "$np" -gt 100 ] || fail "the prompt has $np tokens; the test wants more than 100"
+check() { # TAG NP ARGS...: bit-identical logits to one process; leaves metrics in $T/r.json
+  local tag=$1 n=$2
+  shift 2
+  run_hs "$n" --model "$M" --prompt "$P" -n 12 --quiet --metrics "$T/r.json" \
+    --logits-out "$T/r.bin" --rtt-pings 1 "$@" 2> "$T/err" || { cat "$T/err"; fail "$tag: run failed"; }
+  "$CMP" "$T/r.bin" "$T/base.bin" --cols "$V" --exact >/dev/null || fail "$tag: logits not bit-identical"
+}
+# Layer-wise over 4 workers: a chain of 4 stages, 3 passes ahead.
+for ub in 1 7 16 64; do
+  check "layer ubatch $ub" 5 --partition layer --placement layer --batch 64 --ubatch $ub
+  [ "$(jq .pipeline_depth "$T/r.json")" = 3 ] || fail "layer ubatch $ub: depth $(jq .pipeline_depth "$T/r.json"), expected 3"
+  want=11 # the new tokens: one pass each; the prompt: chunks of 64 in passes of ub
+  for ((left = np; left > 0; left -= 64)); do
+    c=$((left < 64 ? left : 64))
+    want=$((want + (c + ub - 1) / ub))
+  done
+  got=$(jq .wire_passes "$T/r.json")
+  [ "$got" = "$want" ] || fail "layer ubatch $ub: $got passes sent, expected $want"
+done
+echo "ok: layer-wise chain, --ubatch 1 7 16 64"
+# A chain of 2 stages (1 ahead); a head-partitioned plan is not a chain: split, never ahead.
+check "layer 2 workers" 3 --partition layer --placement layer --batch 32 --ubatch 5
+[ "$(jq .pipeline_depth "$T/r.json")" = 1 ] || fail "2 workers: depth $(jq .pipeline_depth "$T/r.json"), expected 1"
+check "head" 4 --partition head --placement greedy --batch 32 --ubatch 8
+[ "$(jq .pipeline_depth "$T/r.json")" = 0 ] || fail "head: depth $(jq .pipeline_depth "$T/r.json"), expected 0"
+echo "ok: 2-stage chain; head partition split without passes ahead"
+# Inter-layer speculation at tolerance 0 is exact; the emulated link delays, never reorders.
+check "speculation" 5 --partition layer --placement layer --batch 64 --ubatch 16 \
+  --speculate all --tolerance 0
+check "wifi" 5 --partition layer --placement layer --batch 64 --ubatch 16 --emulate-link wifi
+echo "ok: speculation at tolerance 0, emulated WiFi"
+# Draft verification passes (K+1 rows) split into passes of 2.
+check "draft" 5 --partition layer --placement layer --batch 64 --ubatch 2 --draft "$D" \
+  --draft-tokens 3
+echo "ok: draft verification"
+# Bad values name the option.
+if run_hs 1 --model "$M" --prompt hi --ubatch -1 2> "$T/err"; then fail "--ubatch -1 accepted"; fi
+grep -q -- "--ubatch" "$T/err" || { cat "$T/err"; fail "--ubatch -1: the message does not name the option"; }
+echo "ok: bad --ubatch refused"
