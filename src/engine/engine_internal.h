@@ -72,6 +72,7 @@ struct DistEngine {
                            * blocks (2: --wire q8); 0: fp32 */
     size_t wire_bytes;    /* [hdr | dim halves]: room for either form */
     unsigned char *wsend, *wrecv; /* the 16-bit forms of xsend and xrecv */
+    unsigned char *wbcast, *wzspec; /* the wire forms of a broadcast and of a speculative Z */
     float *heads;        /* [n_heads*hd] in head order */
     float *acc;          /* [dim] */
     size_t msg_bytes;    /* capacity of xmsg, zmsg, zspec, xsend: [hdr | bmax rows of dim] */
@@ -147,6 +148,9 @@ static inline double attn_stream_bytes(const ModelConfig *c, const AttnPartW *w,
  * message on layer l's input group (root sends; others receive and wait out the link). */
 WireHdr engine_read_hdr(const unsigned char *msg, int layer);
 void engine_bcast_input(DistEngine *e, int l, unsigned char *msg);
+/* The wire form (--wire f16 or q8) of a pipeline message of nb rows into out (room for
+ * e->wire_bytes); returns the bytes of the broadcast. */
+size_t engine_wire_pack(const DistEngine *e, const unsigned char *msg, unsigned char *out, int nb);
 /* loop.c: passes the controller may keep in flight beyond the oldest (0 unless --ubatch is
  * set and the plan is a chain: every layer on one rank, each rank one run of layers). */
 int engine_pipeline_depth(const DistEngine *e);

@@ -5,6 +5,8 @@
  * send time used by link emulation. */
 #include "engine_internal.h"
 
+#include "kernels.h"
+#include "quant.h"
 #include "util.h"
 #include "wire.h"
 
@@ -23,8 +25,51 @@ WireHdr engine_read_hdr(const unsigned char *msg, int layer)
     return h;
 }
 
+/* Bytes of a broadcast of nb rows on the wire: the header and the rows as floats, halves
+ * (--wire f16) or Q8_0 blocks (--wire q8). */
+static size_t wire_bcast_bytes(const DistEngine *e, int nb)
+{
+    const size_t vals = (size_t)nb * (size_t)e->c->dim;
+    const size_t body = e->wire16 == 2 ? quant_row_bytes(QTYPE_Q8_0, (int64_t)vals)
+                        : e->wire16    ? vals * sizeof(uint16_t)
+                                       : vals * sizeof(float);
+    return sizeof(WireHdr) + body;
+}
+
+size_t engine_wire_pack(const DistEngine *e, const unsigned char *msg, unsigned char *out, int nb)
+{
+    WireHdr h;
+    memcpy(&h, msg, sizeof h);
+    memcpy(out, &h, sizeof h);
+    const int rows = (h.cmd & 0xff) == WIRE_STEP ? h.n : 0;
+    const int64_t vals = (int64_t)rows * e->c->dim;
+    const float *x = (const float *)(const void *)(msg + sizeof h);
+    if (e->wire16 == 2)
+        quant_quantize_row(out + sizeof h, x, QTYPE_Q8_0, vals);
+    else
+        kernels_f32_to_f16((uint16_t *)(void *)(out + sizeof h), x, (int)vals);
+    return wire_bcast_bytes(e, nb);
+}
+
+/* The rows of a packed message back to floats in msg's payload (header copied too). */
+static void wire_unpack(const DistEngine *e, const unsigned char *in, unsigned char *msg)
+{
+    WireHdr h;
+    memcpy(&h, in, sizeof h);
+    memcpy(msg, &h, sizeof h);
+    const int rows = (h.cmd & 0xff) == WIRE_STEP && h.n > 0 ? h.n : 0;
+    const int64_t vals = (int64_t)rows * e->c->dim;
+    float *x = (float *)(void *)(msg + sizeof h);
+    if (e->wire16 == 2)
+        quant_dequantize_row(x, in + sizeof h, QTYPE_Q8_0, vals);
+    else
+        kernels_f16_to_f32(x, (const uint16_t *)(const void *)(in + sizeof h), (int)vals);
+}
+
 /* Broadcast of a pipeline message on layer l's input group (root sends, others receive and
- * wait out the emulated link), sized for nb rows. */
+ * wait out the emulated link), sized for nb rows.  With --wire f16 or q8 the rows travel
+ * rounded, and the root rounds its own copy the same way, so every member holds the same
+ * values. */
 static void bcast_input_nb(DistEngine *e, int l, unsigned char *msg, int nb)
 {
     LayerRt *r = &e->lr[l];
@@ -35,18 +80,28 @@ static void bcast_input_nb(DistEngine *e, int l, unsigned char *msg, int nb)
         transport_stamp(e->tp, &h);
         memcpy(msg, &h, sizeof h);
     }
-    const size_t bytes = sizeof(WireHdr) + (size_t)nb * (size_t)e->c->dim * sizeof(float);
-    transport_ibcast(e->tp, r->in_comm, msg, bytes, &req);
+    const size_t bytes = wire_bcast_bytes(e, nb);
+    unsigned char *buf = msg;
+    if (e->wire16) {
+        buf = e->wbcast;
+        if (r->in_root) {
+            engine_wire_pack(e, msg, buf, nb);
+            wire_unpack(e, buf, msg);
+        }
+    }
+    transport_ibcast(e->tp, r->in_comm, buf, bytes, &req);
     if (r->in_root) {
         transport_wait(e->tp, &req);
         return;
     }
     transport_wait_link(e->tp, &req, r->in_peer, "layer input", l, &r->ewma[W_IN]);
-    WireHdr h = engine_read_hdr(msg, l);
+    WireHdr h = engine_read_hdr(buf, l);
     CHECK((h.cmd & 0xff) != WIRE_STEP || (h.n >= 1 && h.n <= nb),
           "layer %d: a pass of %d rows in a broadcast sized for %d (protocol mismatch)", l,
           h.n, nb);
     transport_deliver(e->tp, &h, bytes);
+    if (e->wire16)
+        wire_unpack(e, buf, msg);
 }
 
 void engine_bcast_input(DistEngine *e, int l, unsigned char *msg)
@@ -229,7 +284,9 @@ static void controller_forward_n(void *ctx, float *x, int pos, int n, const int 
             if (m > ub)
                 m = ub;
             const int rest = n - done - m;
-            int nxt = rest > 0 ? (rest < ub ? rest : ub) : next_n > 0 ? next_n : m;
+            int nxt = rest > 0 ? rest : next_n > 0 ? next_n : m;
+            if (nxt > ub && e->ubatch > 0) /* the next call is split the same way */
+                nxt = ub;
             if (nxt > e->bmax)
                 nxt = e->bmax;
             const int slot = (head + count) % (ENGINE_MAX_DEPTH + 1);

@@ -190,7 +190,11 @@ int engine_pipe_layer(DistEngine *e, int l)
                 zh.layer = l;
                 transport_stamp(e->tp, &zh);
                 memcpy(e->zmsg, &zh, sizeof zh);
-                transport_ibcast(e->tp, next->in_comm, e->zmsg, bcast_bytes(e), &zreq);
+                if (e->wire16) /* rounded on the wire only: our FFN takes Z as it is */
+                    transport_ibcast(e->tp, next->in_comm, e->wzspec,
+                                     engine_wire_pack(e, e->zmsg, e->wzspec, e->nb), &zreq);
+                else
+                    transport_ibcast(e->tp, next->in_comm, e->zmsg, bcast_bytes(e), &zreq);
             } else if (!r->is_ffn) {
                 t = time_now();
                 WireHdr zh = h;

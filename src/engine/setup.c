@@ -131,6 +131,8 @@ static void alloc_buffers(DistEngine *e)
     e->xrecv = xcalloc((W + 1) * e->msg_bytes, 1);
     e->wire_bytes = hdr + B * (size_t)c->dim * sizeof(uint16_t);
     e->wsend = xcalloc(e->wire_bytes, 1);
+    e->wbcast = xcalloc(e->wire_bytes, 1);
+    e->wzspec = xcalloc(e->wire_bytes, 1);
     e->wrecv = xcalloc((W + 1) * e->wire_bytes, 1);
     e->heads = xcalloc(B * qd, sizeof(float));
     e->acc = xcalloc(B * (size_t)c->dim, sizeof(float));
@@ -150,6 +152,8 @@ static void free_buffers(DistEngine *e)
     free(e->xsend);
     free(e->xrecv);
     free(e->wsend);
+    free(e->wbcast);
+    free(e->wzspec);
     free(e->wrecv);
     free(e->heads);
     free(e->acc);

@@ -9,6 +9,8 @@ D="$SRC/weights/austen-llama.h5"
 P=$(head -c 400 "$SRC/weights/heldout.txt")
 fail() { echo "FAIL: $*"; exit 1; }
 V=1024
+# Equal speeds pin the layer-wise plan (it otherwise follows the speeds probed at start-up).
+printf '1 speed=1\n2 speed=1\n3 speed=1\n4 speed=1\n' > "$T/dev.txt"
 run_hs 1 --model "$M" --prompt "$P" -n 12 --quiet --batch 64 --logits-out "$T/base.bin" \
   --metrics "$T/base.json"
 np=$(( $(jq .n_forward "$T/base.json") - 11 )) # positions of the prompt's passes
@@ -22,7 +24,8 @@ check() { # TAG NP ARGS...: bit-identical logits to one process; leaves metrics 
 }
 # Layer-wise over 4 workers: a chain of 4 stages, 3 passes ahead.
 for ub in 1 7 16 64; do
-  check "layer ubatch $ub" 5 --partition layer --placement layer --batch 64 --ubatch $ub
+  check "layer ubatch $ub" 5 --partition layer --placement layer --batch 64 --ubatch $ub \
+    --devices "$T/dev.txt"
   [ "$(jq .pipeline_depth "$T/r.json")" = 3 ] || fail "layer ubatch $ub: depth $(jq .pipeline_depth "$T/r.json"), expected 3"
   want=11 # the new tokens: one pass each; the prompt: chunks of 64 in passes of ub
   for ((left = np; left > 0; left -= 64)); do
@@ -34,13 +37,16 @@ for ub in 1 7 16 64; do
 done
 echo "ok: layer-wise chain, --ubatch 1 7 16 64"
 # A chain of 2 stages (1 ahead); a head-partitioned plan is not a chain: split, never ahead.
-check "layer 2 workers" 3 --partition layer --placement layer --batch 32 --ubatch 5
+printf '1 speed=1\n2 speed=1\n' > "$T/dev2.txt"
+check "layer 2 workers" 3 --partition layer --placement layer --batch 32 --ubatch 5 \
+  --devices "$T/dev2.txt"
 [ "$(jq .pipeline_depth "$T/r.json")" = 1 ] || fail "2 workers: depth $(jq .pipeline_depth "$T/r.json"), expected 1"
 check "head" 4 --partition head --placement greedy --batch 32 --ubatch 8
 [ "$(jq .pipeline_depth "$T/r.json")" = 0 ] || fail "head: depth $(jq .pipeline_depth "$T/r.json"), expected 0"
 echo "ok: 2-stage chain; head partition split without passes ahead"
 # Inter-layer speculation at tolerance 0 is exact; the emulated link delays, never reorders.
 check "speculation" 5 --partition layer --placement layer --batch 64 --ubatch 16 \
+  --devices "$T/dev.txt" \
   --speculate all --tolerance 0
 check "wifi" 5 --partition layer --placement layer --batch 64 --ubatch 16 --emulate-link wifi
 echo "ok: speculation at tolerance 0, emulated WiFi"
@@ -48,6 +54,32 @@ echo "ok: speculation at tolerance 0, emulated WiFi"
 check "draft" 5 --partition layer --placement layer --batch 64 --ubatch 2 --draft "$D" \
   --draft-tokens 3
 echo "ok: draft verification"
+# --wire f16 and q8 round the activations between ranks: with the plan pinned (a devices
+# file: the layer cuts otherwise follow the speeds probed at start-up, and the rounding
+# happens at the cuts), split, pipelined and speculating (tolerance 0) runs give the same
+# bits; the bytes on the wire shrink to about a half and a quarter of f32's.
+wire_run() { # OUT ARGS...
+  local out=$1
+  shift
+  run_hs 5 --model "$M" --prompt "$P" -n 12 --quiet --partition layer --placement layer \
+    --devices "$T/dev.txt" --rtt-pings 1 --batch 64 --metrics "$T/$out.json" \
+    --logits-out "$T/$out.bin" "$@" 2> "$T/err" || { cat "$T/err"; fail "wire run $out ($*)"; }
+}
+wire_run f32
+for w in f16 q8; do
+  wire_run $w.0 --wire $w
+  wire_run $w.16 --wire $w --ubatch 16
+  wire_run $w.s --wire $w --ubatch 16 --speculate all --tolerance 0
+  cmp -s "$T/$w.0.bin" "$T/$w.16.bin" || fail "--wire $w: --ubatch 16 changed the logits"
+  cmp -s "$T/$w.0.bin" "$T/$w.s.bin" || fail "--wire $w: speculation at tolerance 0 changed the logits"
+  "$CMP" "$T/$w.0.bin" "$T/f32.bin" --cols "$V" --tol 0.5 >/dev/null || fail "--wire $w: logits far from f32's"
+  cmp -s "$T/$w.0.bin" "$T/f32.bin" && fail "--wire $w: logits bit-identical to f32 (not rounded?)"
+  b32=$(jq .bytes_total "$T/f32.json"); bw=$(jq .bytes_total "$T/$w.0.json")
+  lim=$([ $w = f16 ] && echo 0.56 || echo 0.33)
+  awk -v a="$bw" -v b="$b32" -v l="$lim" 'BEGIN { exit !(a < l * b) }' ||
+    fail "--wire $w: $bw bytes against $b32 for f32 (expected under $lim of it)"
+  echo "ok: --wire $w: $bw bytes against $b32; split, pipelined and speculating runs identical"
+done
 # Bad values name the option.
 if run_hs 1 --model "$M" --prompt hi --ubatch -1 2> "$T/err"; then fail "--ubatch -1 accepted"; fi
 grep -q -- "--ubatch" "$T/err" || { cat "$T/err"; fail "--ubatch -1: the message does not name the option"; }
