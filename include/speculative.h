@@ -37,8 +37,8 @@ int speculative_step(const float *p, const float *q, int vocab, int d, float u_k
 typedef struct {
     double proposed, accepted; /* exponentially weighted counts of drafts verified, kept */
     double t_draft;            /* seconds per draft forward (weighted mean; 0: none yet) */
-    double t_pass;             /* seconds per verifying pass, or per position of it when
-                                * linear (weighted mean; 0: none yet) */
+    double t_rows[SPECULATIVE_K_MAX + 2]; /* [m]: seconds of a verifying pass of m positions
+                                * (weighted mean; 0: never seen) */
     int linear;                /* a pass costs in proportion to its positions (a backend
                                 * without forward_n runs them one at a time) */
     int k;                     /* the draft length chosen for the next round */
@@ -46,14 +46,24 @@ typedef struct {
 
 void speculative_auto_init(SpecAuto *a, int k0, int linear);
 /* Folds in one round: drafts verified and kept, its draft forwards' seconds, its pass's
- * seconds and positions; then chooses a->k (speculative_choose_k). */
+ * seconds and positions; then chooses a->k: speculative_choose_k_costs with the pass costs
+ * of speculative_auto_pass_s. */
 void speculative_auto_update(SpecAuto *a, int proposed, int accepted, double draft_s,
                              int draft_forwards, double pass_s, int pass_positions);
+/* The estimated seconds of a verifying pass of m positions: the mean seen for m; else the
+ * least-squares line through the lengths seen (slope at least 0); else, one length m0 seen,
+ * its time scaled by m/m0 (linear) or grown by SPECULATIVE_ROW_PRIOR of it per extra
+ * position (an optimistic prior, so that a longer draft gets tried and measured); 0 when no
+ * pass has been seen. */
+double speculative_auto_pass_s(const SpecAuto *a, int m);
+#define SPECULATIVE_ROW_PRIOR 0.02
 /* The draft length in 1..k_max that maximises the expected tokens per second of a round:
  * with acceptance alpha per drafted token (independent), a round of K drafts emits
  * 1 + alpha + ... + alpha^K tokens on average and costs K draft forwards (t_draft each)
- * plus its pass: t_pass whatever K (a pass bound by streaming the weights and the hops),
- * or, linear, t_pass per position (K + 1 of them). */
+ * plus its pass of K + 1 positions, pass_s[K + 1] seconds. */
+int speculative_choose_k_costs(double alpha, double t_draft, const double *pass_s, int k_max);
+/* The same with a pass of t_pass whatever K (a pass bound by streaming the weights and the
+ * hops), or, linear, t_pass per position (K + 1 of them). */
 int speculative_choose_k(double alpha, double t_draft, double t_pass, int linear, int k_max);
 
 #endif

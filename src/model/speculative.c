@@ -72,15 +72,20 @@ int speculative_step(const float *p, const float *q, int vocab, int d, float u_k
     return *kept ? d : speculative_residual(p, q, vocab, u_residual);
 }
 
-/* Weight of the newest round in the running estimates: about the last ten rounds count. */
+/* Weight of the old rounds in the running estimates: the costs follow the last ten rounds or
+ * so; the acceptance, a property of the pair of models that a round measures only a few
+ * times, the last thirty. */
 #define SPEC_DECAY 0.9
+#define SPEC_DECAY_ACCEPT 0.97
 
 void speculative_auto_init(SpecAuto *a, int k0, int linear)
 {
     /* a prior of two drafts, one kept, until rounds say otherwise */
     a->proposed = 2;
     a->accepted = 1;
-    a->t_draft = a->t_pass = 0;
+    a->t_draft = 0;
+    for (int m = 0; m < SPECULATIVE_K_MAX + 2; m++)
+        a->t_rows[m] = 0;
     a->linear = linear;
     a->k = k0 < 1 ? 1 : k0 > SPECULATIVE_K_MAX ? SPECULATIVE_K_MAX : k0;
 }
@@ -91,21 +96,53 @@ static double spec_mean(double old, double sample)
     return old > 0 ? SPEC_DECAY * old + (1 - SPEC_DECAY) * sample : sample;
 }
 
+double speculative_auto_pass_s(const SpecAuto *a, int m)
+{
+    if (m >= 1 && m < SPECULATIVE_K_MAX + 2 && a->t_rows[m] > 0)
+        return a->t_rows[m];
+    double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+    int m0 = 0;
+    for (int j = 1; j < SPECULATIVE_K_MAX + 2; j++) {
+        if (a->t_rows[j] <= 0)
+            continue;
+        n++;
+        sx += j;
+        sy += a->t_rows[j];
+        sxx += (double)j * j;
+        sxy += j * a->t_rows[j];
+        m0 = j;
+    }
+    if (n == 0)
+        return 0;
+    if (n == 1)
+        return a->linear ? a->t_rows[m0] * m / m0
+                         : a->t_rows[m0] * (1 + SPECULATIVE_ROW_PRIOR * (m - m0));
+    double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx);
+    if (slope < 0)
+        slope = 0;
+    double t = (sy - slope * sx) / n + slope * m;
+    return t > 0 ? t : sy / n;
+}
+
 void speculative_auto_update(SpecAuto *a, int proposed, int accepted, double draft_s,
                              int draft_forwards, double pass_s, int pass_positions)
 {
-    a->proposed = SPEC_DECAY * a->proposed + proposed;
-    a->accepted = SPEC_DECAY * a->accepted + accepted;
+    a->proposed = SPEC_DECAY_ACCEPT * a->proposed + proposed;
+    a->accepted = SPEC_DECAY_ACCEPT * a->accepted + accepted;
     if (draft_forwards > 0)
         a->t_draft = spec_mean(a->t_draft, draft_s / draft_forwards);
-    if (pass_s > 0 && pass_positions > 0)
-        a->t_pass = spec_mean(a->t_pass, a->linear ? pass_s / pass_positions : pass_s);
-    if (a->t_pass > 0)
-        a->k = speculative_choose_k(a->accepted / a->proposed, a->t_draft, a->t_pass,
-                                    a->linear, SPECULATIVE_K_MAX);
+    if (pass_s > 0 && pass_positions >= 1 && pass_positions < SPECULATIVE_K_MAX + 2)
+        a->t_rows[pass_positions] = spec_mean(a->t_rows[pass_positions], pass_s);
+    if (speculative_auto_pass_s(a, 2) <= 0)
+        return;
+    double cost[SPECULATIVE_K_MAX + 2];
+    for (int m = 1; m < SPECULATIVE_K_MAX + 2; m++)
+        cost[m] = speculative_auto_pass_s(a, m);
+    a->k = speculative_choose_k_costs(a->accepted / a->proposed, a->t_draft, cost,
+                                      SPECULATIVE_K_MAX);
 }
 
-int speculative_choose_k(double alpha, double t_draft, double t_pass, int linear, int k_max)
+int speculative_choose_k_costs(double alpha, double t_draft, const double *pass_s, int k_max)
 {
     if (!(alpha >= 0))
         alpha = 0;
@@ -118,11 +155,21 @@ int speculative_choose_k(double alpha, double t_draft, double t_pass, int linear
     for (int k = 1; k <= k_max; k++) {
         a_pow *= alpha;
         expect += a_pow; /* 1 + alpha + ... + alpha^k */
-        double rate = expect / (k * t_draft + (linear ? (k + 1) * t_pass : t_pass));
+        double rate = expect / (k * t_draft + pass_s[k + 1]);
         if (rate > best_rate * (1 + 1e-9)) { /* ties: the shorter draft */
             best_rate = rate;
             best = k;
         }
     }
     return best;
+}
+
+int speculative_choose_k(double alpha, double t_draft, double t_pass, int linear, int k_max)
+{
+    double cost[SPECULATIVE_K_MAX + 2];
+    if (k_max > SPECULATIVE_K_MAX)
+        k_max = SPECULATIVE_K_MAX;
+    for (int m = 1; m <= k_max + 1; m++)
+        cost[m] = linear ? m * t_pass : t_pass;
+    return speculative_choose_k_costs(alpha, t_draft, cost, k_max);
 }
