@@ -54,9 +54,10 @@ def main():
     meta = json.load(open(os.path.join(out, "meta.json")))
     runs = load_runs(out)
     print("Run %s: target `%s`, draft `%s`, TinyLlama `%s`, device %s, link %s, %d repeats, "
-          "revision %s, %s.\n" % (os.path.basename(out.rstrip("/")), meta["target"],
-                                  meta["draft"], meta["tinyllama"], meta["device"],
-                                  meta["link"], meta["reps"], meta["revision"], meta["host"]))
+          "revision %s, %s; extra flags: `%s`.\n" % (
+              os.path.basename(out.rstrip("/")), meta["target"], meta["draft"],
+              meta["tinyllama"], meta["device"], meta["link"], meta["reps"], meta["revision"],
+              meta["host"], meta.get("args") or "none"))
     # --- prompt
     gen_ref = ok(runs.get(("prompt-gen", "8", str(meta["batch"]), "layer"), []))
     tok_ms = med([gen_ms_per_token(m) for m in gen_ref])
@@ -65,16 +66,20 @@ def main():
         print("### Prompt processing (target, layer-wise)\n")
         print("Generated-token time (median of the decode run's tokens): %s ms.\n" % fmt(tok_ms))
         print("| prompt tokens | --batch | prompt + 1 new token (s) | in generated-token times "
-              "| prompt tokens/s | max load |")
-        print("|---|---|---|---|---|---|")
+              "| whole loop (s) | prompt tokens/s | max load |")
+        print("|---|---|---|---|---|---|---|")
         for k in rows:
             ms = ok(runs[k])
+            # prompt_s: from the first pass to the new token's logits (the loop's generate_s
+            # also counts the stop message's trip through the pipeline)
+            p = med([m.get("prompt_s") for m in ms])
             g = med([m.get("generate_s") for m in ms])
             pt = med([m.get("prompt_tokens_per_s") for m in ms])
             n = med([m.get("n_prompt_tokens") for m in ms])
-            ratio = g * 1e3 / tok_ms if g and tok_ms else None
-            print("| %s | %s | %s | %s | %s | %s |" % (fmt(n, 0), k[2], fmt(g, 3), fmt(ratio, 2),
-                                                 fmt(pt, 0), fmt(max(l for l, _, _ in runs[k]), 1)))
+            ratio = p * 1e3 / tok_ms if p and tok_ms else None
+            print("| %s | %s | %s | %s | %s | %s | %s |" % (
+                fmt(n, 0), k[2], fmt(p, 3), fmt(ratio, 2), fmt(g, 3), fmt(pt, 0),
+                fmt(max(l for l, _, _ in runs[k]), 1)))
         print()
     # --- pi4
     rows = sorted(k for k in runs if k[0] == "pi4")

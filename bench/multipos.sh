@@ -20,11 +20,13 @@
 #
 #   bench/multipos.sh [--parts prompt,pi4,draft] [--reps N] [--out DIR] [--batch B]
 #                     [--target FILE] [--draft FILE] [--tinyllama FILE] [--device P|none]
-#                     [--link SPEC] [--gen N] [--dry-run]
+#                     [--link SPEC] [--gen N] [--args "FLAGS"] [--dry-run]
+#   --args: more headsplit flags for every run (e.g. "--ubatch 32", "--wire q8 --exchange
+#   rsag"), so that prompt and generation are measured with the same ones.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-PARTS=prompt,pi4,draft REPS=3 OUT='' BATCH=64 DEVICE=pi4 LINK=wifi GEN=64 DRY=0
+PARTS=prompt,pi4,draft REPS=3 OUT='' BATCH=64 DEVICE=pi4 LINK=wifi GEN=64 DRY=0 EXTRA=''
 TARGET=${TARGET:-}
 DRAFT=${DRAFT:-weights/austen-llama.h5}
 TINYLLAMA=${TINYLLAMA:-/tmp/parity/tl/tinyllama-q4_0.h5}
@@ -42,8 +44,9 @@ while [ $# -gt 0 ]; do
     --device) DEVICE=$2; shift 2 ;;
     --link) LINK=$2; shift 2 ;;
     --gen) GEN=$2; shift 2 ;;
+    --args) EXTRA=$2; shift 2 ;;
     --dry-run) DRY=1; shift ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
 done
@@ -101,7 +104,7 @@ declare -A PROMPTS
 printf 'part\tconfig\tbatch\tpartition\trep\tload1\tstatus\tmetrics\n' >"$OUT/runs.tsv"
 cat >"$OUT/meta.json" <<EOF
 {"target": "$TARGET", "draft": "$DRAFT", "tinyllama": "$TINYLLAMA", "device": "$DEVICE",
- "link": "$LINK", "batch": $BATCH, "reps": $REPS, "gen": $GEN,
+ "link": "$LINK", "batch": $BATCH, "reps": $REPS, "gen": $GEN, "args": "$EXTRA",
  "host": "$(lscpu | sed -n 's/^Model name: *//p' | head -1), $(getconf _NPROCESSORS_ONLN) cores",
  "revision": "$(git rev-parse --short HEAD)$(git diff --quiet || echo -dirty)",
  "started": "$(date -u +%FT%TZ)"}
@@ -116,6 +119,8 @@ for ((rep = 1; rep <= REPS; rep++)); do
     [ "$part" = pi4 ] && model=$TINYLLAMA
     args=(--model "$model" --partition "$partition" --placement "$([ "$partition" = slice ] && echo greedy || echo layer)"
           --batch "$batch" --temperature 0 --quiet --timeout 300 --emulate-link "$LINK")
+    # shellcheck disable=SC2206
+    [ -n "$EXTRA" ] && args+=($EXTRA)
     case $part in
       prompt) plen=$cfg; args+=(-n 1) ;;
       prompt-gen) plen=$cfg; args+=(-n "$GEN") ;;
