@@ -167,6 +167,12 @@ int transport_agree_errors(Transport *t, const char *local_err);
  * (<= 1: none).  Faults: messages from stall_rank at position stall_pos arrive
  * stall_s late (once); kill_rank kills itself on the first message of kill_pos (-1: none). */
 void transport_push_emulation(Transport *t, const NetLink *links, uint64_t seed);
+/* The shared channel's schedule (layers.c; exposed for its unit test): a zeroed block of
+ * transport_channel_size() bytes is an idle channel; booking `air` seconds for a
+ * transmission sent at `ready` takes the first long enough gap at or after it and returns
+ * the transmission's end. */
+size_t transport_channel_size(void);
+double transport_channel_book(void *channel, double ready, double air);
 void transport_push_dilation(Transport *t, double factor);
 /* The emulated board behind the dilation: `cores` cores computing in parallel and the memory
  * bandwidth bw_Bps they share; `threads` the kernel threads the rank runs.  A stretch of work

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <math.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -23,16 +24,22 @@
  * bandwidth after the send.  On a shared medium every rank's transmissions take one channel
  * in turn: a reservation starts at max(send time, channel free), lasts the airtime (bytes /
  * bandwidth + per-frame overhead, doubled through an access point) and advances the
- * channel's "free at" time with compare-and-swap.  The channel lives in a page of shared
- * memory that rank 0 creates under /dev/shm and every rank maps (ranks share a host, so
- * CLOCK_MONOTONIC send times are comparable); rank 0 unlinks it as soon as every rank has
- * mapped it, so nothing is left behind at exit or abort.  The receiver makes the reservation
- * when it takes delivery, so transmissions are served in that order (on an idle channel the
- * same as send order; under contention a message taken late may queue behind one sent
- * after it).  All shared links of a run share the one channel. */
+ * channel's schedule of transmissions.  The channel lives in a page of shared memory that
+ * rank 0 creates under /dev/shm and every rank maps (ranks share a host, so CLOCK_MONOTONIC
+ * send times are comparable); rank 0 unlinks it as soon as every rank has mapped it, so
+ * nothing is left behind at exit or abort.  A transmission takes the first gap of the
+ * schedule at or after its send time that is long enough (its sender transmits as soon as
+ * the channel is free, whether or not the receiver is listening yet): the receiver books
+ * it when it takes delivery, which may be long after the send when the receiver was busy,
+ * so the schedule keeps the recent transmissions, not just the time the channel is next
+ * free (which would queue a message taken late behind every one sent after it).  All
+ * shared links of a run share the one channel. */
+enum { CH_SLOTS = 512 };
 typedef struct {
-    _Atomic uint64_t free_at; /* bits of a double: CLOCK_MONOTONIC seconds */
+    _Atomic int lock;
+    int n;                 /* transmissions booked, sorted by start, not overlapping */
     uint64_t reservations;
+    double start[CH_SLOTS], end[CH_SLOTS];
 } Channel;
 
 typedef struct {
@@ -41,21 +48,42 @@ typedef struct {
     Channel *ch;    /* the shared channel, NULL when no link is shared */
 } Emulation;
 
-/* Takes the channel for `air` seconds from max(ready, free); returns when it is freed. */
-static double channel_reserve(Channel *ch, double ready, double air)
+/* Books `air` seconds of the channel in the first gap at or after ready; returns the end of
+ * the transmission.  When the schedule is full its oldest transmission is forgotten. */
+double transport_channel_book(void *channel, double ready, double air)
 {
-    uint64_t old = atomic_load(&ch->free_at);
-    for (;;) {
-        double f, end;
-        memcpy(&f, &old, sizeof f);
-        double fa = f;
-        end = net_queue_s(&fa, ready, air);
-        uint64_t nw;
-        memcpy(&nw, &end, sizeof nw);
-        if (atomic_compare_exchange_weak(&ch->free_at, &old, nw))
-            return end;
+    Channel *ch = channel;
+    int expect = 0;
+    while (!atomic_compare_exchange_weak(&ch->lock, &expect, 1)) {
+        expect = 0;
+        sched_yield();
     }
+    double t = ready;
+    int i = 0;
+    for (; i < ch->n; i++) {
+        if (ch->end[i] <= t)
+            continue;
+        if (ch->start[i] >= t + air)
+            break; /* fits before transmission i */
+        t = ch->end[i];
+    }
+    if (ch->n == CH_SLOTS) { /* forget the oldest */
+        memmove(ch->start, ch->start + 1, (CH_SLOTS - 1) * sizeof(double));
+        memmove(ch->end, ch->end + 1, (CH_SLOTS - 1) * sizeof(double));
+        ch->n--;
+        i = i > 0 ? i - 1 : 0;
+    }
+    memmove(ch->start + i + 1, ch->start + i, (size_t)(ch->n - i) * sizeof(double));
+    memmove(ch->end + i + 1, ch->end + i, (size_t)(ch->n - i) * sizeof(double));
+    ch->start[i] = t;
+    ch->end[i] = t + air;
+    ch->n++;
+    ch->reservations++;
+    atomic_store(&ch->lock, 0);
+    return t + air;
 }
+
+size_t transport_channel_size(void) { return sizeof(Channel); }
 
 /* Collective: rank 0 creates the channel's page, every rank maps it, rank 0 unlinks it. */
 static Channel *channel_attach(Transport *t)
@@ -114,7 +142,7 @@ static int emu_deliver(void *self, Transport *t, const WireHdr *h, size_t bytes,
     double d = 0.5 * l->rtt_s + j;
     double air = net_airtime_s(l, (double)bytes);
     if (em->ch && net_is_shared(l))
-        air = channel_reserve(em->ch, h->t_send, air) - h->t_send;
+        air = transport_channel_book(em->ch, h->t_send, air) - h->t_send;
     *target += (d > 0 ? d : 0) + air;
     return 1;
 }

@@ -241,6 +241,30 @@ static double burst_s(const char *spec, int senders)
     return last - first;
 }
 
+/* The channel's schedule: a transmission takes the first gap at or after its send time,
+ * even when its receiver books it after later ones (a receiver busy when it was sent). */
+static void test_channel_schedule(void **state)
+{
+    (void)state;
+    void *ch = xcalloc(1, transport_channel_size());
+    assert_true(transport_channel_book(ch, 0.0, 1.0) == 1.0);  /* [0, 1) */
+    assert_true(transport_channel_book(ch, 1.5, 1.0) == 2.5);  /* [1.5, 2.5) */
+    assert_true(transport_channel_book(ch, 0.2, 0.5) == 1.5);  /* the gap [1, 1.5) */
+    assert_true(transport_channel_book(ch, 0.0, 2.0) == 4.5);  /* after everything */
+    /* sent at 10.5, booked after [12, 13): it went out at 11, when [10, 11) ended */
+    assert_true(transport_channel_book(ch, 10.0, 1.0) == 11.0);
+    assert_true(transport_channel_book(ch, 12.0, 1.0) == 13.0);
+    assert_true(transport_channel_book(ch, 10.5, 1.0) == 12.0);
+    assert_true(transport_channel_book(ch, 10.5, 1.5) == 14.5); /* no gap of 1.5 before 13 */
+    /* a full schedule forgets its oldest transmissions and goes on */
+    double end = 0;
+    for (int i = 0; i < 2000; i++)
+        end = transport_channel_book(ch, 100.0 + i, 0.5);
+    assert_true(end == 100.0 + 1999 + 0.5);
+    assert_true(fabs(transport_channel_book(ch, 1900.6, 0.25) - 1900.85) < 1e-9); /* a gap */
+    free(ch);
+}
+
 static void test_shared_channel(void **state)
 {
     (void)state;
@@ -343,6 +367,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_inproc_collectives),
         cmocka_unit_test(test_emulation_and_stall),
+        cmocka_unit_test(test_channel_schedule),
         cmocka_unit_test(test_shared_channel),
         cmocka_unit_test(test_dilation_factor),
         cmocka_unit_test(test_dilation_board),
