@@ -27,6 +27,10 @@ typedef struct {
      * 0 = unknown; a wrong hint costs time, never correctness).  NULL: one forward per
      * position. */
     void (*forward_n)(void *ctx, float *x, int pos, int n, const int *tokens, int next_n);
+    /* Optional, just before a forward_n: its caller reads only the last `rows` rows of x
+     * afterwards (0: none; the others are left unspecified), so that a distributed backend
+     * need not send the rest back.  Applies to that one call. */
+    void (*want_rows)(void *ctx, int rows);
     /* Optional: like logits, for the n rows of the last forward_n: logits[n][vocab]. */
     int (*logits_n)(void *ctx, float *logits, int n);
     int max_batch; /* positions forward_n takes at most (0 when forward_n is NULL) */

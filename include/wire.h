@@ -4,7 +4,7 @@
 
 #include <stdint.h>
 
-#define WIRE_MAGIC 0x48530003u /* "HS", protocol version 3 */
+#define WIRE_MAGIC 0x48530004u /* "HS", protocol version 4 */
 
 /* STEP carries a token through the layers; STOP and REPLAN pass through the pipeline without
  * computing and are then confirmed to every rank by the controller. */
@@ -37,7 +37,9 @@ typedef struct {
     int32_t pos;    /* position of the first row in the sequence */
     int16_t n;      /* positions (rows) this pass carries */
     int16_t next_n; /* rows the broadcasts of the next pass are sized for */
-    int32_t src;    /* sending world rank */
+    int16_t src;    /* sending world rank */
+    int16_t out;    /* STEP: rows of the result the controller reads, the pass's last ones
+                     * (0..n); the last layer sends only those back */
     int32_t layer;  /* layer the payload belongs to */
     double t_send;  /* sender's CLOCK_MONOTONIC seconds when it posted the message */
 } WireHdr;

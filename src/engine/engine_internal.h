@@ -82,6 +82,7 @@ struct DistEngine {
     int *g_counts_n, *g_displs_n; /* a gather's byte layout for the current pass's rows */
     int last_n;          /* controller: rows of the last forward_n (the logits it holds) */
     int ubatch;          /* controller: rows per pass at most (dist_set_ubatch; 0: no limit) */
+    int want;            /* controller: rows the next forward_n's caller reads (-1: all) */
     int depth;           /* controller: passes sent ahead of the oldest one's result */
     long wire_passes;    /* controller: passes sent (a forward_n call may take several) */
     double *timers;      /* [L][T_COUNT] seconds */
@@ -148,9 +149,10 @@ static inline double attn_stream_bytes(const ModelConfig *c, const AttnPartW *w,
  * message on layer l's input group (root sends; others receive and wait out the link). */
 WireHdr engine_read_hdr(const unsigned char *msg, int layer);
 void engine_bcast_input(DistEngine *e, int l, unsigned char *msg);
-/* The wire form (--wire f16 or q8) of a pipeline message of nb rows into out (room for
- * e->wire_bytes); returns the bytes of the broadcast. */
-size_t engine_wire_pack(const DistEngine *e, const unsigned char *msg, unsigned char *out, int nb);
+/* The wire form (--wire f16 or q8) of a message of layer l's input, sized for nb rows, into
+ * out (room for e->wire_bytes); returns the bytes of the broadcast. */
+size_t engine_wire_pack(const DistEngine *e, int l, const unsigned char *msg,
+                        unsigned char *out, int nb);
 /* loop.c: passes the controller may keep in flight beyond the oldest (0 unless --ubatch is
  * set and the plan is a chain: every layer on one rank, each rank one run of layers). */
 int engine_pipeline_depth(const DistEngine *e);

@@ -36,13 +36,22 @@ static size_t wire_bcast_bytes(const DistEngine *e, int nb)
     return sizeof(WireHdr) + body;
 }
 
-size_t engine_wire_pack(const DistEngine *e, const unsigned char *msg, unsigned char *out, int nb)
+/* Rows a message of layer l's input carries: a pass's n, or, to the controller (l == L),
+ * the `out` rows it reads; none for a command. */
+static int msg_rows(const DistEngine *e, int l, const WireHdr *h)
+{
+    if ((h->cmd & 0xff) != WIRE_STEP || h->n < 1)
+        return 0;
+    return l == e->L && h->out >= 0 && h->out < h->n ? h->out : h->n;
+}
+
+size_t engine_wire_pack(const DistEngine *e, int l, const unsigned char *msg,
+                        unsigned char *out, int nb)
 {
     WireHdr h;
     memcpy(&h, msg, sizeof h);
     memcpy(out, &h, sizeof h);
-    const int rows = (h.cmd & 0xff) == WIRE_STEP ? h.n : 0;
-    const int64_t vals = (int64_t)rows * e->c->dim;
+    const int64_t vals = (int64_t)msg_rows(e, l, &h) * e->c->dim;
     const float *x = (const float *)(const void *)(msg + sizeof h);
     if (e->wire16 == 2)
         quant_quantize_row(out + sizeof h, x, QTYPE_Q8_0, vals);
@@ -51,14 +60,13 @@ size_t engine_wire_pack(const DistEngine *e, const unsigned char *msg, unsigned 
     return wire_bcast_bytes(e, nb);
 }
 
-/* The rows of a packed message back to floats in msg's payload (header copied too). */
-static void wire_unpack(const DistEngine *e, const unsigned char *in, unsigned char *msg)
+/* The rows of a packed message of layer l back to floats in msg's payload (header too). */
+static void wire_unpack(const DistEngine *e, int l, const unsigned char *in, unsigned char *msg)
 {
     WireHdr h;
     memcpy(&h, in, sizeof h);
     memcpy(msg, &h, sizeof h);
-    const int rows = (h.cmd & 0xff) == WIRE_STEP && h.n > 0 ? h.n : 0;
-    const int64_t vals = (int64_t)rows * e->c->dim;
+    const int64_t vals = (int64_t)msg_rows(e, l, &h) * e->c->dim;
     float *x = (float *)(void *)(msg + sizeof h);
     if (e->wire16 == 2)
         quant_dequantize_row(x, in + sizeof h, QTYPE_Q8_0, vals);
@@ -80,13 +88,23 @@ static void bcast_input_nb(DistEngine *e, int l, unsigned char *msg, int nb)
         transport_stamp(e->tp, &h);
         memcpy(msg, &h, sizeof h);
     }
+    if (r->in_root && l == e->L) { /* to the controller: only the rows it reads */
+        WireHdr h;
+        memcpy(&h, msg, sizeof h);
+        if ((h.cmd & 0xff) == WIRE_STEP && h.out >= 0 && h.out < h.n) {
+            const size_t row = (size_t)e->c->dim * sizeof(float);
+            memmove(payload(msg), (unsigned char *)payload(msg) + (size_t)(h.n - h.out) * row,
+                    (size_t)h.out * row);
+            nb = h.out;
+        }
+    }
     const size_t bytes = wire_bcast_bytes(e, nb);
     unsigned char *buf = msg;
     if (e->wire16) {
         buf = e->wbcast;
         if (r->in_root) {
-            engine_wire_pack(e, msg, buf, nb);
-            wire_unpack(e, buf, msg);
+            engine_wire_pack(e, l, msg, buf, nb);
+            wire_unpack(e, l, buf, msg);
         }
     }
     transport_ibcast(e->tp, r->in_comm, buf, bytes, &req);
@@ -96,12 +114,13 @@ static void bcast_input_nb(DistEngine *e, int l, unsigned char *msg, int nb)
     }
     transport_wait_link(e->tp, &req, r->in_peer, "layer input", l, &r->ewma[W_IN]);
     WireHdr h = engine_read_hdr(buf, l);
-    CHECK((h.cmd & 0xff) != WIRE_STEP || (h.n >= 1 && h.n <= nb),
+    const int rows = msg_rows(e, l, &h);
+    CHECK((h.cmd & 0xff) != WIRE_STEP || (h.n >= 1 && rows <= nb),
           "layer %d: a pass of %d rows in a broadcast sized for %d (protocol mismatch)", l,
-          h.n, nb);
+          rows, nb);
     transport_deliver(e->tp, &h, bytes);
     if (e->wire16)
-        wire_unpack(e, buf, msg);
+        wire_unpack(e, l, buf, msg);
 }
 
 void engine_bcast_input(DistEngine *e, int l, unsigned char *msg)
@@ -160,7 +179,7 @@ void dist_worker_loop(DistEngine *e)
 
 void engine_controller_control(DistEngine *e, int cmd, int pos)
 {
-    WireHdr h = {WIRE_MAGIC, cmd, pos, 0, (int16_t)e->nb, 0, 0, 0};
+    WireHdr h = {.magic = WIRE_MAGIC, .cmd = cmd, .pos = pos, .next_n = (int16_t)e->nb};
     engine_service_go(e, cmd);
     memcpy(e->xmsg, &h, sizeof h);
     engine_bcast_input(e, 0, e->xmsg);
@@ -190,10 +209,12 @@ static int worker_token(DistEngine *e)
     return stop;
 }
 
-/* Sends one pass of n rows (n <= e->nb) into layer 0; next_n sizes the pass after it. */
-static void controller_post(DistEngine *e, const float *x, int pos, int n, int next_n)
+/* Sends one pass of n rows (n <= e->nb) into layer 0; next_n sizes the pass after it; out
+ * of its result rows (the last ones) come back. */
+static void controller_post(DistEngine *e, const float *x, int pos, int n, int next_n, int out)
 {
-    WireHdr h = {WIRE_MAGIC, WIRE_STEP, pos, (int16_t)n, (int16_t)next_n, 0, 0, 0};
+    WireHdr h = {.magic = WIRE_MAGIC, .cmd = WIRE_STEP, .pos = pos, .n = (int16_t)n,
+                 .next_n = (int16_t)next_n, .out = (int16_t)out};
     engine_service_go(e, WIRE_STEP);
     memcpy(e->xmsg, &h, sizeof h);
     memcpy(payload(e->xmsg), x, (size_t)n * (size_t)e->c->dim * sizeof(float));
@@ -202,20 +223,21 @@ static void controller_post(DistEngine *e, const float *x, int pos, int n, int n
 }
 
 /* Receives the result of the pass of n rows at pos whose broadcasts were sized for nb: the
- * split head's logits into rows row0.. of e->logits, or the last layer's output rows into
- * out. */
-static void controller_take(DistEngine *e, int pos, int n, int nb, int row0, float *out)
+ * split head's logits into rows row0.. of e->logits, or the last `out` rows of the last
+ * layer's output into y (rows n-out .. n-1 of the pass). */
+static void controller_take(DistEngine *e, int pos, int n, int nb, int out, int row0, float *y)
 {
     if (e->head_comm) {
         engine_head_recv(e, n, row0); /* the members send logits, not X' */
         return;
     }
-    bcast_input_nb(e, e->L, e->xout, nb);
+    bcast_input_nb(e, e->L, e->xout, out < n ? out : nb);
     WireHdr h = engine_read_hdr(e->xout, e->L);
-    CHECK((h.cmd & 0xff) == WIRE_STEP && h.n == n && h.pos == pos,
+    CHECK((h.cmd & 0xff) == WIRE_STEP && h.n == n && h.pos == pos && h.out == out,
           "the pass of %d rows at position %d came back as %d rows at %d (protocol mismatch)",
           n, pos, h.n, h.pos);
-    memcpy(out, payload(e->xout), (size_t)n * (size_t)e->c->dim * sizeof(float));
+    memcpy(y + (size_t)(n - out) * (size_t)e->c->dim, payload(e->xout),
+           (size_t)out * (size_t)e->c->dim * sizeof(float));
 }
 
 int engine_pipeline_depth(const DistEngine *e)
@@ -251,6 +273,8 @@ void dist_set_ubatch(DistEngine *e, int rows)
     CHECK(rows >= 0 && rows <= WIRE_MAX_ROWS, "--ubatch %d: must be 0..%d", rows,
           WIRE_MAX_ROWS);
     e->ubatch = rows;
+    if (rows > 0 && e->nb > rows)
+        e->nb = rows; /* the first pass's broadcasts, as every rank sizes them */
 }
 
 void dist_set_wire(DistEngine *e, int mode)
@@ -276,7 +300,10 @@ static void controller_forward_n(void *ctx, float *x, int pos, int n, const int 
     const size_t dim = (size_t)e->c->dim;
     const int ub = e->ubatch > 0 ? e->ubatch : n;
     e->depth = engine_pipeline_depth(e);
-    struct { int row0, m, nb; } fl[ENGINE_MAX_DEPTH + 1];
+    /* the caller reads rows n-want .. n-1 only (dist_backend's want_rows) */
+    const int want = e->want >= 0 && e->want < n ? e->want : n;
+    e->want = -1;
+    struct { int row0, m, nb, out; } fl[ENGINE_MAX_DEPTH + 1];
     int done = 0, head = 0, count = 0, passes = 0;
     while (done < n || count > 0) {
         if (done < n && count <= e->depth) {
@@ -293,14 +320,16 @@ static void controller_forward_n(void *ctx, float *x, int pos, int n, const int 
             fl[slot].row0 = done;
             fl[slot].m = m;
             fl[slot].nb = e->nb;
-            controller_post(e, x + (size_t)done * dim, pos + done, m, nxt);
+            int out = done + m - (n - want); /* rows of this pass in the wanted tail */
+            fl[slot].out = out < 0 ? 0 : out > m ? m : out;
+            controller_post(e, x + (size_t)done * dim, pos + done, m, nxt, fl[slot].out);
             count++;
             passes++;
             done += m;
             continue;
         }
-        controller_take(e, pos + fl[head].row0, fl[head].m, fl[head].nb, fl[head].row0,
-                        x + (size_t)fl[head].row0 * dim);
+        controller_take(e, pos + fl[head].row0, fl[head].m, fl[head].nb, fl[head].out,
+                        fl[head].row0, x + (size_t)fl[head].row0 * dim);
         head = (head + 1) % (ENGINE_MAX_DEPTH + 1);
         count--;
     }
@@ -333,9 +362,16 @@ static int controller_logits_n(void *ctx, float *logits, int n)
     return 1;
 }
 
+static void controller_want_rows(void *ctx, int rows)
+{
+    DistEngine *e = ctx;
+    e->want = rows;
+}
+
 LayerBackend dist_backend(DistEngine *e)
 {
-    return (LayerBackend){.ctx = e, .forward = controller_forward,
+    e->want = -1;
+    return (LayerBackend){.ctx = e, .forward = controller_forward, .want_rows = controller_want_rows,
                           .prepare = dist_controller_prepare, .logits = controller_logits,
                           .forward_n = controller_forward_n, .logits_n = controller_logits_n,
                           .max_batch = e->bmax};

@@ -166,7 +166,7 @@ int engine_pipe_layer(DistEngine *e, int l)
     LayerRt *r = &e->lr[l];
     const ModelConfig *c = e->c;
     double *tm = e->timers + (size_t)l * T_COUNT, t;
-    WireHdr h = {0, WIRE_STEP, 0, 0, 0, 0, 0, 0};
+    WireHdr h = {.cmd = WIRE_STEP};
     const int s_out = e->spec[l];
     TransportReq zreq = {0};
     if (r->consumer) {
@@ -192,7 +192,7 @@ int engine_pipe_layer(DistEngine *e, int l)
                 memcpy(e->zmsg, &zh, sizeof zh);
                 if (e->wire16) /* rounded on the wire only: our FFN takes Z as it is */
                     transport_ibcast(e->tp, next->in_comm, e->wzspec,
-                                     engine_wire_pack(e, e->zmsg, e->wzspec, e->nb), &zreq);
+                                     engine_wire_pack(e, l + 1, e->zmsg, e->wzspec, e->nb), &zreq);
                 else
                     transport_ibcast(e->tp, next->in_comm, e->zmsg, bcast_bytes(e), &zreq);
             } else if (!r->is_ffn) {

@@ -31,7 +31,7 @@ void dist_set_service(DistEngine *e, int rank, DistServiceFn fn, void *ctx, size
 static void send_msg(DistEngine *e, unsigned char *buf, int cmd, int pos, size_t bytes, int dst,
                      int tag)
 {
-    WireHdr h = {WIRE_MAGIC, cmd, pos, 0, 0, 0, (int32_t)bytes, 0};
+    WireHdr h = {.magic = WIRE_MAGIC, .cmd = cmd, .pos = pos, .layer = (int32_t)bytes};
     transport_stamp(e->tp, &h);
     memcpy(buf, &h, sizeof h);
     TransportReq rq;

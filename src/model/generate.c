@@ -266,6 +266,8 @@ static int gen_pass(GenModel *m, int pos, int n, const int *toks, int next_n, in
     for (int j = 0; j < n; j++)
         if (be->prepare && be->prepare(be->ctx, pos + j, err, errlen) < 0)
             return -1;
+    if (be->want_rows && need != NEED_ALL)
+        be->want_rows(be->ctx, need == NEED_LAST ? 1 : 0);
     be->forward_n(be->ctx, m->x, pos, n, toks, next_n);
     if (need == NEED_ALL) {
         if (!be->logits_n || !be->logits_n(be->ctx, logits, n))

@@ -230,7 +230,7 @@ void transport_stamp(Transport *t, WireHdr *h)
 {
     HOOKS(t, on_send, t);
     h->magic = WIRE_MAGIC;
-    h->src = t->rank;
+    h->src = (int16_t)t->rank;
     h->t_send = time_now();
 }
 

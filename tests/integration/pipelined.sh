@@ -54,6 +54,29 @@ echo "ok: speculation at tolerance 0, emulated WiFi"
 check "draft" 5 --partition layer --placement layer --batch 64 --ubatch 2 --draft "$D" \
   --draft-tokens 3
 echo "ok: draft verification"
+# Without --logits-out the controller reads one row of the prompt's result: the last layer
+# sends only that row back (the others stay on the worker).  Same tokens; the bytes on the
+# wire fall by exactly the rows not sent; a pass split in ubatches adds only headers.
+bytes_of() { # UBATCH [ARGS...]: bytes_total of a pinned layer-wise run (tokens checked)
+  local ub=$1
+  shift
+  run_hs 5 --model "$M" --prompt "$P" -n 12 --quiet --partition layer --placement layer \
+    --devices "$T/dev.txt" --rtt-pings 1 --batch 64 --ubatch "$ub" --metrics "$T/b.json" "$@" \
+    2> "$T/err" || { cat "$T/err"; fail "bytes run (--ubatch $ub $*)"; }
+  jq -c .tokens "$T/b.json" | cmp -s - <(jq -c .tokens "$T/base.json") || fail "tokens differ (--ubatch $ub $*)"
+  jq .bytes_total "$T/b.json"
+}
+b_all=$(bytes_of 0 --logits-out "$T/x.bin")
+b_last=$(bytes_of 0)
+b_last16=$(bytes_of 16)
+row=$((320 * 4))
+[ $((b_all - b_last)) = $(((np - 1) * row)) ] ||
+  fail "the result rows not read: $((b_all - b_last)) bytes saved, expected $(((np - 1) * row))"
+passes16=0
+for ((left = np; left > 0; left -= 64)); do c=$((left < 64 ? left : 64)); passes16=$((passes16 + (c + 15) / 16)); done
+extra=$(( (passes16 - (np + 63) / 64) * 5 * 32 )) # 5 hops, a 32-byte header each
+[ $((b_last16 - b_last)) = $extra ] || fail "--ubatch 16 moved $((b_last16 - b_last)) more bytes, expected $extra (headers only)"
+echo "ok: only the rows read come back ($b_last bytes against $b_all); --ubatch 16 adds $extra bytes of headers"
 # --wire f16 and q8 round the activations between ranks: with the plan pinned (a devices
 # file: the layer cuts otherwise follow the speeds probed at start-up, and the rounding
 # happens at the cuts), split, pipelined and speculating (tolerance 0) runs give the same
