@@ -466,10 +466,11 @@ static int gen_prompt(Gen *g, const int *prompt, int n_prompt, char *err, size_t
         const int rows = g->prompt_rows;
         int n = n_run - i < rows ? n_run - i : rows;
         const int samples = i + n == n_prompt; /* the prompt's last row chooses a token */
-        /* the hint: the next chunk, else the first generation pass (drafts + 1, or 1) */
+        /* the hint: the next chunk, else the first generation pass (drafts + 1, or 1); 1 when
+         * nothing follows (the stop, or a later turn's prompt, as after a decoded token) */
         int left = n_run - i - n, k = gen_draft_k(g, pos + n);
         int next_n = left > 0 ? (left < rows ? left : rows)
-                     : n_run < steps ? (k > 0 ? k + 1 : 1) : 0;
+                     : n_run < steps && k > 0 ? k + 1 : 1;
         double t0 = time_now();
         int need = opt->logits_out ? NEED_ALL : samples ? NEED_LAST : NEED_NONE;
         int calls = gen_pass(&g->tm, pos, n, prompt + i, next_n, need, g->logits, err, errlen);
