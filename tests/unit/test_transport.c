@@ -284,11 +284,11 @@ static void test_shared_channel(void **state)
     assert_true(one >= air && one_sh >= air && one_ap >= 2 * air);
     /* Switched: four paths in parallel, about one send (a loaded host may add a little). */
     assert_true(four_sw < 1.5 * one + 0.02);
-    /* Shared: the four transmissions queue on one channel. */
-    assert_true(four_sh >= 3.5 * air && four_sh >= 3.5 * one_sh - 0.05);
-    /* Through an access point every transmission takes the air twice. */
-    assert_true(one_ap >= 1.9 * one_sh - 0.02);
-    assert_true(four_ap >= 4 * 2 * air && four_ap >= 1.9 * four_sh - 0.05);
+    /* Shared: the four transmissions queue on one channel.  Through an access point every
+     * transmission takes the air twice.  (Lower bounds only: a loaded host delays a
+     * receiver, never a delivery's earliest time.) */
+    assert_true(four_sh >= 4 * air - 1e-3);
+    assert_true(four_ap >= 4 * 2 * air - 1e-3);
     /* The model the planner and the simulator charge is the same. */
     NetLink l;
     char err[256];
