@@ -3,6 +3,7 @@
  * balancing memory and compute per device). */
 #include "plan.h"
 #include "plan_internal.h"
+#include "quant.h"
 #include "util.h"
 
 #include <stdlib.h>
@@ -400,13 +401,13 @@ static void build_slice(Plan *p, const ModelConfig *c, const PlanRequest *req)
 
 const char *plan_exchange_name(SliceExchange x)
 {
-    static const char *names[] = {"auto", "all", "reduce", "rsag"};
-    return (unsigned)x < 4 ? names[x] : "?";
+    static const char *names[] = {"auto", "all", "reduce", "rsag", "exact"};
+    return (unsigned)x < 5 ? names[x] : "?";
 }
 
 int plan_parse_exchange(const char *s, SliceExchange *out)
 {
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < 5; k++)
         if (strcmp(s, plan_exchange_name((SliceExchange)k)) == 0) {
             *out = (SliceExchange)k;
             return 0;
@@ -415,7 +416,8 @@ int plan_parse_exchange(const char *s, SliceExchange *out)
 }
 
 /* A SLICE plan's exchange pattern: the request's, else the one the cost model predicts
- * fastest (all-to-all unless another is at least 1% faster, then reduce before rsag). */
+ * fastest (all-to-all unless another is at least 1% faster, then reduce before rsag; exact
+ * only when asked, so that runs that did not ask keep their bits). */
 static void choose_exchange(Plan *plan, const ModelConfig *c, const PlanRequest *req)
 {
     plan->exchange = EXCHANGE_ALL;
@@ -577,6 +579,30 @@ int plan_head_rows(const Plan *plan, const ModelConfig *c, int rank, int *v0, in
     return 0;
 }
 
+int plan_exact_rows(const Plan *plan, const ModelConfig *c, int layer, int rank, int *d0,
+                    int *d1)
+{
+    if (plan->exchange != EXCHANGE_EXACT || layer < 0 || layer >= plan->n_layers)
+        return 0;
+    const LayerPlan *lp = &plan->layers[layer];
+    if (lp->mode != LAYER_SLICE)
+        return 0;
+    for (int i = 0; i < lp->n_slices; i++)
+        if (lp->slices[i].rank == rank) {
+            const int64_t D = c->dim, F = c->ffn_dim;
+            *d0 = (int)(lp->slices[i].f0 * D / F);
+            *d1 = (int)(lp->slices[i].f1 * D / F);
+            return 1;
+        }
+    return 0;
+}
+
+/* Bytes of `rows` whole rows of a [..][cols] matrix of weight kind k. */
+static size_t rows_bytes(const ModelConfig *c, WeightKind k, int rows, int cols)
+{
+    return (size_t)rows * quant_row_bytes((QType)c->wtype[k], cols);
+}
+
 size_t plan_rank_weight_bytes(const Plan *plan, const ModelConfig *c, int rank)
 {
     size_t b = 0;
@@ -590,9 +616,23 @@ size_t plan_rank_weight_bytes(const Plan *plan, const ModelConfig *c, int rank)
             if (lp->parts[k].rank == rank) {
                 int nq = lp->parts[k].q1 - lp->parts[k].q0;
                 b += config_attn_unit_bytes(c, nq);
-                if (lp->mode == LAYER_SLICE) /* its columns of the output projection */
-                    b += config_proj_cols_bytes(c, nq * c->head_dim);
+                if (lp->mode == LAYER_SLICE && plan->exchange != EXCHANGE_EXACT)
+                    b += config_proj_cols_bytes(c, nq * c->head_dim); /* its wo columns */
             }
+        int d0, d1;
+        if (plan_exact_rows(plan, c, l, rank, &d0, &d1)) {
+            /* rows [d0, d1) of wo and w_down, whole; gate/up rows of its FFN slice */
+            const int qd = c->n_heads * c->head_dim;
+            for (int k = 0; k < lp->n_slices; k++)
+                if (lp->slices[k].rank == rank) {
+                    const int f = lp->slices[k].f1 - lp->slices[k].f0;
+                    b += config_ffn_bytes(c, f) - rows_bytes(c, WKIND_W_DOWN, c->dim, f) +
+                         rows_bytes(c, WKIND_W_DOWN, d1 - d0, c->ffn_dim);
+                }
+            b += rows_bytes(c, WKIND_WO, d1 - d0, qd) +
+                 (c->arch == ARCH_GPT2 ? (size_t)c->dim * sizeof(float) : 0); /* bo */
+            continue;
+        }
         if (lp->mode == LAYER_SLICE) {
             for (int k = 0; k < lp->n_slices; k++)
                 if (lp->slices[k].rank == rank)
