@@ -597,8 +597,7 @@ int plan_exact_rows(const Plan *plan, const ModelConfig *c, int layer, int rank,
     return 0;
 }
 
-/* Bytes of `rows` whole rows of a [..][cols] matrix of weight kind k. */
-static size_t rows_bytes(const ModelConfig *c, WeightKind k, int rows, int cols)
+size_t plan_rows_bytes(const ModelConfig *c, WeightKind k, int rows, int cols)
 {
     return (size_t)rows * quant_row_bytes((QType)c->wtype[k], cols);
 }
@@ -626,10 +625,10 @@ size_t plan_rank_weight_bytes(const Plan *plan, const ModelConfig *c, int rank)
             for (int k = 0; k < lp->n_slices; k++)
                 if (lp->slices[k].rank == rank) {
                     const int f = lp->slices[k].f1 - lp->slices[k].f0;
-                    b += config_ffn_bytes(c, f) - rows_bytes(c, WKIND_W_DOWN, c->dim, f) +
-                         rows_bytes(c, WKIND_W_DOWN, d1 - d0, c->ffn_dim);
+                    b += config_ffn_bytes(c, f) - plan_rows_bytes(c, WKIND_W_DOWN, c->dim, f) +
+                         plan_rows_bytes(c, WKIND_W_DOWN, d1 - d0, c->ffn_dim);
                 }
-            b += rows_bytes(c, WKIND_WO, d1 - d0, qd) +
+            b += plan_rows_bytes(c, WKIND_WO, d1 - d0, qd) +
                  (c->arch == ARCH_GPT2 ? (size_t)c->dim * sizeof(float) : 0); /* bo */
             continue;
         }
