@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "config_io.h"
 #include "convert.h"
 #include "dist.h"
 #include "generate.h"
@@ -71,6 +72,14 @@ static int setup_model(const char *spec)
     if (convert_make_synthetic(spec, 11, 0, NULL, model_path, g_quant[0] ? g_quant : NULL, NULL,
                                err, sizeof err) != 0 ||
         convert_synthetic_config(spec, 0, &cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "synthetic model: %s\n", err);
+        return -1;
+    }
+    hid_t f = h5io_open_read(model_path, err, sizeof err); /* the stored types (budgets) */
+    int rc = f >= 0 ? config_read_wtypes(&cfg, f, model_path, err, sizeof err) : -1;
+    if (f >= 0)
+        H5Fclose(f);
+    if (rc < 0) {
         fprintf(stderr, "synthetic model: %s\n", err);
         return -1;
     }
@@ -441,6 +450,16 @@ static void test_slice_exact(void **state)
         assert_int_equal(d, cfg.dim);
         assert_false(plan_exact_rows(&p, &cfg, 0, 0, &d0, &d1));
         expect_identical(&p, NULL);
+        /* the plan's accounting is what the members loaded: rows of wo and w_down */
+        Outputs got;
+        Run run;
+        run_plan(&p, NULL, &got, &run);
+        for (int r = 1; r < RANKS; r++)
+            if ((size_t)run.metrics.rank[r].weight_bytes != plan_rank_weight_bytes(&p, &cfg, r))
+                fail_msg("rank %d loaded %.0f bytes, the plan accounts %zu", r,
+                         run.metrics.rank[r].weight_bytes, plan_rank_weight_bytes(&p, &cfg, r));
+        dist_metrics_free(&run.metrics);
+        free(got.logits);
         plan_free(&p);
     }
     g_exchange = EXCHANGE_AUTO;
