@@ -692,10 +692,15 @@ void plan_print(const Plan *plan, const ModelConfig *c, FILE *out)
     for (int l = 0; l < plan->n_layers; l++) {
         const LayerPlan *lp = &plan->layers[l];
         if (lp->mode == LAYER_SLICE) {
-            fprintf(out, "%-6d %-13s", l, "row-par");
-            for (int k = 0; k < lp->n_slices; k++)
-                fprintf(out, " ffn[%d:%d]@%d", lp->slices[k].f0, lp->slices[k].f1,
-                        lp->slices[k].rank);
+            const int exact = plan->exchange == EXCHANGE_EXACT;
+            fprintf(out, "%-6d %-13s", l, exact ? "rows" : "row-par");
+            for (int k = 0; k < lp->n_slices; k++) {
+                int d0, d1;
+                fprintf(out, " ffn[%d:%d]", lp->slices[k].f0, lp->slices[k].f1);
+                if (plan_exact_rows(plan, c, l, lp->slices[k].rank, &d0, &d1))
+                    fprintf(out, "/rows[%d:%d]", d0, d1); /* of wo and w_down */
+                fprintf(out, "@%d", lp->slices[k].rank);
+            }
             fprintf(out, " |");
         } else {
             fprintf(out, "%-6d %-6d %-6d ", l, lp->proj_rank, lp->ffn_rank);
@@ -735,10 +740,16 @@ json_t *plan_to_json(const Plan *plan, const ModelConfig *c)
         json_object_set_new(lo, "mode", json_string(lp->mode == LAYER_SLICE ? "slice" : "pipe"));
         if (lp->mode == LAYER_SLICE) {
             json_t *sl = json_array();
-            for (int k = 0; k < lp->n_slices; k++)
-                json_array_append_new(sl, json_pack("{s:i,s:i,s:i}", "rank", lp->slices[k].rank,
-                                                    "f0", lp->slices[k].f0, "f1",
-                                                    lp->slices[k].f1));
+            for (int k = 0; k < lp->n_slices; k++) {
+                json_t *so = json_pack("{s:i,s:i,s:i}", "rank", lp->slices[k].rank, "f0",
+                                       lp->slices[k].f0, "f1", lp->slices[k].f1);
+                int d0, d1; /* exact: the rows of wo and w_down */
+                if (plan_exact_rows(plan, c, l, lp->slices[k].rank, &d0, &d1)) {
+                    json_object_set_new(so, "d0", json_integer(d0));
+                    json_object_set_new(so, "d1", json_integer(d1));
+                }
+                json_array_append_new(sl, so);
+            }
             json_object_set_new(lo, "ffn_slices", sl);
         }
         json_object_set_new(lo, "proj_rank", json_integer(lp->proj_rank));
