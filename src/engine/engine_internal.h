@@ -1,6 +1,6 @@
 /* engine_internal.h: the distributed engine's state and the functions its files share
- * (setup.c, loop.c, pipe.c, slice.c, speculation.c, head.c, metrics.c, replan.c).  Not a
- * public interface. */
+ * (setup.c, loop.c, pipe.c, slice.c, slice_exact.c, speculation.c, head.c, metrics.c,
+ * replan.c).  Not a public interface. */
 #ifndef HEADSPLIT_ENGINE_INTERNAL_H
 #define HEADSPLIT_ENGINE_INTERNAL_H
 
