@@ -16,7 +16,7 @@ same() {
   local name=$1 m=$2 np=$3 vocab
   shift 3
   vocab=$(jq .model.vocab_size "$T/$name.base.json")
-  run_hs "$np" --model "$m" --prompt "$P" --steps 20 --quiet --rtt-pings 1 \
+  run_hs "$np" --model "$m" --prompt "$P" --steps 12 --quiet --rtt-pings 1 \
     --metrics "$T/r.json" --logits-out "$T/r.bin" "$@" > "$T/run.log" 2>&1 ||
     { cat "$T/run.log"; fail "$name np=$np $*: run failed"; }
   [ "$(jq -r .plan.exchange "$T/r.json")" = exact ] || fail "$name np=$np: plan not exact"
@@ -27,7 +27,7 @@ same() {
 
 for m in "$W/austen-llama.h5" "$W/austen-gpt2.h5" "$T/synth.h5"; do
   name=$(basename "$m" .h5)
-  run_hs 1 --model "$m" --prompt "$P" --steps 20 --quiet --metrics "$T/$name.base.json" \
+  run_hs 1 --model "$m" --prompt "$P" --steps 12 --quiet --metrics "$T/$name.base.json" \
     --logits-out "$T/$name.base.bin" || fail "$name: single process failed"
   same "$name" "$m" 5 --partition slice --exchange exact
 done
