@@ -43,9 +43,12 @@ typedef struct {
     float *bo; /* [dim] gpt2 */
 } ProjW;
 
-/* FFN of one layer (columns [f0, f1) of the inner width). */
+/* FFN of one layer (columns [f0, f1) of the inner width).  Row-sliced (model_load_ffn_rows,
+ * --exchange exact): w_gate/w_up rows [f0, f1) as ever, but w_down holds rows [d0, d1) of
+ * the model width whole ([d1-d0][ffn]); d0 = d1 = 0 otherwise. */
 typedef struct {
     int layer, f0, f1;
+    int d0, d1, down_rows; /* down_rows: w_down is row-sliced */
     float *norm_w, *norm_b; /* [dim] */
     QMat w_gate;            /* [f][dim] llama (data NULL for gpt2) */
     QMat w_up;              /* [f][dim] */
@@ -92,11 +95,19 @@ int model_load_proj(ProjW *w, const ModelConfig *c, hid_t file, const char *fnam
  * wo the range must start and end on block boundaries (else -1 naming the layer). */
 int model_load_proj_cols(QMat *wo, const ModelConfig *c, hid_t file, const char *fname,
                          int layer, int col0, int ncols, char *err, size_t errlen);
+/* Rows [d0, d1) of layer's output projection wo [dim][n_heads*hd], whole (any row
+ * boundary): *wo becomes [d1-d0][n_heads*hd] (--exchange exact). */
+int model_load_proj_rows(QMat *wo, const ModelConfig *c, hid_t file, const char *fname,
+                         int layer, int d0, int d1, char *err, size_t errlen);
 /* The output projection's bias bo [dim] alone (gpt2). */
 int model_load_proj_bias(float **bo, const ModelConfig *c, hid_t file, const char *fname,
                          int layer, char *err, size_t errlen);
 int model_load_ffn(FfnW *w, const ModelConfig *c, hid_t file, const char *fname, int layer,
                    int f0, int f1, char *err, size_t errlen);
+/* The FFN by rows: w_gate/w_up rows [f0, f1) (with their biases), and w_down rows [d0, d1)
+ * whole, the norm and b_down whole (--exchange exact). */
+int model_load_ffn_rows(FfnW *w, const ModelConfig *c, hid_t file, const char *fname,
+                        int layer, int f0, int f1, int d0, int d1, char *err, size_t errlen);
 int model_load_head(HeadW *w, const ModelConfig *c, hid_t file, const char *fname, char *err,
                     size_t errlen);
 /* A worker's share of the LM head: the final norm and rows [v0, v1) of lm_head (of the
@@ -155,6 +166,22 @@ void model_proj_partial_n(const ModelConfig *c, Scratch *s, const QMat *wo_cols,
                           float *partial /*[n][dim]*/, int n);
 void model_ffn_delta_n(const ModelConfig *c, const FfnW *w, Scratch *s,
                        const float *z /*[n][dim]*/, float *delta /*[n][dim]*/, int n);
+/* Row slices (--exchange exact), each value bit-identical to model_proj_forward_n's and
+ * model_ffn_forward_n's: z[i][d0 .. d0+rows) = x + (wo_rows . heads[i] + bo), with wo_rows
+ * (w->wo) rows [d0, d0+rows) of wo and bo (may be NULL) the whole bias; other columns of
+ * z are left alone (z may be x). */
+void model_proj_rows_n(const ModelConfig *c, const ProjW *w, Scratch *s, int d0,
+                       const float *x /*[n][dim]*/, const float *heads /*[n][n_heads*hd]*/,
+                       float *z /*[n][dim]*/, int n);
+/* The FFN's hidden activations of rows [f0, f1): hidden[i][0 .. f1-f0) (rows ldh floats
+ * apart) = act(gate . norm(z[i])) * (up . norm(z[i])) (gpt2: gelu(up . norm + b_up)). */
+void model_ffn_hidden_n(const ModelConfig *c, const FfnW *w, Scratch *s,
+                        const float *z /*[n][dim]*/, float *hidden, int ldh, int n);
+/* x_out[i][d0 .. d1) = z[i] + (w_down rows . hidden[i] + b_down) for a row-sliced FFN,
+ * hidden[n][ffn] whole; other columns left alone (x_out may be z). */
+void model_ffn_down_rows_n(const ModelConfig *c, const FfnW *w, Scratch *s,
+                           const float *z /*[n][dim]*/, const float *hidden /*[n][ffn]*/,
+                           float *x_out /*[n][dim]*/, int n);
 /* x_out = z + FFN(z) per row; returns the largest ||FFN(z)||/||z|| of the n rows. */
 float model_ffn_forward_n(const ModelConfig *c, const FfnW *w, Scratch *s, const float *z,
                           float *x_out, int n);

@@ -54,6 +54,11 @@ typedef enum {
                           * the i-th of n chunks and sends it to every other: 2 hops,
                           * 2n(n-1) messages of 1/n (a ring's bytes and transmissions in 2
                           * hops instead of 2(n-1)) */
+    EXCHANGE_EXACT = 4,  /* no partial sums: the members all-gather the head outputs, hold
+                          * wo and w_down by ROWS (plan_exact_rows) and all-gather Z, the
+                          * FFN's hidden slices and X' (4 rounds of 1/n each), so every
+                          * value is one process's: bit-identical to -np 1.  Only when
+                          * asked (AUTO never picks it). */
 } SliceExchange;
 
 typedef struct {
@@ -71,7 +76,8 @@ typedef struct {
     int n_workers;
     Partition partition;
     PlacementKind placement;
-    SliceExchange exchange; /* SLICE layers: ALL, REDUCE or RSAG (AUTO in a plan: ALL) */
+    SliceExchange exchange; /* SLICE layers: ALL, REDUCE, RSAG or EXACT (AUTO in a plan:
+                             * ALL) */
     LayerPlan *layers; /* [n_layers] */
     double build_ms;   /* time the placement function took */
     /* The LM head split by vocabulary rows over the last layer's members (it is SLICE: every
@@ -142,6 +148,12 @@ int plan_slice_members(const Plan *plan, int layer, int *out);
  * (the last layer's members in rank order split the rows evenly), else 0. */
 int plan_head_rows(const Plan *plan, const ModelConfig *c, int rank, int *v0, int *v1);
 
+/* EXCHANGE_EXACT plans: 1 and the rows [*d0, *d1) of wo and w_down (the model width) that
+ * rank computes in SLICE layer `layer` (its FFN slice's share of the width: d = f * dim /
+ * ffn_dim at both ends, so the members' ranges tile 0..dim in member order), else 0. */
+int plan_exact_rows(const Plan *plan, const ModelConfig *c, int layer, int rank, int *d0,
+                    int *d1);
+
 /* Checks that the plan is well formed for the config (every head once, ranks in range). */
 int plan_validate(const Plan *plan, const ModelConfig *c, char *err, size_t errlen);
 
@@ -194,7 +206,7 @@ const char *plan_partition_name(Partition p);
 const char *plan_placement_name(PlacementKind k);
 int plan_parse_partition(const char *s, Partition *out);
 int plan_parse_placement(const char *s, PlacementKind *out);
-/* "auto", "all", "reduce", "rsag"; parse returns 0, or -1 for another name. */
+/* "auto", "all", "reduce", "rsag", "exact"; parse returns 0, or -1 for another name. */
 const char *plan_exchange_name(SliceExchange x);
 int plan_parse_exchange(const char *s, SliceExchange *out);
 

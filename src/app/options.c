@@ -49,8 +49,11 @@ void options_usage(FILE *out)
         "                        results to the controller): f32 (default, exact), IEEE half\n"
         "                        (half the bytes) or Q8_0 blocks (34 bytes per 32); tokens may\n"
         "                        differ\n"
-        "  --exchange auto|all|reduce|rsag  SLICE partial sums: all-to-all, to one member and\n"
-        "                        back, or reduce-scatter/all-gather (default auto: predicted)\n"
+        "  --exchange auto|all|reduce|rsag|exact  SLICE partial sums: all-to-all, to one member\n"
+        "                        and back, or reduce-scatter/all-gather (default auto:\n"
+        "                        predicted); exact: no partial sums, wo and w_down by rows and\n"
+        "                        four all-gathers per layer, logits bit-identical to -np 1\n"
+        "                        (only when asked; not with --wire f16|q8)\n"
         "  --lm-head split|controller  where the last layer is sliced, its members compute the\n"
         "                        final norm and LM head by vocabulary rows and send the\n"
         "                        controller logits (split, the default; exact) or the\n"
@@ -451,8 +454,8 @@ static int parse_runtime(Options *o, int ch, const char *arg, char *err, size_t 
         break;
     case O_EXCHANGE:
         if (plan_parse_exchange(arg, &o->exchange) < 0)
-            return util_err(err, errlen, "--exchange: '%s' is not auto, all, reduce or rsag",
-                            arg);
+            return util_err(err, errlen,
+                            "--exchange: '%s' is not auto, all, reduce, rsag or exact", arg);
         break;
     case O_LMHEAD:
         if (strcmp(arg, "split") && strcmp(arg, "controller"))
@@ -558,6 +561,10 @@ int options_parse(Options *o, int argc, char **argv, char *err, size_t errlen)
                             o->solver == 1 ? "whole layers" : "heads", plan_partition_name(want));
         o->partition = want;
     }
+    if (o->exchange == EXCHANGE_EXACT && o->wire16)
+        return util_err(err, errlen, "--exchange exact sends whole values, never partial sums: "
+                        "--wire %s would round them (leave out --wire or give --wire f32)",
+                        o->wire16 == 2 ? "q8" : "f16");
     if (o->placement == PLACEMENT_LAYER)
         o->partition = PARTITION_LAYER;
     if (o->placement == PLACEMENT_WATERFILL)

@@ -1,6 +1,6 @@
 /* engine_internal.h: the distributed engine's state and the functions its files share
- * (setup.c, loop.c, pipe.c, slice.c, speculation.c, head.c, metrics.c, replan.c).  Not a
- * public interface. */
+ * (setup.c, loop.c, pipe.c, slice.c, slice_exact.c, speculation.c, head.c, metrics.c,
+ * replan.c).  Not a public interface. */
 #ifndef HEADSPLIT_ENGINE_INTERNAL_H
 #define HEADSPLIT_ENGINE_INTERNAL_H
 
@@ -30,8 +30,9 @@ typedef struct {
     int my_floats;     /* floats of head outputs this rank contributes */
     int is_proj, is_ffn;
     int proj_rank, ffn_rank;
-    ProjW proj;
-    FfnW ffn;          /* PIPE: whole FFN; SLICE: this rank's slice */
+    ProjW proj;        /* PIPE: whole; SLICE exact: wo rows [d0, d1) (and the whole bo) */
+    FfnW ffn;          /* PIPE: whole FFN; SLICE: this rank's slice (exact: by rows) */
+    int d0, d1;        /* SLICE exact: the rows of wo and w_down this member computes */
     double ewma[W_COUNT];
 } LayerRt;
 
@@ -73,7 +74,14 @@ struct DistEngine {
     size_t wire_bytes;    /* [hdr | dim halves]: room for either form */
     unsigned char *wsend, *wrecv; /* the 16-bit forms of xsend and xrecv */
     unsigned char *wbcast, *wzspec; /* the wire forms of a broadcast and of a speculative Z */
-    float *heads;        /* [n_heads*hd] in head order */
+    float *heads;        /* [bmax][n_heads*hd] in head order */
+    /* --exchange exact (slice_exact.c; NULL otherwise): a member's message and the others'
+     * ([n_workers + 1] of gx_stride bytes: hdr | bmax rows of the widest round), their
+     * requests, and the FFN's whole hidden activations [bmax][ffn]. */
+    unsigned char *gx_send, *gx_recv;
+    size_t gx_stride;
+    TransportReq *gx_reqs;
+    float *hidden;
     float *acc;          /* [dim] */
     size_t msg_bytes;    /* capacity of xmsg, zmsg, zspec, xsend: [hdr | bmax rows of dim] */
     int bmax;            /* positions (rows) a pass may carry (dist_set_max_batch) */
@@ -159,6 +167,14 @@ int engine_pipeline_depth(const DistEngine *e);
 /* pipe.c, slice.c: one layer on this rank; return the pipeline command seen. */
 int engine_pipe_layer(DistEngine *e, int l);
 int engine_slice_layer(DistEngine *e, int l);
+/* slice_exact.c (--exchange exact): the compute and all-gathers of SLICE layer l on this
+ * member for the pass h (x: [n][dim], the input, becomes X'); this member's rows of wo and
+ * the FFN (-1 with err); the all-gather buffers for e->bmax rows, and their release. */
+void engine_exact_compute(DistEngine *e, int l, const WireHdr *h, float *x);
+int engine_exact_load(DistEngine *e, int l, hid_t file, const char *fname, char *err,
+                      size_t errlen);
+void engine_exact_alloc(DistEngine *e);
+void engine_exact_free(DistEngine *e);
 /* speculation.c: the decision at layer l's FFN rank (ratio ||FFN(Z)||/||Z||); returns the
  * header flags for X'. */
 int engine_spec_decide(DistEngine *e, int l, float ratio, int s_out);

@@ -61,6 +61,7 @@ static int load_layer(DistEngine *e, int l, hid_t file, const char *fname, int k
     /* SLICE, quantized wo: a run of this rank's parts with adjacent columns shares one
      * block-aligned column slice of wo, held by its first part (the others' stay empty). */
     const int merge = lp->mode == LAYER_SLICE && config_wkind_block(c, WKIND_WO) > 1;
+    const int exact = lp->mode == LAYER_SLICE && e->plan->exchange == EXCHANGE_EXACT;
     for (int k = 0, j = 0; k < lp->n_parts; k++) {
         const AttnPart *p = &lp->parts[k];
         if (p->rank != me)
@@ -70,7 +71,7 @@ static int load_layer(DistEngine *e, int l, hid_t file, const char *fname, int k
             return -1;
         e->weight_bytes += model_attn_part_bytes(c, &r->parts[j]);
         int ncols = (p->q1 - p->q0) * hd, col0 = (p->unit * Q + p->q0) * hd;
-        if (lp->mode == LAYER_SLICE &&
+        if (lp->mode == LAYER_SLICE && !exact && /* exact: wo by rows, below */
             !(merge && k > 0 && lp->parts[k - 1].rank == me)) {
             int run = ncols;
             for (int m = k + 1; merge && m < lp->n_parts && lp->parts[m].rank == me; m++)
@@ -83,6 +84,8 @@ static int load_layer(DistEngine *e, int l, hid_t file, const char *fname, int k
         r->my_floats += ncols;
         j++;
     }
+    if (exact)
+        return engine_exact_load(e, l, file, fname, err, errlen);
     if (lp->mode == LAYER_SLICE) {
         for (int k = 0; k < lp->n_slices; k++)
             if (lp->slices[k].rank == me) {
@@ -139,6 +142,7 @@ static void alloc_buffers(DistEngine *e)
     e->g_counts_n = xcalloc(W + 2, sizeof(int));
     e->g_displs_n = xcalloc(W + 2, sizeof(int));
     model_scratch_init_batch(&e->scratch, c, e->kv_cap, e->bmax);
+    engine_exact_alloc(e);
 }
 
 static void free_buffers(DistEngine *e)
@@ -160,6 +164,7 @@ static void free_buffers(DistEngine *e)
     free(e->g_counts_n);
     free(e->g_displs_n);
     model_scratch_free(&e->scratch);
+    engine_exact_free(e);
 }
 
 void dist_set_max_batch(DistEngine *e, int max_batch)

@@ -265,6 +265,10 @@ int engine_slice_layer(DistEngine *e, int l)
     float *x = payload(e->xmsg), *part = payload(e->xsend);
     if (h.cmd != WIRE_STEP)
         goto forward;
+    if (e->plan->exchange == EXCHANGE_EXACT) { /* slice_exact.c: all-gathers, no sums */
+        engine_exact_compute(e, l, &h, x);
+        goto forward;
+    }
     t = time_now();
     const int n = h.n;
     const size_t nd = (size_t)n * (size_t)c->dim;

@@ -163,6 +163,77 @@ void model_proj_partial_n(const ModelConfig *c, Scratch *s, const QMat *wo_cols,
     matmul_n(s, partial, (size_t)c->dim, wo_cols, heads, (size_t)heads_stride, n);
 }
 
+void model_proj_rows_n(const ModelConfig *c, const ProjW *w, Scratch *s, int d0,
+                       const float *x, const float *heads, float *z, int n)
+{
+    const int rows = w->wo.rows;
+    const size_t dim = (size_t)c->dim, hw = (size_t)c->n_heads * (size_t)c->head_dim;
+    CHECK(w->wo.cols == (int)hw && d0 >= 0 && d0 + rows <= c->dim, "projection rows: %d x %d "
+          "from row %d held, rows of width %zu within %d asked", rows, w->wo.cols, d0, hw,
+          c->dim);
+    check_batch(s, n, "projection");
+    if (rows == 0)
+        return;
+    layer_act_reset(s);
+    /* the order of model_proj_forward_n, on these rows: the product, its bias, then x */
+    matmul_n(s, s->tmp, (size_t)rows, &w->wo, heads, hw, n);
+    add_bias_n(s->tmp, (size_t)rows, w->bo ? w->bo + d0 : NULL, rows, n);
+    for (int i = 0; i < n; i++) {
+        float *zi = z + (size_t)i * dim + d0;
+        if (z != x)
+            memcpy(zi, x + (size_t)i * dim + d0, (size_t)rows * sizeof(float));
+        kernels_add(zi, s->tmp + (size_t)i * (size_t)rows, rows);
+    }
+}
+
+void model_ffn_hidden_n(const ModelConfig *c, const FfnW *w, Scratch *s, const float *z,
+                        float *hidden, int ldh, int n)
+{
+    const int f = w->f1 - w->f0;
+    const size_t dim = (size_t)c->dim;
+    check_batch(s, n, "FFN");
+    CHECK(ldh >= f, "FFN: hidden stride %d below %d rows", ldh, f);
+    if (f == 0)
+        return;
+    for (int i = 0; i < n; i++)
+        layer_pre_norm(c, s->xn + (size_t)i * dim, z + (size_t)i * dim, w->norm_w, w->norm_b);
+    layer_act_reset(s);
+    if (c->arch == ARCH_GPT2) {
+        matmul_n(s, hidden, (size_t)ldh, &w->w_up, s->xn, dim, n);
+        add_bias_n(hidden, (size_t)ldh, w->b_up, f, n);
+        for (int i = 0; i < n; i++)
+            kernels_gelu(hidden + (size_t)i * (size_t)ldh, f);
+    } else {
+        matmul_n(s, hidden, (size_t)ldh, &w->w_gate, s->xn, dim, n);
+        matmul_n(s, s->hb2, (size_t)f, &w->w_up, s->xn, dim, n);
+        for (int i = 0; i < n; i++)
+            kernels_swiglu(hidden + (size_t)i * (size_t)ldh, s->hb2 + (size_t)i * (size_t)f, f);
+    }
+}
+
+void model_ffn_down_rows_n(const ModelConfig *c, const FfnW *w, Scratch *s, const float *z,
+                           const float *hidden, float *x_out, int n)
+{
+    const int rows = w->d1 - w->d0;
+    const size_t dim = (size_t)c->dim;
+    CHECK(w->down_rows && w->w_down.rows == rows && w->w_down.cols == c->ffn_dim,
+          "FFN down rows: %d x %d held, %d x %d asked", w->w_down.rows, w->w_down.cols, rows,
+          c->ffn_dim);
+    check_batch(s, n, "FFN");
+    if (rows == 0)
+        return;
+    layer_act_reset(s);
+    /* model_ffn_forward_n's order on these rows: the product, b_down, then z */
+    matmul_n(s, s->tmp, (size_t)rows, &w->w_down, hidden, (size_t)c->ffn_dim, n);
+    add_bias_n(s->tmp, (size_t)rows, w->b_down ? w->b_down + w->d0 : NULL, rows, n);
+    for (int i = 0; i < n; i++) {
+        float *xo = x_out + (size_t)i * dim + w->d0;
+        if (x_out != z)
+            memcpy(xo, z + (size_t)i * dim + w->d0, (size_t)rows * sizeof(float));
+        kernels_add(xo, s->tmp + (size_t)i * (size_t)rows, rows);
+    }
+}
+
 void model_ffn_delta_n(const ModelConfig *c, const FfnW *w, Scratch *s, const float *z,
                        float *delta, int n)
 {

@@ -192,6 +192,20 @@ int model_load_proj_cols(QMat *wo, const ModelConfig *c, hid_t f, const char *fn
     return read_qmat(f, fname, p, 2, dims, start, count, wo, err, errlen);
 }
 
+int model_load_proj_rows(QMat *wo, const ModelConfig *c, hid_t f, const char *fname,
+                         int layer, int d0, int d1, char *err, size_t errlen)
+{
+    char p[96];
+    const uint64_t qd = (uint64_t)c->n_heads * (uint64_t)c->head_dim;
+    uint64_t dims[2] = {(uint64_t)c->dim, qd};
+    uint64_t start[2] = {(uint64_t)d0, 0}, count[2] = {(uint64_t)(d1 - d0), qd};
+    if (d0 < 0 || d1 < d0 || d1 > c->dim)
+        return util_err(err, errlen, "%s: layer %d: wo rows [%d, %d) outside 0..%d", fname,
+                        layer, d0, d1, c->dim);
+    LPATH(p, layer, "wo");
+    return read_qmat(f, fname, p, 2, dims, start, count, wo, err, errlen);
+}
+
 int model_load_proj_bias(float **bo, const ModelConfig *c, hid_t f, const char *fname,
                          int layer, char *err, size_t errlen)
 {
@@ -201,13 +215,18 @@ int model_load_proj_bias(float **bo, const ModelConfig *c, hid_t f, const char *
     return *bo ? 0 : -1;
 }
 
-int model_load_ffn(FfnW *w, const ModelConfig *c, hid_t f, const char *fname, int layer,
-                   int f0, int f1, char *err, size_t errlen)
+/* The FFN's rows [f0, f1) of w_gate/w_up; w_down by columns [f0, f1), or (down_rows) by
+ * rows [d0, d1) whole. */
+static int load_ffn(FfnW *w, const ModelConfig *c, hid_t f, const char *fname, int layer,
+                    int f0, int f1, int down_rows, int d0, int d1, char *err, size_t errlen)
 {
     memset(w, 0, sizeof *w);
     w->layer = layer;
     w->f0 = f0;
     w->f1 = f1;
+    w->down_rows = down_rows;
+    w->d0 = down_rows ? d0 : 0;
+    w->d1 = down_rows ? d1 : 0;
     const int gpt2 = c->arch == ARCH_GPT2;
     const uint64_t F = (uint64_t)c->ffn_dim, dim = (uint64_t)c->dim, n = (uint64_t)(f1 - f0);
     char p[96];
@@ -235,6 +254,12 @@ int model_load_ffn(FfnW *w, const ModelConfig *c, hid_t f, const char *fname, in
     if (read_qmat(f, fname, p, 2, dr, sr, cr, &w->w_up, err, errlen) < 0)
         goto fail;
     uint64_t dd[2] = {dim, F}, sd[2] = {0, (uint64_t)f0}, cd[2] = {dim, n};
+    if (down_rows) {
+        sd[0] = (uint64_t)d0;
+        sd[1] = 0;
+        cd[0] = (uint64_t)(d1 - d0);
+        cd[1] = F;
+    }
     LPATH(p, layer, "w_down");
     if (read_qmat(f, fname, p, 2, dd, sd, cd, &w->w_down, err, errlen) < 0)
         goto fail;
@@ -242,6 +267,23 @@ int model_load_ffn(FfnW *w, const ModelConfig *c, hid_t f, const char *fname, in
 fail:
     model_free_ffn(w);
     return -1;
+}
+
+int model_load_ffn(FfnW *w, const ModelConfig *c, hid_t f, const char *fname, int layer,
+                   int f0, int f1, char *err, size_t errlen)
+{
+    return load_ffn(w, c, f, fname, layer, f0, f1, 0, 0, 0, err, errlen);
+}
+
+int model_load_ffn_rows(FfnW *w, const ModelConfig *c, hid_t f, const char *fname, int layer,
+                        int f0, int f1, int d0, int d1, char *err, size_t errlen)
+{
+    if (d0 < 0 || d1 < d0 || d1 > c->dim) {
+        memset(w, 0, sizeof *w);
+        return util_err(err, errlen, "%s: layer %d: w_down rows [%d, %d) outside 0..%d", fname,
+                        layer, d0, d1, c->dim);
+    }
+    return load_ffn(w, c, f, fname, layer, f0, f1, 1, d0, d1, err, errlen);
 }
 
 int model_load_head(HeadW *w, const ModelConfig *c, hid_t f, const char *fname, char *err,

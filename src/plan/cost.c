@@ -5,6 +5,7 @@
 #include "cost.h"
 #include "netmodel.h"
 #include "plan.h"
+#include "plan_internal.h"
 #include "util.h"
 
 #include <math.h>
@@ -163,6 +164,41 @@ static double exchange_ms(Cost *k, SliceExchange x, const LayerPlan *lp, const d
     return phase_ms(k, m, n, k->at, m, n, 32.0 + 4.0 * dim / n, k->arr);
 }
 
+/* An --exchange exact SLICE layer whose members have its input at busy[] (in: ready; out:
+ * scratch): attention, then four all-gather rounds (head outputs, Z rows, the FFN's hidden
+ * slices, X' rows; every member sends its 1/n to every other), each after the member's
+ * work (wo rows, gate/up rows, w_down rows).  Returns when the last member has X'. */
+static double exact_layer_ms(Cost *k, const Plan *plan, int l, double *busy)
+{
+    const ModelConfig *c = k->c;
+    const LayerPlan *lp = &plan->layers[l];
+    const int n = lp->n_slices, qd = c->n_heads * c->head_dim;
+    const double width[4] = {qd, c->dim, c->ffn_dim, c->dim}; /* the rounds' rows */
+    int *m = k->members;
+    for (int j = 0; j < n; j++)
+        m[j] = lp->slices[j].rank;
+    double t = 0;
+    for (int round = 0; round < 4; round++) {
+        if (round > 0)
+            for (int j = 0; j < n; j++) {
+                const int f = lp->slices[j].f1 - lp->slices[j].f0;
+                int d0 = 0, d1 = 0;
+                plan_exact_rows(plan, c, l, m[j], &d0, &d1);
+                double b = round == 1 ? (double)plan_rows_bytes(c, WKIND_WO, d1 - d0, qd)
+                           : round == 2
+                               ? (double)plan_rows_bytes(c, WKIND_W_UP, f, c->dim) +
+                                     (c->arch == ARCH_GPT2
+                                          ? 0
+                                          : (double)plan_rows_bytes(c, WKIND_W_GATE, f, c->dim))
+                               : (double)plan_rows_bytes(c, WKIND_W_DOWN, d1 - d0, c->ffn_dim);
+                busy[m[j]] = t + work_ms(k, m[j], b);
+            }
+        t = phase_ms(k, m, n, busy, m, n, 32.0 + 4.0 * width[round] / n, k->arr) +
+            spread_ms(k, n - 1);
+    }
+    return t;
+}
+
 /* A cost walk over n ranks (scratch allocated; cost_free frees it). */
 static void cost_init(Cost *k, const ModelConfig *c, const PlanRequest *req, int n)
 {
@@ -271,12 +307,20 @@ double plan_predict_ms(const Plan *plan, const ModelConfig *c, const PlanRequest
         memset(busy, 0, (size_t)k.n * sizeof(double));
         if (lp->mode == LAYER_SLICE) {
             double t1, t2;
+            const int exact = plan->exchange == EXCHANGE_EXACT; /* wo by rows, not columns */
             for (int j = 0; j < lp->n_slices; j++) {
                 int r = lp->slices[j].rank;
                 busy[r] = ready[r];
                 for (int p = 0; p < lp->n_parts; p++)
                     if (lp->parts[p].rank == r)
-                        busy[r] += work_ms(&k, r, part_bytes(c, &lp->parts[p], 1));
+                        busy[r] += work_ms(&k, r, part_bytes(c, &lp->parts[p], !exact));
+            }
+            if (exact) {
+                t = exact_layer_ms(&k, plan, l, busy);
+                memset(has, 0, (size_t)k.n * sizeof(int));
+                for (int j = 0; j < lp->n_slices; j++)
+                    has[lp->slices[j].rank] = 1;
+                continue;
             }
             t1 = exchange_ms(&k, plan->exchange, lp, busy, wire) +
                  spread_ms(&k, lp->n_slices - 1);

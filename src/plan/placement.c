@@ -3,6 +3,7 @@
  * balancing memory and compute per device). */
 #include "plan.h"
 #include "plan_internal.h"
+#include "quant.h"
 #include "util.h"
 
 #include <stdlib.h>
@@ -400,13 +401,13 @@ static void build_slice(Plan *p, const ModelConfig *c, const PlanRequest *req)
 
 const char *plan_exchange_name(SliceExchange x)
 {
-    static const char *names[] = {"auto", "all", "reduce", "rsag"};
-    return (unsigned)x < 4 ? names[x] : "?";
+    static const char *names[] = {"auto", "all", "reduce", "rsag", "exact"};
+    return (unsigned)x < 5 ? names[x] : "?";
 }
 
 int plan_parse_exchange(const char *s, SliceExchange *out)
 {
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < 5; k++)
         if (strcmp(s, plan_exchange_name((SliceExchange)k)) == 0) {
             *out = (SliceExchange)k;
             return 0;
@@ -415,7 +416,8 @@ int plan_parse_exchange(const char *s, SliceExchange *out)
 }
 
 /* A SLICE plan's exchange pattern: the request's, else the one the cost model predicts
- * fastest (all-to-all unless another is at least 1% faster, then reduce before rsag). */
+ * fastest (all-to-all unless another is at least 1% faster, then reduce before rsag; exact
+ * only when asked, so that runs that did not ask keep their bits). */
 static void choose_exchange(Plan *plan, const ModelConfig *c, const PlanRequest *req)
 {
     plan->exchange = EXCHANGE_ALL;
@@ -577,6 +579,29 @@ int plan_head_rows(const Plan *plan, const ModelConfig *c, int rank, int *v0, in
     return 0;
 }
 
+int plan_exact_rows(const Plan *plan, const ModelConfig *c, int layer, int rank, int *d0,
+                    int *d1)
+{
+    if (plan->exchange != EXCHANGE_EXACT || layer < 0 || layer >= plan->n_layers)
+        return 0;
+    const LayerPlan *lp = &plan->layers[layer];
+    if (lp->mode != LAYER_SLICE)
+        return 0;
+    for (int i = 0; i < lp->n_slices; i++)
+        if (lp->slices[i].rank == rank) {
+            const int64_t D = c->dim, F = c->ffn_dim;
+            *d0 = (int)(lp->slices[i].f0 * D / F);
+            *d1 = (int)(lp->slices[i].f1 * D / F);
+            return 1;
+        }
+    return 0;
+}
+
+size_t plan_rows_bytes(const ModelConfig *c, WeightKind k, int rows, int cols)
+{
+    return (size_t)rows * quant_row_bytes((QType)c->wtype[k], cols);
+}
+
 size_t plan_rank_weight_bytes(const Plan *plan, const ModelConfig *c, int rank)
 {
     size_t b = 0;
@@ -590,9 +615,23 @@ size_t plan_rank_weight_bytes(const Plan *plan, const ModelConfig *c, int rank)
             if (lp->parts[k].rank == rank) {
                 int nq = lp->parts[k].q1 - lp->parts[k].q0;
                 b += config_attn_unit_bytes(c, nq);
-                if (lp->mode == LAYER_SLICE) /* its columns of the output projection */
-                    b += config_proj_cols_bytes(c, nq * c->head_dim);
+                if (lp->mode == LAYER_SLICE && plan->exchange != EXCHANGE_EXACT)
+                    b += config_proj_cols_bytes(c, nq * c->head_dim); /* its wo columns */
             }
+        int d0, d1;
+        if (plan_exact_rows(plan, c, l, rank, &d0, &d1)) {
+            /* rows [d0, d1) of wo and w_down, whole; gate/up rows of its FFN slice */
+            const int qd = c->n_heads * c->head_dim;
+            for (int k = 0; k < lp->n_slices; k++)
+                if (lp->slices[k].rank == rank) {
+                    const int f = lp->slices[k].f1 - lp->slices[k].f0;
+                    b += config_ffn_bytes(c, f) - plan_rows_bytes(c, WKIND_W_DOWN, c->dim, f) +
+                         plan_rows_bytes(c, WKIND_W_DOWN, d1 - d0, c->ffn_dim);
+                }
+            b += plan_rows_bytes(c, WKIND_WO, d1 - d0, qd) +
+                 (c->arch == ARCH_GPT2 ? (size_t)c->dim * sizeof(float) : 0); /* bo */
+            continue;
+        }
         if (lp->mode == LAYER_SLICE) {
             for (int k = 0; k < lp->n_slices; k++)
                 if (lp->slices[k].rank == rank)
@@ -653,10 +692,15 @@ void plan_print(const Plan *plan, const ModelConfig *c, FILE *out)
     for (int l = 0; l < plan->n_layers; l++) {
         const LayerPlan *lp = &plan->layers[l];
         if (lp->mode == LAYER_SLICE) {
-            fprintf(out, "%-6d %-13s", l, "row-par");
-            for (int k = 0; k < lp->n_slices; k++)
-                fprintf(out, " ffn[%d:%d]@%d", lp->slices[k].f0, lp->slices[k].f1,
-                        lp->slices[k].rank);
+            const int exact = plan->exchange == EXCHANGE_EXACT;
+            fprintf(out, "%-6d %-13s", l, exact ? "rows" : "row-par");
+            for (int k = 0; k < lp->n_slices; k++) {
+                int d0, d1;
+                fprintf(out, " ffn[%d:%d]", lp->slices[k].f0, lp->slices[k].f1);
+                if (plan_exact_rows(plan, c, l, lp->slices[k].rank, &d0, &d1))
+                    fprintf(out, "/rows[%d:%d]", d0, d1); /* of wo and w_down */
+                fprintf(out, "@%d", lp->slices[k].rank);
+            }
             fprintf(out, " |");
         } else {
             fprintf(out, "%-6d %-6d %-6d ", l, lp->proj_rank, lp->ffn_rank);
@@ -696,10 +740,16 @@ json_t *plan_to_json(const Plan *plan, const ModelConfig *c)
         json_object_set_new(lo, "mode", json_string(lp->mode == LAYER_SLICE ? "slice" : "pipe"));
         if (lp->mode == LAYER_SLICE) {
             json_t *sl = json_array();
-            for (int k = 0; k < lp->n_slices; k++)
-                json_array_append_new(sl, json_pack("{s:i,s:i,s:i}", "rank", lp->slices[k].rank,
-                                                    "f0", lp->slices[k].f0, "f1",
-                                                    lp->slices[k].f1));
+            for (int k = 0; k < lp->n_slices; k++) {
+                json_t *so = json_pack("{s:i,s:i,s:i}", "rank", lp->slices[k].rank, "f0",
+                                       lp->slices[k].f0, "f1", lp->slices[k].f1);
+                int d0, d1; /* exact: the rows of wo and w_down */
+                if (plan_exact_rows(plan, c, l, lp->slices[k].rank, &d0, &d1)) {
+                    json_object_set_new(so, "d0", json_integer(d0));
+                    json_object_set_new(so, "d1", json_integer(d1));
+                }
+                json_array_append_new(sl, so);
+            }
             json_object_set_new(lo, "ffn_slices", sl);
         }
         json_object_set_new(lo, "proj_rank", json_integer(lp->proj_rank));

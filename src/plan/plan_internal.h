@@ -13,4 +13,8 @@
 int slice_deal_waterfill(Plan *p, const ModelConfig *c, const PlanRequest *req, char *err,
                          size_t errlen);
 
+/* Bytes of `rows` whole rows of a [..][cols] weight matrix of kind k in its stored type (the
+ * row slices of --exchange exact: wo and w_down by rows). */
+size_t plan_rows_bytes(const ModelConfig *c, WeightKind k, int rows, int cols);
+
 #endif

@@ -138,15 +138,23 @@ static void fill_gather(ScheduleLayer *sl, const LayerPlan *lp, const ModelConfi
 
 /* Hops and bytes of an entry's input broadcast and, for a layer, its work. */
 static void fill_cost(ScheduleLayer *sl, const LayerPlan *lp, size_t msg, SliceExchange x,
-                      int dim)
+                      const ModelConfig *c)
 {
+    const int dim = c->dim;
     sl->hops = sl->n_bcast > 1;
     sl->bytes = sl->n_bcast > 1 ? (uint64_t)(sl->n_bcast - 1) * msg : 0;
     if (!lp)
         return;
     if (lp->mode == LAYER_SLICE) {
         const uint64_t n = (uint64_t)sl->n_members, hdr = sizeof(WireHdr);
-        if (lp->n_slices > 1 && x == EXCHANGE_REDUCE) {
+        if (lp->n_slices > 1 && x == EXCHANGE_EXACT) {
+            /* four all-gathers, every member's rows to every other: head outputs, Z, the
+             * FFN's hidden activations, X' */
+            const uint64_t floats = (uint64_t)c->n_heads * (uint64_t)c->head_dim +
+                                    2 * (uint64_t)dim + (uint64_t)c->ffn_dim;
+            sl->hops += 4;
+            sl->bytes += (n - 1) * (4 * n * hdr + floats * sizeof(float));
+        } else if (lp->n_slices > 1 && x == EXCHANGE_REDUCE) {
             sl->hops += 4; /* twice: to the first member and back */
             sl->bytes += 2 * 2 * (n - 1) * msg;
         } else if (lp->n_slices > 1 && x == EXCHANGE_RSAG) {
@@ -179,7 +187,7 @@ static void fill_layer(ScheduleLayer *sl, const LayerPlan *lp, const ModelConfig
     } else {
         fill_gather(sl, lp, c);
     }
-    fill_cost(sl, lp, msg, x, c->dim);
+    fill_cost(sl, lp, msg, x, c);
 }
 
 void schedule_layer(ScheduleLayer *out, const LayerPlan *lp, int layer, const int *holders,
@@ -272,7 +280,7 @@ void plan_schedule(Schedule *s, const Plan *p, const ModelConfig *c)
             fill_layer(sl, &p->layers[l], c, s->msg_bytes, p->exchange);
         } else {
             fill_input(sl, h, nh, dup_ints((int[]){0}, 1), 1, producer);
-            fill_cost(sl, NULL, s->msg_bytes, p->exchange, c->dim);
+            fill_cost(sl, NULL, s->msg_bytes, p->exchange, c);
         }
     }
     for (int l = 0; l < L; l++)

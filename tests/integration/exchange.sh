@@ -33,7 +33,7 @@ for w in 4 3; do
     fail "$w workers: q8 logits too far from f32"
   echo "ok: $w workers, three patterns bit-identical (f32, f16 and q8)"
 done
-expect_error "--exchange ring" "--exchange: 'ring' is not auto, all, reduce or rsag" \
+expect_error "--exchange ring" "--exchange: 'ring' is not auto, all, reduce, rsag or exact" \
   run_hs 2 --model "$T/m.h5" --prompt "$P" --steps 2 --exchange ring
 # The shared channel: the same 10 ms link switched and shared through an access point.
 before=$(ls /dev/shm | grep -c headsplit-channel || true)

@@ -1,7 +1,8 @@
 /* The distributed engine over the in-process transport: a controller and two workers as three
  * threads run a synthetic 2-layer model (LLaMA, and GPT-2) under PIPE (layer-wise, with
  * speculation that is always re-executed, and head-level) and SLICE plans; their outputs are compared with the
- * single-process backend (src/model/local.c): PIPE bit for bit, SLICE within 1e-5; and again
+ * single-process backend (src/model/local.c): PIPE bit for bit, SLICE within 1e-5, SLICE with
+ * --exchange exact bit for bit (f32, GPT-2's biases, and Q8_0 / Q4_0 weights); and again
  * with passes of several positions (forward_n), split and padded as the broadcast size
  * agreed between passes requires. */
 #include <setjmp.h>
@@ -10,6 +11,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "config_io.h"
 #include "convert.h"
 #include "dist.h"
 #include "generate.h"
@@ -32,6 +34,7 @@ enum { RANKS = 3, STEPS = 6, KV_CAP = 16 };
 static const int tokens[STEPS] = {1, 17, 300, 42, 511, 7};
 
 static char model_path[64];
+static char g_quant[16]; /* the next synthetic model's --quantize ("": float32) */
 static ModelConfig cfg;
 
 /* The last layer's output and the logits of every position. */
@@ -66,8 +69,17 @@ static int setup_model(const char *spec)
     h5io_quiet();
     snprintf(model_path, sizeof model_path, "/tmp/hs_test_engine_%ld.h5", (long)getpid());
     char err[512];
-    if (convert_make_synthetic(spec, 11, 0, NULL, model_path, NULL, NULL, err, sizeof err) != 0 ||
+    if (convert_make_synthetic(spec, 11, 0, NULL, model_path, g_quant[0] ? g_quant : NULL, NULL,
+                               err, sizeof err) != 0 ||
         convert_synthetic_config(spec, 0, &cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "synthetic model: %s\n", err);
+        return -1;
+    }
+    hid_t f = h5io_open_read(model_path, err, sizeof err); /* the stored types (budgets) */
+    int rc = f >= 0 ? config_read_wtypes(&cfg, f, model_path, err, sizeof err) : -1;
+    if (f >= 0)
+        H5Fclose(f);
+    if (rc < 0) {
         fprintf(stderr, "synthetic model: %s\n", err);
         return -1;
     }
@@ -86,6 +98,25 @@ static int setup_gpt2(void **state)
 {
     (void)state;
     return setup_model("gpt2:dim=64,layers=2,heads=4,vocab=512,ctx=64");
+}
+
+/* Quantized weights (every matvec input quantized: partial sums drift, exact must not). */
+static int setup_quant(const char *q)
+{
+    snprintf(g_quant, sizeof g_quant, "%s", q);
+    int rc = setup_model("llama:dim=64,layers=2,heads=8,kv_heads=4,ffn=192,vocab=512,ctx=64");
+    g_quant[0] = 0;
+    return rc;
+}
+static int setup_q8(void **state)
+{
+    (void)state;
+    return setup_quant("q8_0");
+}
+static int setup_q4(void **state)
+{
+    (void)state;
+    return setup_quant("q4_0");
 }
 
 static int teardown_model(void **state)
@@ -269,10 +300,12 @@ static void run_plan(const Plan *plan, const unsigned char *spec, Outputs *out, 
     transport_inproc_world_free(run->world);
 }
 
+static SliceExchange g_exchange; /* the next build's --exchange (AUTO: the default) */
 static void build(Plan *p, Partition part, PlacementKind k, int head_on_controller)
 {
     PlanRequest req = {.partition = part, .placement = k, .seed = 5, .n_workers = RANKS - 1,
-                       .kv_positions = KV_CAP, .head_on_controller = head_on_controller};
+                       .kv_positions = KV_CAP, .head_on_controller = head_on_controller,
+                       .exchange = g_exchange};
     char err[256];
     if (plan_build(p, &cfg, &req, err, sizeof err) != 0)
         fail_msg("plan_build: %s", err);
@@ -294,7 +327,8 @@ static void expect_identical(const Plan *p, const unsigned char *spec)
     Run run;
     reference(&ref);
     run_plan(p, spec, &got, &run);
-    assert_memory_equal(got.x, ref.x, sizeof ref.x);
+    if (!p->head_split) /* a split head's members send the controller logits, not X' */
+        assert_memory_equal(got.x, ref.x, sizeof ref.x);
     assert_memory_equal(got.logits, ref.logits,
                         (size_t)STEPS * (size_t)cfg.vocab_size * sizeof(float));
     /* The metrics: the schedule's hops; the bytes of every token counted (and the stop). */
@@ -392,6 +426,61 @@ static void test_slice_head_on_controller(void **state)
     plan_free(&p);
 }
 
+/* --exchange exact: no partial sums, so SLICE gives the single process's bits, with the LM
+ * head split over the members and on the controller; the schedule's hops and bytes are what
+ * the engine sends (expect_identical). */
+static void test_slice_exact(void **state)
+{
+    (void)state;
+    g_exchange = EXCHANGE_EXACT;
+    for (int hoc = 0; hoc <= 1; hoc++) {
+        Plan p;
+        build(&p, PARTITION_SLICE, PLACEMENT_GREEDY, hoc);
+        assert_int_equal(p.exchange, EXCHANGE_EXACT);
+        assert_int_equal(p.layers[0].mode, LAYER_SLICE);
+        assert_int_equal(p.layers[0].n_slices, 2);
+        assert_int_equal(p.head_split, !hoc);
+        /* the members' rows tile the width; each holds whole rows of wo and w_down */
+        int d0, d1, d = 0;
+        for (int r = 1; r < RANKS; r++) {
+            assert_true(plan_exact_rows(&p, &cfg, 0, r, &d0, &d1));
+            assert_int_equal(d0, d);
+            d = d1;
+        }
+        assert_int_equal(d, cfg.dim);
+        assert_false(plan_exact_rows(&p, &cfg, 0, 0, &d0, &d1));
+        expect_identical(&p, NULL);
+        /* the plan's accounting is what the members loaded: rows of wo and w_down */
+        Outputs got;
+        Run run;
+        run_plan(&p, NULL, &got, &run);
+        for (int r = 1; r < RANKS; r++)
+            if ((size_t)run.metrics.rank[r].weight_bytes != plan_rank_weight_bytes(&p, &cfg, r))
+                fail_msg("rank %d loaded %.0f bytes, the plan accounts %zu", r,
+                         run.metrics.rank[r].weight_bytes, plan_rank_weight_bytes(&p, &cfg, r));
+        dist_metrics_free(&run.metrics);
+        free(got.logits);
+        plan_free(&p);
+    }
+    g_exchange = EXCHANGE_AUTO;
+}
+
+/* Unequal members: a third and two thirds of the FFN (and so of the rows), cut anywhere. */
+static void test_slice_exact_uneven(void **state)
+{
+    (void)state;
+    g_exchange = EXCHANGE_EXACT;
+    Plan p;
+    build(&p, PARTITION_SLICE, PLACEMENT_GREEDY, 0);
+    g_exchange = EXCHANGE_AUTO;
+    LayerPlan *lp = &p.layers[1];
+    lp->slices[0].f1 = lp->slices[1].f0 = cfg.ffn_dim / 3 + 1;
+    char err[256];
+    assert_int_equal(plan_validate(&p, &cfg, err, sizeof err), 0);
+    expect_identical(&p, NULL);
+    plan_free(&p);
+}
+
 /* A service on worker 2 called between passes: every reply right, outputs unchanged. */
 static void test_service(void **state)
 {
@@ -429,6 +518,7 @@ static void test_batched(void **state)
         test_pipe_heads(NULL);
         test_slice_split_head(NULL);
         test_slice_head_on_controller(NULL);
+        test_slice_exact(NULL);
     }
     g_chunks = g_hints = NULL;
 }
@@ -445,14 +535,24 @@ int main(void)
         cmocka_unit_test(test_pipe_heads),
         cmocka_unit_test(test_slice_split_head),
         cmocka_unit_test(test_slice_head_on_controller),
+        cmocka_unit_test(test_slice_exact),
+        cmocka_unit_test(test_slice_exact_uneven),
         cmocka_unit_test(test_batched),
         cmocka_unit_test(test_service),
     };
     const struct CMUnitTest gpt2[] = {
         cmocka_unit_test(test_pipe_heads),
         cmocka_unit_test(test_slice_split_head),
+        cmocka_unit_test(test_slice_exact),
         cmocka_unit_test(test_batched),
     };
+    const struct CMUnitTest quantized[] = {
+        cmocka_unit_test(test_pipe_heads),
+        cmocka_unit_test(test_slice_exact),
+        cmocka_unit_test(test_slice_exact_uneven),
+    };
     int failed = cmocka_run_group_tests_name("llama", llama, setup_llama, teardown_model);
-    return failed + cmocka_run_group_tests_name("gpt2", gpt2, setup_gpt2, teardown_model);
+    failed += cmocka_run_group_tests_name("gpt2", gpt2, setup_gpt2, teardown_model);
+    failed += cmocka_run_group_tests_name("q8_0", quantized, setup_q8, teardown_model);
+    return failed + cmocka_run_group_tests_name("q4_0", quantized, setup_q4, teardown_model);
 }

@@ -1,0 +1,233 @@
+/* slice_exact.c: a SLICE layer under --exchange exact.  No partial sums: every value is
+ * computed whole by one member with one process's kernel on one process's input, and the
+ * members all-gather the pieces, four rounds per layer:
+ *   1. the head outputs of each member's attention parts -> [n][n_heads*hd] in head order;
+ *   2. Z rows [d0, d1) of each member (wo by rows, plan_exact_rows) -> Z [n][dim];
+ *   3. the FFN's hidden activations of each member's slice [f0, f1) -> [n][ffn];
+ *   4. X' rows [d0, d1) (w_down by rows) -> X' [n][dim].
+ * So the logits are bit-identical to a single process's, for f32 and quantized weights
+ * alike (a quantized matvec quantizes its whole input row, which every member now holds). */
+#include "engine_internal.h"
+
+#include "util.h"
+#include "wire.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { R_HEADS, R_Z, R_HIDDEN, R_X, R_COUNT };
+
+/* The idx-th column range [*c0, *c0 + *nc) that rank contributes to round `round` of layer
+ * l (in the plan's order); 0 when it has no more. */
+static int segment(const DistEngine *e, int l, int round, int rank, int idx, int *c0, int *nc)
+{
+    const LayerPlan *lp = &e->plan->layers[l];
+    const ModelConfig *c = e->c;
+    if (round == R_HEADS) {
+        const int Q = config_q_per_kv(c), hd = c->head_dim;
+        for (int k = 0; k < lp->n_parts; k++) {
+            const AttnPart *p = &lp->parts[k];
+            if (p->rank != rank || idx-- > 0)
+                continue;
+            *c0 = (p->unit * Q + p->q0) * hd;
+            *nc = (p->q1 - p->q0) * hd;
+            return 1;
+        }
+        return 0;
+    }
+    if (round == R_HIDDEN) {
+        for (int k = 0; k < lp->n_slices; k++) {
+            if (lp->slices[k].rank != rank || idx-- > 0)
+                continue;
+            *c0 = lp->slices[k].f0;
+            *nc = lp->slices[k].f1 - lp->slices[k].f0;
+            return 1;
+        }
+        return 0;
+    }
+    int d0, d1;
+    if (idx > 0 || !plan_exact_rows(e->plan, c, l, rank, &d0, &d1))
+        return 0;
+    *c0 = d0;
+    *nc = d1 - d0;
+    return 1;
+}
+
+/* Floats rank contributes per row in the round. */
+static size_t round_floats(const DistEngine *e, int l, int round, int rank)
+{
+    size_t f = 0;
+    int c0, nc;
+    for (int s = 0; segment(e, l, round, rank, s, &c0, &nc); s++)
+        f += (size_t)nc;
+    return f;
+}
+
+/* Copies rank's columns of the n rows of buf ([n][width]) into msg (pack) or back. */
+static void pack_rows(const DistEngine *e, int l, int round, int rank, float *buf, int width,
+                      int n, float *msg, int unpack)
+{
+    int c0, nc;
+    for (int i = 0; i < n; i++)
+        for (int s = 0; segment(e, l, round, rank, s, &c0, &nc); s++) {
+            float *row = buf + (size_t)i * (size_t)width + c0;
+            if (unpack)
+                memcpy(row, msg, (size_t)nc * sizeof(float));
+            else
+                memcpy(msg, row, (size_t)nc * sizeof(float));
+            msg += nc;
+        }
+}
+
+/* One all-gather round: this member sends its columns of buf's n rows to every other member
+ * and fills in theirs (member to member, one hop, messages of about 1/n of the rows). */
+static void exact_allgather(DistEngine *e, int l, int round, const WireHdr *h0, float *buf,
+                            int width, int n)
+{
+    static const char *what[R_COUNT] = {"head outputs", "Z rows", "FFN hidden slices",
+                                        "X' rows"};
+    static const int site[R_COUNT] = {W_GATHER, W_X1, W_Z, W_X2};
+    static const int base[R_COUNT] = {WIRE_TAG_XCHG, WIRE_TAG_XSUM, WIRE_TAG_XCHG,
+                                      WIRE_TAG_XSUM};
+    const ScheduleLayer *sl = &e->sched.layers[l];
+    const int nm = sl->n_members, me = e->tp->rank;
+    const int tag = base[round] + 2 * l + (round >= R_HIDDEN);
+    const size_t hdr = sizeof(WireHdr);
+    LayerRt *r = &e->lr[l];
+    TransportReq *rq = e->gx_reqs;
+    WireHdr h = *h0;
+    transport_stamp(e->tp, &h);
+    h.layer = l;
+    memcpy(e->gx_send, &h, hdr);
+    pack_rows(e, l, round, me, buf, width, n, payload(e->gx_send), 0);
+    const size_t sb = hdr + (size_t)n * round_floats(e, l, round, me) * sizeof(float);
+    int nr = 0;
+    for (int i = 0; i < nm; i++) {
+        if (sl->members[i] == me)
+            continue;
+        const size_t rb = hdr + (size_t)n * round_floats(e, l, round, sl->members[i]) *
+                                    sizeof(float);
+        transport_irecv(e->tp, e->gx_recv + (size_t)i * e->gx_stride, rb, sl->members[i], tag,
+                        &rq[nr++]);
+    }
+    for (int i = 0; i < nm; i++)
+        if (sl->members[i] != me)
+            transport_isend(e->tp, e->gx_send, sb, sl->members[i], tag, &rq[nr++]);
+    for (int i = 0, k = 0; i < nm; i++) {
+        const int peer = sl->members[i];
+        if (peer == me)
+            continue;
+        unsigned char *msg = e->gx_recv + (size_t)i * e->gx_stride;
+        transport_wait_link(e->tp, &rq[k++], peer, what[round], l, &r->ewma[site[round]]);
+        WireHdr hi = engine_read_hdr(msg, l);
+        transport_deliver(e->tp, &hi,
+                          hdr + (size_t)n * round_floats(e, l, round, peer) * sizeof(float));
+        pack_rows(e, l, round, peer, buf, width, n, payload(msg), 1);
+    }
+    for (int k = nm - 1; k < nr; k++)
+        transport_wait(e->tp, &rq[k]);
+}
+
+void engine_exact_compute(DistEngine *e, int l, const WireHdr *h, float *x)
+{
+    LayerRt *r = &e->lr[l];
+    const ModelConfig *c = e->c;
+    double *tm = e->timers + (size_t)l * T_COUNT, t = time_now();
+    const int n = h->n, qd = c->n_heads * c->head_dim;
+    const int Q = config_q_per_kv(c);
+    /* 1. attention: each part's heads straight into their place in head order */
+    for (int k = 0; k < r->n_parts; k++) {
+        const AttnPartW *p = &r->parts[k];
+        model_attn_part_forward_n(c, &r->parts[k], &e->scratch, x, h->pos, n,
+                                  e->heads + (size_t)(p->unit * Q + p->q0) * (size_t)c->head_dim,
+                                  qd);
+        transport_streamed(e->tp, attn_stream_bytes(c, &r->parts[k], h->pos, n));
+    }
+    tm[T_ATTN] += time_now() - t;
+    t = time_now();
+    exact_allgather(e, l, R_HEADS, h, e->heads, qd, n);
+    tm[T_GATHER] += time_now() - t;
+    /* 2. this member's rows of Z (in place: x's rows [d0, d1) become Z's), then the others' */
+    t = time_now();
+    model_proj_rows_n(c, &r->proj, &e->scratch, r->d0, x, e->heads, x, n);
+    transport_streamed(e->tp, (double)model_proj_bytes(c, &r->proj));
+    tm[T_PROJ] += time_now() - t;
+    t = time_now();
+    exact_allgather(e, l, R_Z, h, x, c->dim, n);
+    tm[T_GATHER] += time_now() - t;
+    /* 3. the FFN's hidden activations of this member's slice, then everyone's */
+    t = time_now();
+    model_ffn_hidden_n(c, &r->ffn, &e->scratch, x, e->hidden + r->ffn.f0, c->ffn_dim, n);
+    tm[T_FFN] += time_now() - t;
+    t = time_now();
+    exact_allgather(e, l, R_HIDDEN, h, e->hidden, c->ffn_dim, n);
+    tm[T_BCAST] += time_now() - t;
+    /* 4. this member's rows of X' (in place over Z's), then the others' */
+    t = time_now();
+    model_ffn_down_rows_n(c, &r->ffn, &e->scratch, x, e->hidden, x, n);
+    transport_streamed(e->tp, (double)model_ffn_bytes(c, &r->ffn));
+    tm[T_FFN] += time_now() - t;
+    t = time_now();
+    exact_allgather(e, l, R_X, h, x, c->dim, n);
+    tm[T_BCAST] += time_now() - t;
+}
+
+/* Loads this member's share of exact SLICE layer l besides its attention parts: wo rows
+ * [d0, d1) (and the whole bias bo, gpt2), the FFN's gate/up rows of its slice and w_down rows
+ * [d0, d1).  -1 with err. */
+int engine_exact_load(DistEngine *e, int l, hid_t file, const char *fname, char *err,
+                      size_t errlen)
+{
+    const LayerPlan *lp = &e->plan->layers[l];
+    const ModelConfig *c = e->c;
+    LayerRt *r = &e->lr[l];
+    const int me = e->tp->rank;
+    if (!plan_exact_rows(e->plan, c, l, me, &r->d0, &r->d1))
+        return 0;
+    r->proj.layer = l;
+    if (model_load_proj_rows(&r->proj.wo, c, file, fname, l, r->d0, r->d1, err, errlen) < 0)
+        return -1;
+    if (c->arch == ARCH_GPT2 &&
+        model_load_proj_bias(&r->proj.bo, c, file, fname, l, err, errlen) < 0)
+        return -1;
+    e->weight_bytes += model_proj_bytes(c, &r->proj);
+    for (int k = 0; k < lp->n_slices; k++)
+        if (lp->slices[k].rank == me) {
+            r->is_ffn = 1;
+            if (model_load_ffn_rows(&r->ffn, c, file, fname, l, lp->slices[k].f0,
+                                    lp->slices[k].f1, r->d0, r->d1, err, errlen) < 0)
+                return -1;
+            e->weight_bytes += model_ffn_bytes(c, &r->ffn);
+        }
+    return 0;
+}
+
+/* The all-gather buffers for passes of e->bmax rows (NULL unless the plan is exact). */
+void engine_exact_alloc(DistEngine *e)
+{
+    if (e->plan->exchange != EXCHANGE_EXACT)
+        return;
+    const ModelConfig *c = e->c;
+    const size_t W = (size_t)e->plan->n_workers, B = (size_t)e->bmax;
+    size_t w = (size_t)c->n_heads * (size_t)c->head_dim;
+    if ((size_t)c->ffn_dim > w)
+        w = (size_t)c->ffn_dim;
+    if ((size_t)c->dim > w)
+        w = (size_t)c->dim;
+    e->gx_stride = sizeof(WireHdr) + B * w * sizeof(float);
+    e->gx_send = xcalloc(e->gx_stride, 1);
+    e->gx_recv = xcalloc((W + 1) * e->gx_stride, 1);
+    e->gx_reqs = xcalloc(2 * (W + 1), sizeof(TransportReq));
+    e->hidden = xcalloc(B * (size_t)c->ffn_dim, sizeof(float));
+}
+
+void engine_exact_free(DistEngine *e)
+{
+    free(e->gx_send);
+    free(e->gx_recv);
+    free(e->gx_reqs);
+    free(e->hidden);
+    e->gx_send = e->gx_recv = NULL;
+    e->gx_reqs = NULL;
+    e->hidden = NULL;
+}
