@@ -10,7 +10,8 @@
  *  - PIPE layer: each head rank runs its parts, an Igatherv sends [header | head outputs] to
  *    the projection rank, Z goes point-to-point to the FFN rank when that is another rank.
  *  - SLICE layer: each member runs its parts and their columns of the output projection,
- *    sends its partial sum to every other member, runs its FFN slice, and exchanges again.
+ *    sends its partial sum to every other member, runs its FFN slice, and exchanges again
+ *    (in the plan's pattern); --exchange exact: four all-gathers of whole values instead.
  *  - After the last layer the output is broadcast to the controller.
  *  - Speculation into layer l (transition l-1 -> l, projection and FFN of l-1 on one rank):
  *    that rank broadcasts Z on layer l's input communicator before running the FFN; every
@@ -275,8 +276,100 @@ static void exchange(SimFlow *f, int l, const int *m, int n, const int *from, in
         }
 }
 
+/* An all-gather among the members m[0..n): member i's bytes[i] (header included) leave after
+ * op from[i] for every other member; to[j] gets the op after which member j holds them all. */
+static void allgather(SimFlow *f, int l, const int *m, int n, const int *from,
+                      const double *bytes, int *to)
+{
+    SimDes *d = f->d;
+    for (int j = 0; j < n; j++) {
+        to[j] = des_join(d, l);
+        des_dep(d, from[j], to[j]);
+    }
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
+            if (i == j)
+                continue;
+            int x = des_msg(d, SIM_TAG_EXCHANGE, l, m[i], m[j], bytes[i]);
+            des_dep(d, from[i], x);
+            des_dep(d, x, to[j]);
+        }
+}
+
+/* --exchange exact (src/engine/slice_exact.c): heads, all-gather of their outputs, rows
+ * [d0, d1) of wo, all-gather of Z, the FFN slice's gate and up rows, all-gather of the
+ * hidden slices, rows [d0, d1) of w_down, all-gather of X'. */
+static void slice_exact_layer(SimFlow *f, const LayerPlan *lp, const ScheduleLayer *sl, int l)
+{
+    SimDes *d = f->d;
+    const ModelConfig *c = f->c;
+    const int n = sl->n_members;
+    const double hdr = (double)sizeof(WireHdr), fl = (double)sizeof(float);
+    int *a = f->ready, *g = f->g1, *x = f->tmp;
+    int *rows = xmalloc(2 * (size_t)n * sizeof(int)), *cols = rows + n;
+    double *bytes = xmalloc((size_t)n * sizeof(double));
+    for (int i = 0; i < n; i++) {
+        int r = sl->members[i], d0 = 0, d1 = 0;
+        plan_exact_rows(f->plan, c, l, r, &d0, &d1);
+        rows[i] = d1 - d0;
+        cols[i] = 0;
+        for (int k = 0; k < lp->n_slices; k++)
+            if (lp->slices[k].rank == r)
+                cols[i] += lp->slices[k].f1 - lp->slices[k].f0;
+    }
+    flow_input(f, l, sl, SIM_TAG_BCAST);
+    /* 1: heads, their outputs to every member */
+    for (int i = 0; i < n; i++) {
+        int r = sl->members[i];
+        a[i] = des_compute(d, SIM_TAG_ATTN, l, r, attn_time(f, lp, r));
+        des_dep(d, f->got[r], a[i]);
+        bytes[i] = hdr + heads_on(lp, r) * c->head_dim * fl;
+    }
+    allgather(f, l, sl->members, n, a, bytes, g);
+    /* 2: rows of wo (whole rows of qd values), Z's rows to every member */
+    for (int i = 0; i < n; i++) {
+        const ClusterDevice *dv = &f->cl->dev[sl->members[i]];
+        double t = (double)config_proj_bytes(c) * rows[i] / c->dim / dv->speed_Bps +
+                   dv->op_overhead_s;
+        a[i] = des_compute(d, SIM_TAG_PROJ, l, sl->members[i], t);
+        des_dep(d, g[i], a[i]);
+        bytes[i] = hdr + rows[i] * fl;
+    }
+    allgather(f, l, sl->members, n, a, bytes, x);
+    /* 3: gate and up rows of the slice (two thirds of its FFN bytes), hidden slices out */
+    for (int i = 0; i < n; i++) {
+        const ClusterDevice *dv = &f->cl->dev[sl->members[i]];
+        double t = (double)config_ffn_bytes(c, cols[i]) * 2 / 3 / dv->speed_Bps +
+                   dv->op_overhead_s;
+        a[i] = des_compute(d, SIM_TAG_FFN, l, sl->members[i], t);
+        des_dep(d, x[i], a[i]);
+        bytes[i] = hdr + cols[i] * fl;
+    }
+    allgather(f, l, sl->members, n, a, bytes, g);
+    /* 4: rows of w_down (whole rows of ffn_dim values), X''s rows out */
+    for (int i = 0; i < n; i++) {
+        const ClusterDevice *dv = &f->cl->dev[sl->members[i]];
+        double t = (double)config_ffn_bytes(c, c->ffn_dim) / 3 * rows[i] / c->dim /
+                       dv->speed_Bps + dv->op_overhead_s;
+        a[i] = des_compute(d, SIM_TAG_FFN, l, sl->members[i], t);
+        des_dep(d, g[i], a[i]);
+        bytes[i] = hdr + rows[i] * fl;
+    }
+    allgather(f, l, sl->members, n, a, bytes, x);
+    for (int r = 0; r < f->cl->n; r++)
+        f->hold[r] = -2;
+    for (int i = 0; i < n; i++)
+        f->hold[sl->members[i]] = x[i];
+    free(rows);
+    free(bytes);
+}
+
 static void slice_layer(SimFlow *f, const LayerPlan *lp, const ScheduleLayer *sl, int l)
 {
+    if (f->exchange == EXCHANGE_EXACT && f->plan) {
+        slice_exact_layer(f, lp, sl, l);
+        return;
+    }
     SimDes *d = f->d;
     const ModelConfig *c = f->c;
     const int n = sl->n_members;
@@ -331,6 +424,7 @@ int flow_token(SimFlow *f, const Plan *p, const unsigned char *spec)
     Schedule s;
     plan_schedule(&s, p, f->c);
     f->exchange = p->exchange;
+    f->plan = p;
     for (int r = 0; r < f->cl->n; r++)
         f->hold[r] = -2;
     f->hold[0] = des_compute(d, SIM_TAG_EMBED, -1, 0, sim_cost_controller(f->c, f->cl, 1));

@@ -79,6 +79,7 @@ typedef struct {
     int *got;    /* [n] op after which a consumer has the input */
     int *got_z;  /* [n] op after which a consumer has the speculative Z (-2: none) */
     SliceExchange exchange; /* SLICE layers' exchange pattern (flow_token: the plan's) */
+    const Plan *plan;       /* flow_token's plan (an exact layer's rows) */
 } SimFlow;
 
 void flow_init(SimFlow *f, SimDes *d, const ModelConfig *c, const Cluster *cl, int max_parts);

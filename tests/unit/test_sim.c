@@ -10,6 +10,7 @@
 #include "cost.h"
 #include "sim.h"
 #include "util.h"
+#include "wire.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -425,6 +426,19 @@ static void test_shared_medium(void **state)
     p.exchange = EXCHANGE_REDUCE;
     const double red = sim_plan_token_time(&c, &cl, &p, 8);
     assert_true(red < ap);
+    plan_free(&p);
+    /* --exchange exact: four all-gathers of whole values per layer, (n-1)(4n headers +
+     * (heads + 2 dim + ffn) floats) bytes on the channel, twice through the AP: the token
+     * takes at least their airtime, and it is not the all-to-all's time. */
+    req.exchange = EXCHANGE_EXACT;
+    assert_int_equal(plan_build(&p, &c, &req, err, sizeof err), 0);
+    const double exact = sim_plan_token_time(&c, &cl, &p, 8);
+    const double qd = c.n_heads * c.head_dim;
+    const double b_exact = 3.0 * (4 * 4 * sizeof(WireHdr) + (qd + 2 * c.dim + c.ffn_dim) * 4);
+    print_message("exact: %.1f ms via an AP (its bytes' air %.1f ms)\n", exact * 1e3,
+                  2 * c.n_layers * b_exact / 1e6 * 1e3);
+    assert_true(exact >= 2 * c.n_layers * b_exact / 1e6);
+    assert_true(fabs(exact - ap) > 0.01 * ap);
     plan_free(&p);
     cluster_free(&cl);
 }
