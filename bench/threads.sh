@@ -20,6 +20,11 @@ OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 echo "host: $(nproc) cores, load before: $(load)"
+# The ceiling: a 4.4 GB model is streamed from memory once per token, so --threads 2 can be
+# at most as much faster as two threads read faster than one.
+cmake --build "$BUILD" --target readbw >/dev/null
+"$BUILD/bench/readbw" -m 1024 -r 7 -t 2 > "$OUT/readbw.txt"
+cat "$OUT/readbw.txt" | head -3
 for rep in 1 2 3; do
   for t in 1 2; do
     mpirun $MPI_FLAGS -np 1 "$BUILD/headsplit" --model "$MODEL" --prompt "Once upon a time" \
@@ -40,4 +45,8 @@ for t in (1, 2):
     med[t] = statistics.median(ms)
     print(f"--threads {t}: {med[t]:8.1f} ms/token (runs: {', '.join(f'{v:.1f}' for v in ms)})")
 print(f"speed-up --threads 2 over 1: {med[1] / med[2]:.2f}x (target >= 1.6x)")
+bw = json.loads(open(f"{out}/readbw.txt").read().strip().splitlines()[-1])["gbs"]
+print(f"read bandwidth 1 / 2 threads: {bw[0]:.1f} / {bw[1]:.1f} GB/s (ratio {bw[1] / bw[0]:.2f}, "
+      f"the ceiling of the speed-up); decode at 1 / 2 threads reads "
+      f"{4.4e3 / med[1]:.1f} / {4.4e3 / med[2]:.1f} GB/s")
 PY
