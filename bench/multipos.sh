@@ -28,7 +28,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 PARTS=prompt,pi4,draft REPS=3 OUT='' BATCH=64 DEVICE=pi4 LINK=wifi GEN=64 DRY=0 EXTRA=''
 TARGET=${TARGET:-}
-DRAFT=${DRAFT:-weights/austen-llama.h5}
+DRAFT=${DRAFT:-weights/austen-llama-draft.h5}
 TINYLLAMA=${TINYLLAMA:-/tmp/parity/tl/tinyllama-q4_0.h5}
 BUILD=${BUILD_DIR:-build}
 die() { echo "multipos.sh: $*" >&2; exit 2; }
