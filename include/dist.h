@@ -59,12 +59,15 @@ void dist_print_memory_prediction(const DistEngine *e, FILE *out);
  * positions. */
 void dist_set_max_batch(DistEngine *e, int max_batch);
 int dist_max_batch(const DistEngine *e);
-/* Controller: passes of at most rows positions (0: as many as the broadcasts allow).  On a
- * chain of stages (layer-wise: every layer on one worker, each worker one block of layers)
- * the controller sends the next passes of a forward_n call before the first one's result
- * returns, up to one per stage after the first, so that the stages work on successive
+/* Passes of at most rows positions (0: as many as the broadcasts allow; DIST_UBATCH_AUTO:
+ * on a chain of stages one pass per stage, of at least DIST_UBATCH_MIN rows, else whole
+ * calls).  On a chain of stages (layer-wise: every layer on one worker, each worker one block
+ * of layers) the controller sends the next passes of a forward_n call before the first one's
+ * result returns, up to one per stage after the first, so that the stages work on successive
  * passes at once (the pipelined prompt); the results are bit-identical to one pass.  Call
  * on every rank with the same value, after dist_set_max_batch (it sizes the first pass). */
+#define DIST_UBATCH_AUTO (-1)
+#define DIST_UBATCH_MIN 16
 void dist_set_ubatch(DistEngine *e, int rows);
 /* A request-reply service on one worker between passes (the draft model of --draft-rank):
  * fn answers a request of req_bytes with at most resp_cap bytes and returns how many (or -1

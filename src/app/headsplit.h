@@ -70,8 +70,9 @@ typedef struct {
     long max_body;            /* --serve: request body limit in bytes */
     /* Several positions per pass (issue 17) */
     int batch;                /* --batch: prompt positions per pass (default 64) */
-    int ubatch;               /* --ubatch: rows per pass on the wire (0: --batch); a chain of
-                               * stages keeps several in flight */
+    int ubatch;               /* --ubatch: rows per pass (0: --batch; DIST_UBATCH_AUTO, the
+                               * default: one pass per stage of a chain); a chain of stages
+                               * keeps several in flight */
     const char *draft;        /* --draft FILE: the draft model of speculative decoding */
     int draft_tokens;         /* --draft-tokens: drafted per round (0: auto; default 4) */
     int draft_tokens_set;

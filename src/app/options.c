@@ -110,8 +110,9 @@ void options_usage(FILE *out)
         "  --max-body BYTES      --serve: largest request body (default 1048576)\n");
     fprintf(out, "several positions per pass:\n"
         "  --batch N             prompt positions per pass (default 64; 1: one at a time)\n"
-        "  --ubatch N            rows per message at most (default 0: a whole --batch); a\n"
-        "                        layer-wise chain keeps one pass per stage in flight\n"
+        "  --ubatch N|auto       rows per pass at most (0: a whole --batch); a layer-wise\n"
+        "                        chain keeps one pass per stage in flight (default auto:\n"
+        "                        there, a prompt chunk in one pass per stage, at least 16 rows)\n"
         "  --draft FILE          speculative decoding: FILE, a small model with the same\n"
         "                        tokenizer, drafts tokens on the controller that the model\n"
         "                        verifies several at a time (greedy output is unchanged)\n"
@@ -233,7 +234,12 @@ static int parse_front(Options *o, int ch, const char *arg, char *err, size_t er
     case O_SYSTEM: o->system_prompt = arg; return 0;
     case O_THREADS: return parse_count("--threads", arg, 1, 64, &o->threads, err, errlen);
     case O_BATCH: return parse_count("--batch", arg, 1, 4096, &o->batch, err, errlen);
-    case O_UBATCH: return parse_count("--ubatch", arg, 0, 4096, &o->ubatch, err, errlen);
+    case O_UBATCH:
+        if (strcmp(arg, "auto") == 0) {
+            o->ubatch = DIST_UBATCH_AUTO;
+            return 0;
+        }
+        return parse_count("--ubatch", arg, 0, 4096, &o->ubatch, err, errlen);
     case O_DRAFT:
         if (!arg[0])
             return util_err(err, errlen, "--draft: the file name is empty");
@@ -329,6 +335,7 @@ static void options_defaults(Options *o)
     o->tolerance = 0.05f;
     o->min_acceptance = 0.7f;
     o->batch = 64;
+    o->ubatch = DIST_UBATCH_AUTO;
     o->draft_tokens = 4;
     o->draft_rank = -1;
 }
@@ -623,7 +630,8 @@ json_t *options_json(const Options *o, int n_ranks)
                                                              : json_null());
     json_object_set_new(j, "threads", json_integer(kernels_get_threads()));
     json_object_set_new(j, "batch", json_integer(o->batch));
-    json_object_set_new(j, "ubatch", json_integer(o->ubatch));
+    json_object_set_new(j, "ubatch", o->ubatch == DIST_UBATCH_AUTO ? json_string("auto")
+                                                                 : json_integer(o->ubatch));
     json_object_set_new(j, "draft", o->draft ? json_string(o->draft) : json_null());
     if (o->draft)
         json_object_set_new(j, "draft_tokens", o->draft_tokens ? json_integer(o->draft_tokens)

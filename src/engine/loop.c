@@ -240,10 +240,10 @@ static void controller_take(DistEngine *e, int pos, int n, int nb, int out, int 
            (size_t)out * (size_t)e->c->dim * sizeof(float));
 }
 
-int engine_pipeline_depth(const DistEngine *e)
+/* Passes a chain of stages can hold beyond the oldest: stages - 1 when the plan is a chain
+ * (every layer's roles on one rank, each rank one run of layers, no split head), else 0. */
+static int chain_depth(const DistEngine *e)
 {
-    if (e->ubatch <= 0)
-        return 0;
     const Plan *p = e->plan;
     int runs = 0, prev = -1;
     for (int l = 0; l < p->n_layers; l++) {
@@ -268,13 +268,33 @@ int engine_pipeline_depth(const DistEngine *e)
     return d < ENGINE_MAX_DEPTH ? d : ENGINE_MAX_DEPTH;
 }
 
+int engine_pipeline_depth(const DistEngine *e)
+{
+    return e->ubatch == 0 ? 0 : chain_depth(e);
+}
+
+/* Rows per pass of a forward_n of n rows: --ubatch N, or all of them (0), or auto: on a
+ * chain, one pass per stage (but at least DIST_UBATCH_MIN rows each, so that a short call,
+ * a draft's verification, stays one pass); elsewhere all of them. */
+static int ubatch_rows(const DistEngine *e, int n)
+{
+    if (e->ubatch > 0)
+        return e->ubatch;
+    const int d = e->ubatch < 0 ? chain_depth(e) : 0;
+    if (d == 0 || n < 2 * DIST_UBATCH_MIN)
+        return n;
+    const int r = (n + d) / (d + 1);
+    return r > DIST_UBATCH_MIN ? r : DIST_UBATCH_MIN;
+}
+
 void dist_set_ubatch(DistEngine *e, int rows)
 {
-    CHECK(rows >= 0 && rows <= WIRE_MAX_ROWS, "--ubatch %d: must be 0..%d", rows,
-          WIRE_MAX_ROWS);
+    CHECK(rows >= DIST_UBATCH_AUTO && rows <= WIRE_MAX_ROWS,
+          "--ubatch %d: must be 0..%d or auto", rows, WIRE_MAX_ROWS);
     e->ubatch = rows;
-    if (rows > 0 && e->nb > rows)
-        e->nb = rows; /* the first pass's broadcasts, as every rank sizes them */
+    const int first = ubatch_rows(e, e->bmax);
+    if (e->nb > first)
+        e->nb = first; /* the first pass's broadcasts, as every rank sizes them */
 }
 
 void dist_set_wire(DistEngine *e, int mode)
@@ -284,7 +304,7 @@ void dist_set_wire(DistEngine *e, int mode)
     e->wire16 = mode;
 }
 
-/* n positions: passes of at most the agreed rows each (and of at most --ubatch rows).  A
+/* n positions: passes of at most the agreed rows each (and of at most ubatch_rows).  A
  * pass that must carry more rows than the broadcasts are sized for first carries what fits
  * and announces the rest; the last announces the caller's hint (or its own size), so a
  * steady stream of equal passes (decoding, drafting K+1 rows) never pays for a change.
@@ -298,7 +318,7 @@ static void controller_forward_n(void *ctx, float *x, int pos, int n, const int 
     CHECK(n >= 1 && n <= e->bmax, "a pass of %d positions: the engine was set up for 1..%d",
           n, e->bmax);
     const size_t dim = (size_t)e->c->dim;
-    const int ub = e->ubatch > 0 ? e->ubatch : n;
+    const int ub = ubatch_rows(e, n);
     e->depth = engine_pipeline_depth(e);
     /* the caller reads rows n-want .. n-1 only (dist_backend's want_rows) */
     const int want = e->want >= 0 && e->want < n ? e->want : n;
@@ -312,8 +332,9 @@ static void controller_forward_n(void *ctx, float *x, int pos, int n, const int 
                 m = ub;
             const int rest = n - done - m;
             int nxt = rest > 0 ? rest : next_n > 0 ? next_n : m;
-            if (nxt > ub && e->ubatch > 0) /* the next call is split the same way */
-                nxt = ub;
+            const int next_ub = rest > 0 ? ub : ubatch_rows(e, nxt); /* split the same way */
+            if (nxt > next_ub)
+                nxt = next_ub;
             if (nxt > e->bmax)
                 nxt = e->bmax;
             const int slot = (head + count) % (ENGINE_MAX_DEPTH + 1);

@@ -179,7 +179,8 @@ json_t *dist_collect_metrics(DistEngine *e, int n_tokens)
     dist_metrics_gather(e, &m);
     json_t *o = e->tp->rank == 0 ? dist_metrics_json(&m, n_tokens) : NULL;
     if (o) {
-        json_object_set_new(o, "ubatch", json_integer(e->ubatch));
+        json_object_set_new(o, "ubatch", e->ubatch == DIST_UBATCH_AUTO ? json_string("auto")
+                                                                   : json_integer(e->ubatch));
         json_object_set_new(o, "pipeline_depth", json_integer(engine_pipeline_depth(e)));
         json_object_set_new(o, "wire_passes", json_integer((json_int_t)e->wire_passes));
     }

@@ -36,6 +36,19 @@ for ub in 1 7 16 64; do
   [ "$got" = "$want" ] || fail "layer ubatch $ub: $got passes sent, expected $want"
 done
 echo "ok: layer-wise chain, --ubatch 1 7 16 64"
+# The default (auto): on the chain a chunk of c >= 32 rows goes in 4 passes of at least 16
+# rows; a shorter one in one pass.
+check "layer ubatch auto" 5 --partition layer --placement layer --batch 64 --devices "$T/dev.txt"
+[ "$(jq -r .ubatch "$T/r.json")" = auto ] || fail "auto: ubatch reported as $(jq .ubatch "$T/r.json")"
+[ "$(jq .pipeline_depth "$T/r.json")" = 3 ] || fail "auto: depth $(jq .pipeline_depth "$T/r.json"), expected 3"
+want=11
+for ((left = np; left > 0; left -= 64)); do
+  c=$((left < 64 ? left : 64))
+  if [ $c -lt 32 ]; then want=$((want + 1)); else
+    ub=$(( (c + 3) / 4 )); [ $ub -lt 16 ] && ub=16; want=$((want + (c + ub - 1) / ub)); fi
+done
+[ "$(jq .wire_passes "$T/r.json")" = "$want" ] || fail "auto: $(jq .wire_passes "$T/r.json") passes, expected $want"
+echo "ok: --ubatch auto on the chain ($want passes)"
 # A chain of 2 stages (1 ahead); a head-partitioned plan is not a chain: split, never ahead.
 printf '1 speed=1\n2 speed=1\n' > "$T/dev2.txt"
 check "layer 2 workers" 3 --partition layer --placement layer --batch 32 --ubatch 5 \
@@ -43,7 +56,9 @@ check "layer 2 workers" 3 --partition layer --placement layer --batch 32 --ubatc
 [ "$(jq .pipeline_depth "$T/r.json")" = 1 ] || fail "2 workers: depth $(jq .pipeline_depth "$T/r.json"), expected 1"
 check "head" 4 --partition head --placement greedy --batch 32 --ubatch 8
 [ "$(jq .pipeline_depth "$T/r.json")" = 0 ] || fail "head: depth $(jq .pipeline_depth "$T/r.json"), expected 0"
-echo "ok: 2-stage chain; head partition split without passes ahead"
+check "head auto" 4 --partition head --placement greedy --batch 32
+[ "$(jq .wire_passes "$T/r.json")" = $(( (np + 31) / 32 + 11 )) ] || fail "head, auto: $(jq .wire_passes "$T/r.json") passes (auto splits only chains)"
+echo "ok: 2-stage chain; head partition split without passes ahead, and not split by auto"
 # Inter-layer speculation at tolerance 0 is exact; the emulated link delays, never reorders.
 check "speculation" 5 --partition layer --placement layer --batch 64 --ubatch 16 \
   --devices "$T/dev.txt" \
