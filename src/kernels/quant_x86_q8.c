@@ -1,0 +1,266 @@
+/* quant_x86_q8.c: the x86 kernels of the 32-value types with Q8_0 activations (Q8_0, Q4_0,
+ * Q5_0): one row, whole matrices, several activations.  AVX2 with vpmaddubsw + vpmaddwd, or
+ * VNNI's vpdpbusd where built.
+ *
+ * Every function computes exactly the order of its plain-C twin in quant_ref.c
+ * (dot_q8_0_family), llama.cpp's: the integer block sums are exact in any instruction order,
+ * the float steps after them are the same IEEE operations in the same lanes. */
+#include "quant_x86_impl.h"
+
+#include <math.h>
+
+#if defined(QUANT_HAVE_AVX2)
+
+/* ---------------------------------------------------------------- one row */
+
+/* A block's 32 quants less their offset, as signed bytes. */
+static ALWAYS_INLINE __m256i block_q(QType t, const uint8_t *blk)
+{
+    __m256i q;
+    if (t == QTYPE_Q8_0) {
+        q = load32(blk + 2);
+    } else if (t == QTYPE_Q4_0) {
+        q = _mm256_sub_epi8(nibbles32(blk + 2), _mm256_set1_epi8(8));
+    } else { /* Q5_0: fifth bits in qh (blk + 2), nibbles at blk + 6 */
+        uint32_t qh;
+        memcpy(&qh, blk + 2, sizeof qh);
+        const __m256i hb = _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10));
+        q = _mm256_sub_epi8(_mm256_or_si256(nibbles32(blk + 6), hb), _mm256_set1_epi8(16));
+    }
+    return q;
+}
+
+/* Block b's 8 partial sums of q_j a_j (the quants q less their offset). */
+static ALWAYS_INLINE __m256i block_partial(int vnni, QType t, const uint8_t *blk,
+                                           const int8_t *a)
+{
+    const __m256i q = block_q(t, blk);
+    /* |q| * (a with q's sign): the unsigned-by-signed product the instructions take. */
+    return dot_us(vnni, _mm256_sign_epi8(q, q), _mm256_sign_epi8(load32(a), q));
+}
+
+
+/* ggml_vec_dot_q8_0_q8_0's AVX2 order: per block acc = fma(dw * da, lanes, acc); Q4_0 as
+ * llama.cpp's repacked gemv: sum = fma(S, dw * da, sum). */
+static ALWAYS_INLINE float dot_q8_0_family(int vnni, QType t, const uint8_t *w,
+                                           const BlockQ8_0 *a, int64_t nb)
+{
+    const size_t wb = t == QTYPE_Q8_0 ? sizeof(BlockQ8_0)
+                    : t == QTYPE_Q4_0 ? sizeof(BlockQ4_0) : sizeof(BlockQ5_0);
+    if (t == QTYPE_Q4_0) { /* the repacked gemv's order (the twin) */
+        float sum = 0.0f;
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = w + wb * (size_t)b;
+            uint16_t dw;
+            memcpy(&dw, blk, 2);
+            sum = fmaf((float)hsum_i32(block_partial(vnni, t, blk, a[b].qs)),
+                       h2f(dw) * h2f(a[b].d), sum);
+        }
+        return sum;
+    }
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = w + wb * (size_t)b;
+        uint16_t dw;
+        memcpy(&dw, blk, 2);
+        const __m256 d = _mm256_set1_ps(h2f(dw) * h2f(a[b].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(block_partial(vnni, t, blk, a[b].qs)), acc);
+    }
+    return hsum_f8(acc);
+}
+
+/* ---------------------------------------------------------------- entry */
+
+/* Rows of the 32-value types one after another, the weights prefetched ahead. */
+/* Four rows side by side, each in its own order (dot_q8_0_family's): the four dependency
+ * chains overlap in the pipeline; no row's arithmetic depends on the others. */
+static ALWAYS_INLINE void dot4_q8_0_family(int vnni, QType t, const uint8_t *w, size_t stride,
+                                           const BlockQ8_0 *a, int64_t nb, float *y)
+{
+    const size_t wb = t == QTYPE_Q8_0 ? sizeof(BlockQ8_0)
+                    : t == QTYPE_Q4_0 ? sizeof(BlockQ4_0) : sizeof(BlockQ5_0);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+    float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int64_t b = 0; b < nb; b++) {
+        const float da = h2f(a[b].d);
+        for (int r = 0; r < 4; r++) {
+            const uint8_t *blk = w + stride * (size_t)r + wb * (size_t)b;
+            uint16_t dw;
+            memcpy(&dw, blk, 2);
+            const __m256i p = block_partial(vnni, t, blk, a[b].qs);
+            if (t == QTYPE_Q4_0)
+                sum[r] = fmaf((float)hsum_i32(p), h2f(dw) * da, sum[r]);
+            else
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(dw) * da), _mm256_cvtepi32_ps(p),
+                                         acc[r]);
+        }
+    }
+    for (int r = 0; r < 4; r++)
+        y[r] = t == QTYPE_Q4_0 ? sum[r] : hsum_f8(acc[r]);
+}
+
+/* Rows of the 32-value types four at a time, the weights prefetched ahead. */
+__attribute__((noinline)) static int matvec_q8_0_family(int vnni, QType t, float *y,
+                                                        const uint8_t *w, size_t stride,
+                                                        const BlockQ8_0 *a, int64_t nb, int d)
+{
+    int i = 0;
+    for (; i + 4 <= d; i += 4) {
+        const uint8_t *row = w + stride * (size_t)i;
+        prefetch_ahead(row, 4 * stride);
+#define DOT4(V, T) dot4_q8_0_family(V, T, row, stride, a, nb, y + i)
+        if (vnni)
+            t == QTYPE_Q4_0 ? DOT4(1, QTYPE_Q4_0) : t == QTYPE_Q8_0 ? DOT4(1, QTYPE_Q8_0)
+                                                                     : DOT4(1, QTYPE_Q5_0);
+        else
+            t == QTYPE_Q4_0 ? DOT4(0, QTYPE_Q4_0) : t == QTYPE_Q8_0 ? DOT4(0, QTYPE_Q8_0)
+                                                                     : DOT4(0, QTYPE_Q5_0);
+#undef DOT4
+    }
+    for (; i < d; i++) {
+        const uint8_t *row = w + stride * (size_t)i;
+        prefetch_ahead(row, stride);
+        y[i] = vnni ? dot_q8_0_family(1, t, row, a, nb) : dot_q8_0_family(0, t, row, a, nb);
+    }
+    return 1;
+}
+
+/* ---------------------------------------------------------------- several activations */
+
+/* One row against tb activations (tb <= 4; constant where inlined): each block's quants are
+ * unpacked once and dotted with every activation; each (row, activation) keeps
+ * dot_q8_0_family's own accumulator and order. */
+static ALWAYS_INLINE void mm_q8_0_tile(int vnni, QType t, const uint8_t *row, const uint8_t *act,
+                                      size_t astride, int64_t nb, int tb, float *y, size_t ldy)
+{
+    const size_t wb = t == QTYPE_Q8_0 ? sizeof(BlockQ8_0)
+                    : t == QTYPE_Q4_0 ? sizeof(BlockQ4_0) : sizeof(BlockQ5_0);
+    if (t == QTYPE_Q4_0 && tb == 4) {
+        /* Q4_0's four scalar chains sum = fma(S, dw * da, sum) as the lanes of one vector:
+         * the four block sums S by one horizontal-add tree (exact integers), then one fused
+         * multiply-add per lane, the same IEEE operation as fmaf. */
+        __m128 sum4 = _mm_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = row + wb * (size_t)b;
+            uint16_t dw;
+            memcpy(&dw, blk, 2);
+            const float fw = h2f(dw);
+            const __m256i q = block_q(t, blk);
+            const __m256i qa = _mm256_sign_epi8(q, q);
+            __m256i p[4];
+            float dk[4];
+            for (int k = 0; k < 4; k++) {
+                const BlockQ8_0 *a = (const BlockQ8_0 *)(const void *)(act + astride * (size_t)k) + b;
+                p[k] = dot_us(vnni, qa, _mm256_sign_epi8(load32(a->qs), q));
+                dk[k] = fw * h2f(a->d);
+            }
+            const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]),
+                                                _mm256_hadd_epi32(p[2], p[3]));
+            const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(h),
+                                             _mm256_extracti128_si256(h, 1));
+            sum4 = _mm_fmadd_ps(_mm_cvtepi32_ps(s4), _mm_loadu_ps(dk), sum4);
+        }
+        float out[4];
+        _mm_storeu_ps(out, sum4);
+        for (int k = 0; k < 4; k++)
+            y[ldy * (size_t)k] = out[k];
+        return;
+    }
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+    float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = row + wb * (size_t)b;
+        uint16_t dw;
+        memcpy(&dw, blk, 2);
+        const float fw = h2f(dw);
+        const __m256i q = block_q(t, blk);
+        const __m256i qa = _mm256_sign_epi8(q, q);
+        for (int k = 0; k < tb; k++) {
+            const BlockQ8_0 *a = (const BlockQ8_0 *)(const void *)(act + astride * (size_t)k) + b;
+            const __m256i p = dot_us(vnni, qa, _mm256_sign_epi8(load32(a->qs), q));
+            if (t == QTYPE_Q4_0)
+                sum[k] = fmaf((float)hsum_i32(p), fw * h2f(a->d), sum[k]);
+            else
+                acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(fw * h2f(a->d)), _mm256_cvtepi32_ps(p),
+                                         acc[k]);
+        }
+    }
+    for (int k = 0; k < tb; k++)
+        y[ldy * (size_t)k] = t == QTYPE_Q4_0 ? sum[k] : hsum_f8(acc[k]);
+}
+
+/* Rows [0, d) in chunks (quant_chunk_rows); each tile of up to 4 activations passes over a
+ * chunk row by row, the tile in L1 and the chunk in L2. */
+static ALWAYS_INLINE void mm_q8_0_rows(int vnni, QType t, float *y, size_t ldy, const uint8_t *w,
+                                       size_t stride, const uint8_t *act, size_t astride,
+                                       int64_t nb, int d, int nact)
+{
+    const int rc = quant_chunk_rows(stride);
+    for (int i0 = 0; i0 < d; i0 += rc) {
+        const int i1 = d - i0 < rc ? d : i0 + rc;
+        for (int k = 0; k < nact; k += 4) {
+            const uint8_t *ak = act + astride * (size_t)k;
+            for (int i = i0; i < i1; i++) {
+                const uint8_t *row = w + stride * (size_t)i;
+                float *yk = y + ldy * (size_t)k + (size_t)i;
+                if (k == 0)
+                    prefetch_ahead(row, stride);
+                const int tb = nact - k; /* a constant tile size for each specialisation */
+                if (tb >= 4)
+                    mm_q8_0_tile(vnni, t, row, ak, astride, nb, 4, yk, ldy);
+                else if (tb == 3)
+                    mm_q8_0_tile(vnni, t, row, ak, astride, nb, 3, yk, ldy);
+                else if (tb == 2)
+                    mm_q8_0_tile(vnni, t, row, ak, astride, nb, 2, yk, ldy);
+                else
+                    mm_q8_0_tile(vnni, t, row, ak, astride, nb, 1, yk, ldy);
+            }
+        }
+    }
+}
+
+__attribute__((noinline)) static void matmul_q8_0_family(int vnni, QType t, float *y,
+                                                         size_t ldy, const uint8_t *w,
+                                                         size_t stride, const uint8_t *act,
+                                                         size_t astride, int64_t nb, int d,
+                                                         int nact)
+{
+#define MMROWS(V, T) mm_q8_0_rows(V, T, y, ldy, w, stride, act, astride, nb, d, nact)
+    if (vnni)
+        t == QTYPE_Q4_0 ? MMROWS(1, QTYPE_Q4_0) : t == QTYPE_Q8_0 ? MMROWS(1, QTYPE_Q8_0)
+                                                                   : MMROWS(1, QTYPE_Q5_0);
+    else
+        t == QTYPE_Q4_0 ? MMROWS(0, QTYPE_Q4_0) : t == QTYPE_Q8_0 ? MMROWS(0, QTYPE_Q8_0)
+                                                                   : MMROWS(0, QTYPE_Q5_0);
+#undef MMROWS
+}
+
+float quant_x86_q8_dot(int vnni, QType t, const void *w, const BlockQ8_0 *a, int64_t nb)
+{
+    if (vnni)
+        return t == QTYPE_Q4_0   ? dot_q8_0_family(1, QTYPE_Q4_0, w, a, nb)
+             : t == QTYPE_Q8_0 ? dot_q8_0_family(1, QTYPE_Q8_0, w, a, nb)
+                               : dot_q8_0_family(1, QTYPE_Q5_0, w, a, nb);
+    return t == QTYPE_Q4_0   ? dot_q8_0_family(0, QTYPE_Q4_0, w, a, nb)
+         : t == QTYPE_Q8_0 ? dot_q8_0_family(0, QTYPE_Q8_0, w, a, nb)
+                           : dot_q8_0_family(0, QTYPE_Q5_0, w, a, nb);
+}
+
+void quant_x86_q8_matvec(int vnni, QType t, float *y, const uint8_t *w, size_t stride,
+                         const BlockQ8_0 *a, int64_t nb, int d)
+{
+    matvec_q8_0_family(vnni, t, y, w, stride, a, nb, d);
+}
+
+void quant_x86_q8_matmul(int vnni, QType t, float *y, size_t ldy, const uint8_t *w,
+                         size_t stride, const uint8_t *act, size_t astride, int64_t nb, int d,
+                         int nact)
+{
+    matmul_q8_0_family(vnni, t, y, ldy, w, stride, act, astride, nb, d, nact);
+}
+
+#else
+typedef int quant_x86_q8_unused; /* ISO C wants a declaration in every file */
+#endif
