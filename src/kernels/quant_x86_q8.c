@@ -100,12 +100,134 @@ static ALWAYS_INLINE void dot4_q8_0_family(int vnni, QType t, const uint8_t *w, 
         y[r] = t == QTYPE_Q4_0 ? sum[r] : hsum_f8(acc[r]);
 }
 
+/* ---------------------------------------------------------------- eight rows, 512 bits
+ * With AVX-512 VNNI, Q8_0 and Q4_0 matrices go eight rows at a time.  The integer block sums
+ * take the weights as unsigned bytes (Q8_0: q + 128 by flipping the top bit; Q4_0: the
+ * nibbles n = q + 8 as stored) in vpdpbusd, whose accumulator starts at minus the offset
+ * times the activation's byte sums, so every 32-bit lane ends as the exact sum of q a over its
+ * bytes (|sums| < 2^17).  The eight rows' fp16 scales are read into one vector and converted
+ * by one F16C instruction, then multiplied by the activation's scale: the twin's
+ * float(dw) * float(da) for each row.  The float steps stay per row in the twin's order:
+ * Q8_0's per-lane fma(d, lanes, acc) runs for two rows in the two halves of one 512-bit
+ * register; Q4_0's chain sum = fma(S, d, sum) runs for eight rows in the eight lanes of one
+ * 256-bit register. */
+#if defined(QUANT_HAVE_VNNI) && defined(__AVX512F__) && defined(__AVX512BW__)
+#define QUANT_X86_ROWS8 1
+
+/* The fp16 scales at p + stride * o[k] (k = 0..7, the first two bytes of a block) as floats,
+ * lane k from row o[k]. */
+static ALWAYS_INLINE __m256 scales8(const uint8_t *p, size_t stride, const int o[8])
+{
+    __m128i h[8];
+    for (int k = 0; k < 8; k++)
+        h[k] = _mm_loadu_si32(p + stride * (size_t)o[k]);
+    const __m128i h01 = _mm_unpacklo_epi16(h[0], h[1]), h23 = _mm_unpacklo_epi16(h[2], h[3]);
+    const __m128i h45 = _mm_unpacklo_epi16(h[4], h[5]), h67 = _mm_unpacklo_epi16(h[6], h[7]);
+    return _mm256_cvtph_ps(_mm_unpacklo_epi64(_mm_unpacklo_epi32(h01, h23),
+                                              _mm_unpacklo_epi32(h45, h67)));
+}
+
+/* Rows w .. w + 7 stride of Q8_0: y[r] = dot_q8_0_family's result for row r, bit for bit. */
+static ALWAYS_INLINE void rows8_q8_0(const uint8_t *w, size_t stride, const BlockQ8_0 *a,
+                                     int64_t nb, float *y)
+{
+    static const int order[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    __m512 acc[4];
+    __m512i dsel[4]; /* lanes 0..7 take row 2k's d, lanes 8..15 row 2k + 1's */
+    for (int k = 0; k < 4; k++) {
+        acc[k] = _mm512_setzero_ps();
+        dsel[k] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(2 * k)),
+                                     _mm256_set1_epi32(2 * k + 1), 1);
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = w + sizeof(BlockQ8_0) * (size_t)b;
+        const __m512i av = _mm512_broadcast_i64x4(load32(a[b].qs));
+        /* minus 128 times each lane's four activation bytes: the offset of q + 128 */
+        const __m512i corr =
+            _mm512_sub_epi32(_mm512_setzero_si512(),
+                             _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, av));
+        const __m256 d8 = _mm256_mul_ps(scales8(blk, stride, order), _mm256_set1_ps(h2f(a[b].d)));
+        const __m512 d16 = _mm512_castps256_ps512(d8);
+        for (int k = 0; k < 4; k++) {
+            const uint8_t *p = blk + 2 * stride * (size_t)k + 2;
+            const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(load32(p)),
+                                                 load32(p + stride), 1);
+            const __m512i s = _mm512_dpbusd_epi32(corr, _mm512_xor_si512(q, flip), av);
+            acc[k] = _mm512_fmadd_ps(_mm512_permutexvar_ps(dsel[k], d16), _mm512_cvtepi32_ps(s),
+                                     acc[k]);
+        }
+    }
+    for (int k = 0; k < 4; k++) {
+        y[2 * k] = hsum_f8(_mm512_castps512_ps256(acc[k]));
+        y[2 * k + 1] = hsum_f8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[k]), 1)));
+    }
+}
+
+/* Rows w .. w + 7 stride of Q4_0: y[r] = the repacked gemv's chain of row r, bit for bit.
+ * Per block, four rows' 16 nibble bytes fill one 512-bit register (128 bits each), low
+ * nibbles against the activation's first 16 bytes, high nibbles against its last 16, so
+ * that 16 lanes hold four per row; a horizontal-add tree then gives each row's whole sum S in
+ * lane order 0, 2, 4, 6, 1, 3, 5, 7 (the scales are read in that order). */
+static ALWAYS_INLINE void rows8_q4_0(const uint8_t *w, size_t stride, const BlockQ8_0 *a,
+                                     int64_t nb, float *y)
+{
+    static const int order[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+    const __m512i m4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
+    __m256 sum = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = w + sizeof(BlockQ4_0) * (size_t)b;
+        const __m512i alo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)a[b].qs));
+        const __m512i ahi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)(a[b].qs + 16)));
+        /* minus 8 times each lane's activation bytes, low and high halves together */
+        const __m512i corr = _mm512_sub_epi32(
+            _mm512_setzero_si512(),
+            _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, alo), eight,
+                                ahi));
+        __m256i half[4];
+        for (int g = 0; g < 2; g++) {
+            const uint8_t *p = blk + 4 * stride * (size_t)g + 2;
+            __m512i n = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)p));
+            n = _mm512_inserti32x4(n, _mm_loadu_si128((const __m128i *)(const void *)(p + stride)), 1);
+            n = _mm512_inserti32x4(n, _mm_loadu_si128((const __m128i *)(const void *)(p + 2 * stride)), 2);
+            n = _mm512_inserti32x4(n, _mm_loadu_si128((const __m128i *)(const void *)(p + 3 * stride)), 3);
+            const __m512i lo = _mm512_and_si512(n, m4);
+            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(n, 4), m4);
+            const __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(corr, lo, alo), hi, ahi);
+            half[2 * g] = _mm512_castsi512_si256(s);          /* rows 4g, 4g + 1 */
+            half[2 * g + 1] = _mm512_extracti64x4_epi64(s, 1); /* rows 4g + 2, 4g + 3 */
+        }
+        /* [r0 r2 | r1 r3] pairs, then [r0 r2 r4 r6 | r1 r3 r5 r7] */
+        const __m256i h01 = _mm256_hadd_epi32(half[0], half[1]);
+        const __m256i h23 = _mm256_hadd_epi32(half[2], half[3]);
+        const __m256i S = _mm256_hadd_epi32(h01, h23);
+        const __m256 d8 = _mm256_mul_ps(scales8(blk, stride, order), _mm256_set1_ps(h2f(a[b].d)));
+        sum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S), d8, sum);
+    }
+    float out[8];
+    _mm256_storeu_ps(out, sum);
+    for (int k = 0; k < 8; k++)
+        y[order[k]] = out[k];
+}
+#endif
+
 /* Rows of the 32-value types four at a time, the weights prefetched ahead. */
 __attribute__((noinline)) static int matvec_q8_0_family(int vnni, QType t, float *y,
                                                         const uint8_t *w, size_t stride,
                                                         const BlockQ8_0 *a, int64_t nb, int d)
 {
     int i = 0;
+#if defined(QUANT_X86_ROWS8)
+    if (vnni && (t == QTYPE_Q8_0 || t == QTYPE_Q4_0))
+        for (; i + 8 <= d; i += 8) {
+            const uint8_t *row = w + stride * (size_t)i;
+            prefetch_ahead(row, 8 * stride);
+            if (t == QTYPE_Q8_0)
+                rows8_q8_0(row, stride, a, nb, y + i);
+            else
+                rows8_q4_0(row, stride, a, nb, y + i);
+        }
+#endif
     for (; i + 4 <= d; i += 4) {
         const uint8_t *row = w + stride * (size_t)i;
         prefetch_ahead(row, 4 * stride);
