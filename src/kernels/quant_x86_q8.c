@@ -114,24 +114,28 @@ static ALWAYS_INLINE void dot4_q8_0_family(int vnni, QType t, const uint8_t *w, 
 #if defined(QUANT_HAVE_VNNI) && defined(__AVX512F__) && defined(__AVX512BW__)
 #define QUANT_X86_ROWS8 1
 
-/* The fp16 scales at p + stride * o[k] (k = 0..7, the first two bytes of a block) as floats,
- * lane k from row o[k]. */
-static ALWAYS_INLINE __m256 scales8(const uint8_t *p, size_t stride, const int o[8])
+/* The fp16 scales at p + r stride (r = 0..7, the first two bytes of a block) as floats in
+ * lane r: packed by integer shifts into two quadwords, then one F16C conversion. */
+static ALWAYS_INLINE __m128i load16(const void *p)
 {
-    __m128i h[8];
-    for (int k = 0; k < 8; k++)
-        h[k] = _mm_loadu_si32(p + stride * (size_t)o[k]);
-    const __m128i h01 = _mm_unpacklo_epi16(h[0], h[1]), h23 = _mm_unpacklo_epi16(h[2], h[3]);
-    const __m128i h45 = _mm_unpacklo_epi16(h[4], h[5]), h67 = _mm_unpacklo_epi16(h[6], h[7]);
-    return _mm256_cvtph_ps(_mm_unpacklo_epi64(_mm_unpacklo_epi32(h01, h23),
-                                              _mm_unpacklo_epi32(h45, h67)));
+    return _mm_loadu_si128((const __m128i *)p);
+}
+
+static ALWAYS_INLINE __m256 scales8(const uint8_t *p, size_t stride)
+{
+    uint64_t q[2] = {0, 0};
+    for (int r = 0; r < 8; r++) {
+        uint16_t h;
+        memcpy(&h, p + stride * (size_t)r, 2);
+        q[r / 4] |= (uint64_t)h << (16 * (r % 4));
+    }
+    return _mm256_cvtph_ps(_mm_set_epi64x((long long)q[1], (long long)q[0]));
 }
 
 /* Rows w .. w + 7 stride of Q8_0: y[r] = dot_q8_0_family's result for row r, bit for bit. */
 static ALWAYS_INLINE void rows8_q8_0(const uint8_t *w, size_t stride, const BlockQ8_0 *a,
                                      int64_t nb, float *y)
 {
-    static const int order[8] = {0, 1, 2, 3, 4, 5, 6, 7};
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     __m512 acc[4];
     __m512i dsel[4]; /* lanes 0..7 take row 2k's d, lanes 8..15 row 2k + 1's */
@@ -147,7 +151,7 @@ static ALWAYS_INLINE void rows8_q8_0(const uint8_t *w, size_t stride, const Bloc
         const __m512i corr =
             _mm512_sub_epi32(_mm512_setzero_si512(),
                              _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, av));
-        const __m256 d8 = _mm256_mul_ps(scales8(blk, stride, order), _mm256_set1_ps(h2f(a[b].d)));
+        const __m256 d8 = _mm256_mul_ps(scales8(blk, stride), _mm256_set1_ps(h2f(a[b].d)));
         const __m512 d16 = _mm512_castps256_ps512(d8);
         for (int k = 0; k < 4; k++) {
             const uint8_t *p = blk + 2 * stride * (size_t)k + 2;
@@ -160,54 +164,57 @@ static ALWAYS_INLINE void rows8_q8_0(const uint8_t *w, size_t stride, const Bloc
     }
     for (int k = 0; k < 4; k++) {
         y[2 * k] = hsum_f8(_mm512_castps512_ps256(acc[k]));
-        y[2 * k + 1] = hsum_f8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[k]), 1)));
+        const __m512d hi = _mm512_castps_pd(acc[k]);
+        y[2 * k + 1] = hsum_f8(_mm256_castpd_ps(_mm512_extractf64x4_pd(hi, 1)));
     }
 }
 
 /* Rows w .. w + 7 stride of Q4_0: y[r] = the repacked gemv's chain of row r, bit for bit.
  * Per block, four rows' 16 nibble bytes fill one 512-bit register (128 bits each), low
  * nibbles against the activation's first 16 bytes, high nibbles against its last 16, so
- * that 16 lanes hold four per row; a horizontal-add tree then gives each row's whole sum S in
- * lane order 0, 2, 4, 6, 1, 3, 5, 7 (the scales are read in that order). */
+ * that 16 lanes hold four per row; two permutes and adds then give each row's whole sum S in
+ * lane r (exact integers in any order). */
 static ALWAYS_INLINE void rows8_q4_0(const uint8_t *w, size_t stride, const BlockQ8_0 *a,
                                      int64_t nb, float *y)
 {
-    static const int order[8] = {0, 2, 4, 6, 1, 3, 5, 7};
     const __m512i m4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
+    /* lane m of the pair sums: lanes 4 (m / 2) + m % 2 and that + 2 of s[0]:s[1] */
+    const __m512i pick0 = _mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25,
+                                            28, 29);
+    const __m512i pick2 = _mm512_add_epi32(pick0, _mm512_set1_epi32(2));
     __m256 sum = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = w + sizeof(BlockQ4_0) * (size_t)b;
-        const __m512i alo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)a[b].qs));
-        const __m512i ahi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)(a[b].qs + 16)));
+        const __m512i alo = _mm512_broadcast_i32x4(
+            _mm_loadu_si128((const __m128i *)(const void *)a[b].qs));
+        const __m512i ahi = _mm512_broadcast_i32x4(
+            _mm_loadu_si128((const __m128i *)(const void *)(a[b].qs + 16)));
         /* minus 8 times each lane's activation bytes, low and high halves together */
         const __m512i corr = _mm512_sub_epi32(
             _mm512_setzero_si512(),
             _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, alo), eight,
                                 ahi));
-        __m256i half[4];
+        const __m256 da = _mm256_set1_ps(h2f(a[b].d));
+        const uint8_t *blk = w + sizeof(BlockQ4_0) * (size_t)b;
+        __m512i s[2]; /* rows 4g .. 4g + 3: row 4g + k in lanes 4k .. 4k + 3 of s[g] */
         for (int g = 0; g < 2; g++) {
             const uint8_t *p = blk + 4 * stride * (size_t)g + 2;
-            __m512i n = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)p));
-            n = _mm512_inserti32x4(n, _mm_loadu_si128((const __m128i *)(const void *)(p + stride)), 1);
-            n = _mm512_inserti32x4(n, _mm_loadu_si128((const __m128i *)(const void *)(p + 2 * stride)), 2);
-            n = _mm512_inserti32x4(n, _mm_loadu_si128((const __m128i *)(const void *)(p + 3 * stride)), 3);
+            __m512i n = _mm512_castsi128_si512(load16(p));
+            n = _mm512_inserti32x4(n, load16(p + stride), 1);
+            n = _mm512_inserti32x4(n, load16(p + 2 * stride), 2);
+            n = _mm512_inserti32x4(n, load16(p + 3 * stride), 3);
             const __m512i lo = _mm512_and_si512(n, m4);
             const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(n, 4), m4);
-            const __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(corr, lo, alo), hi, ahi);
-            half[2 * g] = _mm512_castsi512_si256(s);          /* rows 4g, 4g + 1 */
-            half[2 * g + 1] = _mm512_extracti64x4_epi64(s, 1); /* rows 4g + 2, 4g + 3 */
+            s[g] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(corr, lo, alo), hi, ahi);
         }
-        /* [r0 r2 | r1 r3] pairs, then [r0 r2 r4 r6 | r1 r3 r5 r7] */
-        const __m256i h01 = _mm256_hadd_epi32(half[0], half[1]);
-        const __m256i h23 = _mm256_hadd_epi32(half[2], half[3]);
-        const __m256i S = _mm256_hadd_epi32(h01, h23);
-        const __m256 d8 = _mm256_mul_ps(scales8(blk, stride, order), _mm256_set1_ps(h2f(a[b].d)));
+        /* 32 lanes (row r at 4r + j of s[0]:s[1]) to two per row, then one per row */
+        const __m512i w2 = _mm512_add_epi32(_mm512_permutex2var_epi32(s[0], pick0, s[1]),
+                                            _mm512_permutex2var_epi32(s[0], pick2, s[1]));
+        const __m256i S =
+            _mm512_cvtepi64_epi32(_mm512_add_epi32(w2, _mm512_srli_epi64(w2, 32)));
+        const __m256 d8 = _mm256_mul_ps(scales8(blk, stride), da);
         sum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S), d8, sum);
     }
-    float out[8];
-    _mm256_storeu_ps(out, sum);
-    for (int k = 0; k < 8; k++)
-        y[order[k]] = out[k];
+    _mm256_storeu_ps(y, sum);
 }
 #endif
 
@@ -221,11 +228,13 @@ __attribute__((noinline)) static int matvec_q8_0_family(int vnni, QType t, float
     if (vnni && (t == QTYPE_Q8_0 || t == QTYPE_Q4_0))
         for (; i + 8 <= d; i += 8) {
             const uint8_t *row = w + stride * (size_t)i;
-            prefetch_ahead(row, 8 * stride);
-            if (t == QTYPE_Q8_0)
+            if (t == QTYPE_Q8_0) {
+                prefetch_ahead(row, 8 * stride);
                 rows8_q8_0(row, stride, a, nb, y + i);
-            else
+            } else {
+                prefetch_ahead(row, 8 * stride);
                 rows8_q4_0(row, stride, a, nb, y + i);
+            }
         }
 #endif
     for (; i + 4 <= d; i += 4) {
