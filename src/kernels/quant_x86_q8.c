@@ -71,6 +71,21 @@ static ALWAYS_INLINE float dot_q8_0_family(int vnni, QType t, const uint8_t *w,
 
 /* ---------------------------------------------------------------- entry */
 
+/* The rows of a group (four or eight) are one stretch of memory, read block by block across
+ * the rows.  The prefetch sweeps the stretch 8 rows on for Q8_0 and 16 for Q4_0 and Q5_0
+ * (about 17 KiB ahead for TinyLlama's 2048 columns), the same share of it per block, so that
+ * it stays evenly ahead of the reads.  Measured on this project's host (bench/roofline.sh
+ * -q, the eight-row passes): a q8_0/q4_0 layer from about 0.45 of the read roofline with the
+ * whole group prefetched at its start (4 KiB on) to about 0.85; 8 KiB or 16 KiB ahead did
+ * well on 2048 columns only.  Prefetches [p + done, p + to) by lines; returns the new
+ * prefetched length. */
+static ALWAYS_INLINE size_t prefetch_upto(const uint8_t *p, size_t done, size_t to)
+{
+    for (; done < to; done += 64)
+        _mm_prefetch((const char *)(p + done), _MM_HINT_T0);
+    return done;
+}
+
 /* Rows of the 32-value types one after another, the weights prefetched ahead. */
 /* Four rows side by side, each in its own order (dot_q8_0_family's): the four dependency
  * chains overlap in the pipeline; no row's arithmetic depends on the others. */
@@ -82,7 +97,11 @@ static ALWAYS_INLINE void dot4_q8_0_family(int vnni, QType t, const uint8_t *w, 
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                      _mm256_setzero_ps()};
     float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    /* prefetched as in the eight-row passes: the stretch 8 (Q8_0) or 16 rows on */
+    const uint8_t *pfw = w + (t == QTYPE_Q8_0 ? 8 : 16) * stride;
+    size_t pf = 0;
     for (int64_t b = 0; b < nb; b++) {
+        pf = prefetch_upto(pfw, pf, 4 * wb * (size_t)(b + 1));
         const float da = h2f(a[b].d);
         for (int r = 0; r < 4; r++) {
             const uint8_t *blk = w + stride * (size_t)r + wb * (size_t)b;
@@ -96,6 +115,7 @@ static ALWAYS_INLINE void dot4_q8_0_family(int vnni, QType t, const uint8_t *w, 
                                          acc[r]);
         }
     }
+    prefetch_upto(pfw, pf, 4 * stride);
     for (int r = 0; r < 4; r++)
         y[r] = t == QTYPE_Q4_0 ? sum[r] : hsum_f8(acc[r]);
 }
@@ -130,21 +150,6 @@ static ALWAYS_INLINE __m256 scales8(const uint8_t *p, size_t stride)
         q[r / 4] |= (uint64_t)h << (16 * (r % 4));
     }
     return _mm256_cvtph_ps(_mm_set_epi64x((long long)q[1], (long long)q[0]));
-}
-
-/* The eight rows of a group are one stretch of 8 stride bytes, read block by block across
- * the rows.  The prefetch sweeps the stretch of the group one or two groups on (about 17 KiB
- * ahead for TinyLlama's 2048 columns: Q8_0 one group, Q4_0, whose rows are half as long,
- * two), the same share of it per block (8 block sizes), so that it stays evenly ahead of the
- * reads.  Measured on this project's host (bench/roofline.sh -q): a q8_0/q4_0 layer from
- * about 0.45 of the read roofline with the whole group prefetched at its start (4 KiB on) to
- * about 0.85; 8 KiB or 16 KiB ahead did well on 2048 columns only.  Returns the new
- * prefetched length. */
-static ALWAYS_INLINE size_t prefetch_upto(const uint8_t *p, size_t done, size_t to)
-{
-    for (; done < to; done += 64)
-        _mm_prefetch((const char *)(p + done), _MM_HINT_T0);
-    return done;
 }
 
 /* Rows w .. w + 7 stride of Q8_0: y[r] = dot_q8_0_family's result for row r, bit for bit. */
@@ -257,7 +262,6 @@ __attribute__((noinline)) static int matvec_q8_0_family(int vnni, QType t, float
 #endif
     for (; i + 4 <= d; i += 4) {
         const uint8_t *row = w + stride * (size_t)i;
-        prefetch_ahead(row, 4 * stride);
 #define DOT4(V, T) dot4_q8_0_family(V, T, row, stride, a, nb, y + i)
         if (vnni)
             t == QTYPE_Q4_0 ? DOT4(1, QTYPE_Q4_0) : t == QTYPE_Q8_0 ? DOT4(1, QTYPE_Q8_0)
