@@ -120,6 +120,53 @@ static ALWAYS_INLINE void dot4_q8_0_family(int vnni, QType t, const uint8_t *w, 
         y[r] = t == QTYPE_Q4_0 ? sum[r] : hsum_f8(acc[r]);
 }
 
+/* ---------------------------------------------------------------- eight rows */
+
+static ALWAYS_INLINE __m128i load16(const void *p)
+{
+    return _mm_loadu_si128((const __m128i *)p);
+}
+
+/* The fp16 scales at p + r stride (r = 0..7, the first two bytes of a block) as floats in
+ * lane r: packed by integer shifts into two quadwords, then one F16C conversion. */
+static ALWAYS_INLINE __m256 scales8(const uint8_t *p, size_t stride)
+{
+    uint64_t q[2] = {0, 0};
+    for (int r = 0; r < 8; r++) {
+        uint16_t h;
+        memcpy(&h, p + stride * (size_t)r, 2);
+        q[r / 4] |= (uint64_t)h << (16 * (r % 4));
+    }
+    return _mm256_cvtph_ps(_mm_set_epi64x((long long)q[1], (long long)q[0]));
+}
+
+/* Rows w .. w + 7 stride of Q4_0 on AVX2 (builds without VNNI): per row the stored nibbles
+ * n = q + 8 (unsigned) times the activation by vpmaddubsw (pairs below 2^12) and vpmaddwd,
+ * the eight rows' lanes summed by one horizontal-add tree (row r in lane r), less 8 times
+ * the activation's byte sum: each row's exact S; then the eight chains sum = fma(S, d, sum)
+ * as the lanes of one FMA, the twin's order per row. */
+static ALWAYS_INLINE void rows8_q4_0_avx2(const uint8_t *w, size_t stride, const BlockQ8_0 *a,
+                                          int64_t nb, float *y)
+{
+    const __m256i eight = _mm256_set1_epi8(8);
+    __m256 sum = _mm256_setzero_ps();
+    size_t pf = 0;
+    for (int64_t b = 0; b < nb; b++) {
+        pf = prefetch_upto(w + 16 * stride, pf, 8 * sizeof(BlockQ4_0) * (size_t)(b + 1));
+        const uint8_t *blk = w + sizeof(BlockQ4_0) * (size_t)b;
+        const __m256i av = load32(a[b].qs);
+        __m256i p[8];
+        for (int r = 0; r < 8; r++)
+            p[r] = dot_us(0, nibbles32(blk + stride * (size_t)r + 2), av);
+        const __m256i S = _mm256_sub_epi32(hsum8_i32(p),
+                                           _mm256_set1_epi32(hsum_i32(dot_us(0, eight, av))));
+        const __m256 d8 = _mm256_mul_ps(scales8(blk, stride), _mm256_set1_ps(h2f(a[b].d)));
+        sum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S), d8, sum);
+    }
+    prefetch_upto(w + 16 * stride, pf, 8 * stride);
+    _mm256_storeu_ps(y, sum);
+}
+
 /* ---------------------------------------------------------------- eight rows, 512 bits
  * With AVX-512 VNNI, Q8_0 and Q4_0 matrices go eight rows at a time.  The integer block sums
  * take the weights as unsigned bytes (Q8_0: q + 128 by flipping the top bit; Q4_0: the
@@ -133,24 +180,6 @@ static ALWAYS_INLINE void dot4_q8_0_family(int vnni, QType t, const uint8_t *w, 
  * 256-bit register. */
 #if defined(QUANT_HAVE_VNNI) && defined(__AVX512F__) && defined(__AVX512BW__)
 #define QUANT_X86_ROWS8 1
-
-/* The fp16 scales at p + r stride (r = 0..7, the first two bytes of a block) as floats in
- * lane r: packed by integer shifts into two quadwords, then one F16C conversion. */
-static ALWAYS_INLINE __m128i load16(const void *p)
-{
-    return _mm_loadu_si128((const __m128i *)p);
-}
-
-static ALWAYS_INLINE __m256 scales8(const uint8_t *p, size_t stride)
-{
-    uint64_t q[2] = {0, 0};
-    for (int r = 0; r < 8; r++) {
-        uint16_t h;
-        memcpy(&h, p + stride * (size_t)r, 2);
-        q[r / 4] |= (uint64_t)h << (16 * (r % 4));
-    }
-    return _mm256_cvtph_ps(_mm_set_epi64x((long long)q[1], (long long)q[0]));
-}
 
 /* Rows w .. w + 7 stride of Q8_0: y[r] = dot_q8_0_family's result for row r, bit for bit. */
 static ALWAYS_INLINE void rows8_q8_0(const uint8_t *w, size_t stride, const BlockQ8_0 *a,
@@ -260,6 +289,9 @@ __attribute__((noinline)) static int matvec_q8_0_family(int vnni, QType t, float
                 rows8_q4_0(row, stride, a, nb, y + i);
         }
 #endif
+    if (!vnni && t == QTYPE_Q4_0)
+        for (; i + 8 <= d; i += 8)
+            rows8_q4_0_avx2(w + stride * (size_t)i, stride, a, nb, y + i);
     for (; i + 4 <= d; i += 4) {
         const uint8_t *row = w + stride * (size_t)i;
 #define DOT4(V, T) dot4_q8_0_family(V, T, row, stride, a, nb, y + i)
