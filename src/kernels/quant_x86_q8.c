@@ -1,6 +1,8 @@
 /* quant_x86_q8.c: the x86 kernels of the 32-value types with Q8_0 activations (Q8_0, Q4_0,
  * Q5_0): one row, whole matrices, several activations.  AVX2 with vpmaddubsw + vpmaddwd, or
- * VNNI's vpdpbusd where built.
+ * VNNI's vpdpbusd where built.  Matrices: Q8_0 and Q4_0 eight rows per pass with AVX-512
+ * VNNI (512-bit integer sums, the rows' scales in one vector), Q4_0 eight rows on AVX2, the
+ * rest four rows; the weights prefetched a group or two ahead (prefetch_upto).
  *
  * Every function computes exactly the order of its plain-C twin in quant_ref.c
  * (dot_q8_0_family), llama.cpp's: the integer block sums are exact in any instruction order,
