@@ -11,14 +11,16 @@
 # average is printed before and after every round; the script refuses to start above
 # MAX_LOAD (default 4; other builds on a small machine make the figures meaningless) unless
 # FORCE=1.
-#   bench/quant.sh [REPEATS]      (default 3; STEPS positions per run, default 24)
+#   bench/quant.sh [REPEATS]      (default 3; N_PREDICT new tokens per run, default 24)
+# The figure is decode: milliseconds per generated token (1000 / gen_tokens_per_s), not the
+# median over every position (the prompt's positions run in batched passes).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 . scripts/mpi-env.sh
 build=${BUILD_DIR:-build}
 reps=${1:-3}
-steps=${STEPS:-24}
+npred=${N_PREDICT:-24}
 dir=${QUANT_MODELS:-/tmp/headsplit-quant}
 max_load=${MAX_LOAD:-4}
 types="f32 q8_0 q4_0 q4_k_m"
@@ -45,13 +47,13 @@ run() { # run NP TYPE TAG [ARGS...]: one decode run, its metrics in $out/TAG.jso
   local np=$1 t=$2 tag=$3
   shift 3
   mpirun $MPI_FLAGS -np "$np" "$build/headsplit" --model "$dir/tinyllama-$t.h5" \
-    --prompt "Once upon a time" --steps "$steps" --quiet --rtt-pings 1 \
+    --prompt "Once upon a time" -n "$npred" --quiet --rtt-pings 1 \
     --metrics "$out/$tag.json" "$@" >/dev/null 2>"$out/$tag.err" || {
     cat "$out/$tag.err" >&2
     echo "quant.sh: $tag failed" >&2
     exit 1
   }
-  jq .ms_per_token "$out/$tag.json"
+  jq '1000 / .gen_tokens_per_s' "$out/$tag.json"
 }
 declare -A ms
 bw=()
