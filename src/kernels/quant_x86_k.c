@@ -68,27 +68,31 @@ static ALWAYS_INLINE __m256i sb_q45_avx2(QType t, const void *vw, const BlockQ8_
     return acc;
 }
 
+/* Half h (128 values) of a Q6_K super-block: its 6-bit quants (0..63, before the - 32) in
+ * four registers of 32 bytes, values 32k .. 32k+31 of the half in q[k]. */
+static ALWAYS_INLINE void q6_quants(const BlockQ6_K *w, int h, __m256i q[4])
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
+    const __m256i ql0 = load32(w->ql + 64 * h), ql1 = load32(w->ql + 64 * h + 32);
+    const __m256i qh = load32(w->qh + 32 * h);
+    q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4),
+                           _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
+    q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+}
+
 /* Super-block b of a Q6_K row in 256 bits: 8 lanes whose sum is S = sum sc (q - 32) a. */
 static ALWAYS_INLINE __m256i sb_q6_avx2(const BlockQ6_K *w, const BlockQ8_K *a, int64_t b)
 {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
     const __m256i k32 = _mm256_set1_epi8(32);
     __m256i acc = _mm256_setzero_si256();
     for (int h = 0; h < 2; h++) {
-        const __m256i ql0 = load32(w[b].ql + 64 * h), ql1 = load32(w[b].ql + 64 * h + 32);
-        const __m256i qh = load32(w[b].qh + 32 * h);
         __m256i q[4];
-        q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4),
-                               _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
-        q[1] = _mm256_or_si256(
-            _mm256_and_si256(ql1, m4),
-            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
-        q[2] = _mm256_or_si256(
-            _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
-        q[3] = _mm256_or_si256(
-            _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+        q6_quants(&w[b], h, q);
         for (int k = 0; k < 4; k++) {
             const __m256i av = load32(a[b].qs + 128 * h + 32 * k);
             /* (q - 32) a in pairs: q a < 16002 and 32 a <= 8128 keep both in int16 */
@@ -190,23 +194,10 @@ static ALWAYS_INLINE void mm_k_tile(QType t, const uint8_t *row, const uint8_t *
             is[k] = _mm256_setzero_si256();
         if (t == QTYPE_Q6_K) {
             const BlockQ6_K *w = (const BlockQ6_K *)(const void *)blk;
-            const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
             const __m256i k32 = _mm256_set1_epi8(32);
             for (int h = 0; h < 2; h++) {
-                const __m256i ql0 = load32(w->ql + 64 * h), ql1 = load32(w->ql + 64 * h + 32);
-                const __m256i qh = load32(w->qh + 32 * h);
                 __m256i q[4], scv[4];
-                q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4),
-                                       _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
-                q[1] = _mm256_or_si256(
-                    _mm256_and_si256(ql1, m4),
-                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
-                q[2] = _mm256_or_si256(
-                    _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
-                q[3] = _mm256_or_si256(
-                    _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+                q6_quants(w, h, q);
                 for (int g4 = 0; g4 < 4; g4++) {
                     const int g = 8 * h + 2 * g4;
                     scv[g4] = _mm256_set_m128i(_mm_set1_epi16(w->scales[g + 1]),

@@ -26,28 +26,6 @@
 #define HD 32
 #define MAXB 5
 
-static float *randv(size_t n, float scale, float offset, uint64_t *rng)
-{
-    float *v = xmalloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++)
-        v[i] = offset + scale * rng_normal(rng);
-    return v;
-}
-
-static QMat make_qmat(QType t, int rows, int cols, uint64_t *rng)
-{
-    QMat m = {.type = t, .rows = rows, .cols = cols, .row_stride = quant_row_bytes(t, cols)};
-    m.data = xcalloc((size_t)rows, m.row_stride);
-    float *row = xmalloc((size_t)cols * sizeof(float));
-    for (int r = 0; r < rows; r++) {
-        for (int j = 0; j < cols; j++)
-            row[j] = 0.08f * rng_normal(rng);
-        quant_quantize_row((char *)m.data + (size_t)r * m.row_stride, row, t, cols);
-    }
-    free(row);
-    return m;
-}
-
 /* Rows [r0, r1) of m, sharing its data (a member's hyperslab of whole rows). */
 static QMat rows_of(const QMat *m, int r0, int r1)
 {
@@ -85,19 +63,19 @@ static void check_rows(QType t, int gpt2)
     uint64_t rng = 7 + (uint64_t)t * 31 + (uint64_t)gpt2;
     const ModelConfig c = make_config(gpt2);
     const int qd = HEADS * HD;
-    ProjW proj = {.layer = 0, .wo = make_qmat(t, DIM, qd, &rng)};
-    proj.bo = gpt2 ? randv(DIM, 0.1f, 0.0f, &rng) : NULL;
+    ProjW proj = {.layer = 0, .wo = test_qmat(t, DIM, qd, &rng)};
+    proj.bo = gpt2 ? test_randv(DIM, 0.1f, 0.0f, &rng) : NULL;
     FfnW ffn = {.layer = 0, .f0 = 0, .f1 = FFN};
-    ffn.norm_w = randv(DIM, 0.2f, 1.0f, &rng);
-    ffn.norm_b = gpt2 ? randv(DIM, 0.1f, 0.0f, &rng) : NULL;
+    ffn.norm_w = test_randv(DIM, 0.2f, 1.0f, &rng);
+    ffn.norm_b = gpt2 ? test_randv(DIM, 0.1f, 0.0f, &rng) : NULL;
     if (!gpt2)
-        ffn.w_gate = make_qmat(t, FFN, DIM, &rng);
-    ffn.w_up = make_qmat(t, FFN, DIM, &rng);
-    ffn.b_up = gpt2 ? randv(FFN, 0.1f, 0.0f, &rng) : NULL;
-    ffn.w_down = make_qmat(t, DIM, FFN, &rng);
-    ffn.b_down = gpt2 ? randv(DIM, 0.1f, 0.0f, &rng) : NULL;
-    float *x = randv((size_t)MAXB * DIM, 1.0f, 0.0f, &rng);
-    float *heads = randv((size_t)MAXB * (size_t)qd, 1.0f, 0.0f, &rng);
+        ffn.w_gate = test_qmat(t, FFN, DIM, &rng);
+    ffn.w_up = test_qmat(t, FFN, DIM, &rng);
+    ffn.b_up = gpt2 ? test_randv(FFN, 0.1f, 0.0f, &rng) : NULL;
+    ffn.w_down = test_qmat(t, DIM, FFN, &rng);
+    ffn.b_down = gpt2 ? test_randv(DIM, 0.1f, 0.0f, &rng) : NULL;
+    float *x = test_randv((size_t)MAXB * DIM, 1.0f, 0.0f, &rng);
+    float *heads = test_randv((size_t)MAXB * (size_t)qd, 1.0f, 0.0f, &rng);
     float *z = xcalloc((size_t)MAXB * DIM, sizeof(float));
     float *xo = xcalloc((size_t)MAXB * DIM, sizeof(float));
     float *gz = xcalloc((size_t)MAXB * DIM, sizeof(float));

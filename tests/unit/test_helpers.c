@@ -2,6 +2,9 @@
 #define _XOPEN_SOURCE 700
 #include "test_helpers.h"
 
+#include "quant.h"
+#include "util.h"
+
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,4 +58,26 @@ int test_shared_has(const char *rel)
     char p[2048];
     snprintf(p, sizeof p, "%s/%s", test_shared_dir(), rel);
     return access(p, R_OK) == 0;
+}
+
+float *test_randv(size_t n, float scale, float offset, uint64_t *rng)
+{
+    float *v = xmalloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        v[i] = offset + scale * rng_normal(rng);
+    return v;
+}
+
+QMat test_qmat(QType t, int rows, int cols, uint64_t *rng)
+{
+    QMat m = {.type = t, .rows = rows, .cols = cols, .row_stride = quant_row_bytes(t, cols)};
+    m.data = xcalloc((size_t)rows, m.row_stride);
+    float *row = xmalloc((size_t)cols * sizeof(float));
+    for (int r = 0; r < rows; r++) {
+        for (int j = 0; j < cols; j++)
+            row[j] = 0.08f * rng_normal(rng);
+        quant_quantize_row((char *)m.data + (size_t)r * m.row_stride, row, t, cols);
+    }
+    free(row);
+    return m;
 }

@@ -12,6 +12,8 @@
 
 #include <math.h>
 
+#include "model.h"
+
 /* Doubles within eps, naming the expression (cmocka 1.1's assert_float_equal works in float). */
 #define assert_near(a, b, eps)                                                               \
     do {                                                                                     \
@@ -19,6 +21,12 @@
         if (!(fabs(a_ - b_) <= (eps)))                                                       \
             fail_msg("%s = %.17g, expected %.17g (within %g)", #a, a_, b_, (double)(eps));   \
     } while (0)
+
+/* n values offset + scale * N(0, 1) from rng (util's generator), malloc'd. */
+float *test_randv(size_t n, float scale, float offset, uint64_t *rng);
+/* A rows x cols matrix of 0.08 * N(0, 1) values stored in type t (quant_quantize_row),
+ * its data malloc'd. */
+QMat test_qmat(QType t, int rows, int cols, uint64_t *rng);
 
 /* Makes a fresh, empty directory /tmp/hs_test_<name>_XXXXXX and writes its path into dir
  * (capacity cap).  Returns 0, or -1 (with a message) when it cannot. */

@@ -21,29 +21,6 @@
 #define MAXB 32
 #define KV_CAP 96
 
-static float *randv(size_t n, float scale, float offset, uint64_t *rng)
-{
-    float *v = xmalloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++)
-        v[i] = offset + scale * rng_normal(rng);
-    return v;
-}
-
-/* A rows x cols matrix of Gaussian values stored in type t. */
-static QMat make_qmat(QType t, int rows, int cols, uint64_t *rng)
-{
-    QMat m = {.type = t, .rows = rows, .cols = cols, .row_stride = quant_row_bytes(t, cols)};
-    m.data = xcalloc((size_t)rows, m.row_stride);
-    float *row = xmalloc((size_t)cols * sizeof(float));
-    for (int r = 0; r < rows; r++) {
-        for (int j = 0; j < cols; j++)
-            row[j] = 0.08f * rng_normal(rng);
-        quant_quantize_row((char *)m.data + (size_t)r * m.row_stride, row, t, cols);
-    }
-    free(row);
-    return m;
-}
-
 /* A copy of m's data (the second instance of a weight for the batched side). */
 static QMat copy_qmat(const QMat *m)
 {
@@ -108,16 +85,16 @@ static void check_attention(const ModelConfig *c, QType t, Scratch *s1, Scratch 
     const int hd = c->head_dim, Q = config_q_per_kv(c), bias = c->arch == ARCH_GPT2 || c->qkv_bias;
     const size_t qd = (size_t)Q * (size_t)hd;
     AttnPartW a = {.layer = 0, .unit = 1, .q0 = 0, .q1 = Q, .kv_cap = KV_CAP};
-    a.norm_w = randv(DIM, 0.2f, 1.0f, rng);
-    a.norm_b = c->arch == ARCH_GPT2 ? randv(DIM, 0.1f, 0.0f, rng) : NULL;
-    a.wq = make_qmat(t, (int)qd, DIM, rng);
-    a.wk = make_qmat(t, hd, DIM, rng);
-    a.wv = make_qmat(t, hd, DIM, rng);
-    a.bq = bias ? randv(qd, 0.1f, 0.0f, rng) : NULL;
-    a.bk = bias ? randv((size_t)hd, 0.1f, 0.0f, rng) : NULL;
-    a.bv = bias ? randv((size_t)hd, 0.1f, 0.0f, rng) : NULL;
-    a.k_cache = randv((size_t)KV_CAP * (size_t)hd, 1.0f, 0.0f, rng); /* earlier positions */
-    a.v_cache = randv((size_t)KV_CAP * (size_t)hd, 1.0f, 0.0f, rng);
+    a.norm_w = test_randv(DIM, 0.2f, 1.0f, rng);
+    a.norm_b = c->arch == ARCH_GPT2 ? test_randv(DIM, 0.1f, 0.0f, rng) : NULL;
+    a.wq = test_qmat(t, (int)qd, DIM, rng);
+    a.wk = test_qmat(t, hd, DIM, rng);
+    a.wv = test_qmat(t, hd, DIM, rng);
+    a.bq = bias ? test_randv(qd, 0.1f, 0.0f, rng) : NULL;
+    a.bk = bias ? test_randv((size_t)hd, 0.1f, 0.0f, rng) : NULL;
+    a.bv = bias ? test_randv((size_t)hd, 0.1f, 0.0f, rng) : NULL;
+    a.k_cache = test_randv((size_t)KV_CAP * (size_t)hd, 1.0f, 0.0f, rng); /* earlier positions */
+    a.v_cache = test_randv((size_t)KV_CAP * (size_t)hd, 1.0f, 0.0f, rng);
     AttnPartW b = a;
     b.norm_w = copy_floats(a.norm_w, DIM);
     b.norm_b = copy_floats(a.norm_b, DIM);
@@ -127,7 +104,7 @@ static void check_attention(const ModelConfig *c, QType t, Scratch *s1, Scratch 
     b.k_cache = copy_floats(a.k_cache, (size_t)KV_CAP * (size_t)hd);
     b.v_cache = copy_floats(a.v_cache, (size_t)KV_CAP * (size_t)hd);
     const int stride = (int)qd + 3; /* out rows wider than the part's heads */
-    float *x = randv((size_t)MAXB * DIM, 1.0f, 0.0f, rng);
+    float *x = test_randv((size_t)MAXB * DIM, 1.0f, 0.0f, rng);
     float *want = xcalloc((size_t)MAXB * (size_t)stride, sizeof(float));
     float *got = xcalloc((size_t)MAXB * (size_t)stride, sizeof(float));
     static const int ns[] = {1, 5, 32};
@@ -154,17 +131,17 @@ static void check_proj_ffn_head(const ModelConfig *c, QType t, Scratch *s1, Scra
                                 uint64_t *rng)
 {
     const int hw = c->n_heads * c->head_dim, gpt2 = c->arch == ARCH_GPT2;
-    ProjW p = {.layer = 0, .wo = make_qmat(t, DIM, hw, rng)};
-    p.bo = gpt2 ? randv(DIM, 0.1f, 0.0f, rng) : NULL;
+    ProjW p = {.layer = 0, .wo = test_qmat(t, DIM, hw, rng)};
+    p.bo = gpt2 ? test_randv(DIM, 0.1f, 0.0f, rng) : NULL;
     FfnW f = {.layer = 0, .f0 = 0, .f1 = FFN};
-    f.norm_w = randv(DIM, 0.2f, 1.0f, rng);
-    f.norm_b = gpt2 ? randv(DIM, 0.1f, 0.0f, rng) : NULL;
+    f.norm_w = test_randv(DIM, 0.2f, 1.0f, rng);
+    f.norm_b = gpt2 ? test_randv(DIM, 0.1f, 0.0f, rng) : NULL;
     if (!gpt2)
-        f.w_gate = make_qmat(t, FFN, DIM, rng);
-    f.w_up = make_qmat(t, FFN, DIM, rng);
-    f.b_up = gpt2 ? randv(FFN, 0.1f, 0.0f, rng) : NULL;
-    f.w_down = make_qmat(t, DIM, FFN, rng);
-    f.b_down = gpt2 ? randv(DIM, 0.1f, 0.0f, rng) : NULL;
+        f.w_gate = test_qmat(t, FFN, DIM, rng);
+    f.w_up = test_qmat(t, FFN, DIM, rng);
+    f.b_up = gpt2 ? test_randv(FFN, 0.1f, 0.0f, rng) : NULL;
+    f.w_down = test_qmat(t, DIM, FFN, rng);
+    f.b_down = gpt2 ? test_randv(DIM, 0.1f, 0.0f, rng) : NULL;
     /* The second half of the FFN: a slice that adds no b_down. */
     FfnW fs = f;
     fs.f0 = FFN / 2;
@@ -174,16 +151,16 @@ static void check_proj_ffn_head(const ModelConfig *c, QType t, Scratch *s1, Scra
     fs.w_up.rows = FFN / 2;
     fs.w_up.data = (char *)f.w_up.data + (size_t)(FFN / 2) * f.w_up.row_stride;
     fs.b_up = f.b_up ? f.b_up + FFN / 2 : NULL;
-    fs.w_down = make_qmat(t, DIM, FFN / 2, rng);
-    HeadW h = {.lm_head = make_qmat(t, VOCAB, DIM, rng)};
-    h.final_norm = randv(DIM, 0.2f, 1.0f, rng);
-    h.final_norm_b = gpt2 ? randv(DIM, 0.1f, 0.0f, rng) : NULL;
+    fs.w_down = test_qmat(t, DIM, FFN / 2, rng);
+    HeadW h = {.lm_head = test_qmat(t, VOCAB, DIM, rng)};
+    h.final_norm = test_randv(DIM, 0.2f, 1.0f, rng);
+    h.final_norm_b = gpt2 ? test_randv(DIM, 0.1f, 0.0f, rng) : NULL;
     const int ncols = 256, hstride = 512; /* a column share, heads rows wider than it */
-    QMat wo_cols = make_qmat(t, DIM, ncols, rng);
+    QMat wo_cols = test_qmat(t, DIM, ncols, rng);
 
-    float *x = randv((size_t)MAXB * DIM, 1.0f, 0.0f, rng);
-    float *heads = randv((size_t)MAXB * (size_t)hw, 1.0f, 0.0f, rng);
-    float *hpart = randv((size_t)MAXB * (size_t)hstride, 1.0f, 0.0f, rng);
+    float *x = test_randv((size_t)MAXB * DIM, 1.0f, 0.0f, rng);
+    float *heads = test_randv((size_t)MAXB * (size_t)hw, 1.0f, 0.0f, rng);
+    float *hpart = test_randv((size_t)MAXB * (size_t)hstride, 1.0f, 0.0f, rng);
     const size_t big = (size_t)MAXB * (VOCAB > DIM ? VOCAB : DIM);
     float *want = xcalloc(big, sizeof(float)), *got = xcalloc(big, sizeof(float));
     static const int ns[] = {1, 5, 32};
