@@ -15,7 +15,9 @@
  * base (in place) in member order, element by element, whichever pattern the plan chose
  * (plan->exchange: all-to-all, reduce to the first member then back, or reduce-scatter /
  * all-gather by chunks), so every member ends with the same bits, and the same bits under
- * every pattern. */
+ * every pattern.  With --wire f16 or q8 the partials travel rounded, and so does the sum
+ * (the second hop of reduce and rsag; all-to-all rounds its sum in place the same way,
+ * chunks of rsag being whole Q8_0 blocks), so the patterns still agree bit for bit. */
 
 /* Bytes on the wire of n values of a partial sum (after the header): fp32, halves, or Q8_0
  * blocks of 32 (n a multiple of 32). */
@@ -46,6 +48,24 @@ static WireHdr stamp_partial(DistEngine *e, int l, int nv)
         kernels_f16_to_f32(payload(e->xsend), half, nv);
     }
     return h;
+}
+
+/* The wire form (--wire f16 or q8) of n floats of a sum into out; returns its bytes. */
+static size_t pack_sum(const DistEngine *e, const float *x, unsigned char *out, int n)
+{
+    if (e->wire16 == 2)
+        quant_quantize_row(out, x, QTYPE_Q8_0, n);
+    else
+        kernels_f32_to_f16((uint16_t *)(void *)out, x, n);
+    return wire_len(e, n);
+}
+
+static void unpack_sum(const DistEngine *e, const unsigned char *in, float *x, int n)
+{
+    if (e->wire16 == 2)
+        quant_dequantize_row(x, in, QTYPE_Q8_0, n);
+    else
+        kernels_f16_to_f32(x, (const uint16_t *)(const void *)in, n);
 }
 
 /* Waits for a partial (n floats, as the wire carries them) from peer in msg (wb bytes), lets
@@ -103,11 +123,16 @@ static void exchange_all(DistEngine *e, int l, int phase, float *base, int nv)
                                              : payload(e->xrecv + (size_t)i * xs);
         kernels_add(base, p, dim);
     }
+    if (e->wire16) { /* the sum rounded as the other patterns send it back */
+        pack_sum(e, base, e->wsend + sizeof(WireHdr), dim);
+        unpack_sum(e, e->wsend + sizeof(WireHdr), base, dim);
+    }
     free(rq);
 }
 
 /* Reduce, then broadcast: the members send their partials to the first member, which adds
- * them in member order and sends the sum back (f32) to every other member (two hops). */
+ * them in member order and sends the sum back (as the wire carries it: f32, or rounded
+ * to f16 or Q8_0 and kept rounded at the root) to every other member (two hops). */
 static void exchange_reduce(DistEngine *e, int l, int phase, float *base, int nv)
 {
     const ScheduleLayer *sl = &e->sched.layers[l];
@@ -132,24 +157,35 @@ static void exchange_reduce(DistEngine *e, int l, int phase, float *base, int nv
         kernels_add(base, payload(e->xsend), dim);
         for (int i = 1; i < n; i++)
             kernels_add(base, payload(e->xrecv + (size_t)i * xs), dim);
-        /* the sum goes back in xsend (this member's partial is spent) */
+        /* the sum goes back in xsend (this member's partial is spent); with --wire f16 or
+         * q8 rounded as it travels, and the root keeps the rounded values too */
         transport_stamp(e->tp, &h);
         h.layer = l;
         memcpy(e->xsend, &h, sizeof h);
-        memcpy(payload(e->xsend), base, (size_t)dim * sizeof(float));
+        size_t sb = xs;
+        if (e->wire16) {
+            sb = sizeof h + pack_sum(e, base, e->xsend + sizeof h, dim);
+            unpack_sum(e, e->xsend + sizeof h, base, dim);
+        } else {
+            memcpy(payload(e->xsend), base, (size_t)dim * sizeof(float));
+        }
         nr = 0;
         for (int i = 1; i < n; i++)
-            transport_isend(e->tp, e->xsend, xs, members[i], tag2, &rq[nr++]);
+            transport_isend(e->tp, e->xsend, sb, members[i], tag2, &rq[nr++]);
         for (int k = 0; k < nr; k++)
             transport_wait(e->tp, &rq[k]);
     } else {
-        transport_irecv(e->tp, e->xrecv, xs, root, tag2, &rq[0]);
+        const size_t sb = e->wire16 ? sizeof(WireHdr) + wire_len(e, dim) : xs;
+        transport_irecv(e->tp, e->xrecv, sb, root, tag2, &rq[0]);
         transport_isend(e->tp, sbuf, wb, root, tag, &rq[1]);
         transport_wait_link(e->tp, &rq[0], root, phase ? "FFN sums" : "projection sums", l,
                             &r->ewma[phase ? W_X2 : W_X1]);
         WireHdr hi = engine_read_hdr(e->xrecv, l);
-        transport_deliver(e->tp, &hi, xs);
-        memcpy(base, payload(e->xrecv), (size_t)dim * sizeof(float));
+        transport_deliver(e->tp, &hi, sb);
+        if (e->wire16)
+            unpack_sum(e, e->xrecv + sizeof hi, base, dim);
+        else
+            memcpy(base, payload(e->xrecv), (size_t)dim * sizeof(float));
         transport_wait(e->tp, &rq[1]);
     }
     free(rq);
@@ -157,7 +193,8 @@ static void exchange_reduce(DistEngine *e, int l, int phase, float *base, int nv
 
 /* Reduce-scatter, then all-gather: member i owns the i-th of n chunks of the vector; every
  * member sends each owner its chunk of the partial, each owner adds them in member order
- * and sends its chunk of the sum (f32) to every other member (two hops, 1/n the bytes per
+ * and sends its chunk of the sum (as the wire carries it, kept rounded at the owner) to
+ * every other member (two hops, 1/n the bytes per
  * message). */
 static void exchange_rsag(DistEngine *e, int l, int phase, float *base, int nv)
 {
@@ -203,34 +240,43 @@ static void exchange_rsag(DistEngine *e, int l, int phase, float *base, int nv)
     for (int i = 0; i < n; i++)
         kernels_add(base + o0, i == mi ? payload(e->xsend) + o0 : parts + (size_t)i * cmax,
                     o1 - o0);
-    /* all-gather: my chunk of the sum to every member, theirs into base */
+    /* all-gather: my chunk of the sum to every member, theirs into base (with --wire f16 or
+     * q8 rounded as it travels; the owner keeps the rounded values too) */
     transport_stamp(e->tp, &h);
     h.layer = l;
     memcpy(sb, &h, hdr);
-    memcpy(sb + hdr, base + o0, (size_t)(o1 - o0) * sizeof(float));
+#define SUM_LEN(k) (e->wire16 ? wire_len(e, k) : (size_t)(k) * sizeof(float))
+    if (e->wire16) {
+        pack_sum(e, base + o0, sb + hdr, o1 - o0);
+        unpack_sum(e, sb + hdr, base + o0, o1 - o0);
+    } else {
+        memcpy(sb + hdr, base + o0, (size_t)(o1 - o0) * sizeof(float));
+    }
     nr = 0;
     for (int i = 0; i < n; i++)
         if (i != mi)
-            transport_irecv(e->tp, rb + (size_t)i * cb,
-                            hdr + (size_t)(C0(i + 1) - C0(i)) * sizeof(float), members[i],
-                            tag2, &rq[nr++]);
+            transport_irecv(e->tp, rb + (size_t)i * cb, hdr + SUM_LEN(C0(i + 1) - C0(i)),
+                            members[i], tag2, &rq[nr++]);
     for (int j = 0; j < n; j++)
         if (j != mi)
-            transport_isend(e->tp, sb, hdr + (size_t)(o1 - o0) * sizeof(float), members[j],
-                            tag2, &rq[nr++]);
+            transport_isend(e->tp, sb, hdr + SUM_LEN(o1 - o0), members[j], tag2, &rq[nr++]);
     LayerRt *r = &e->lr[l];
     for (int i = 0, k = 0; i < n; i++) {
         if (i == mi)
             continue;
-        const size_t len = (size_t)(C0(i + 1) - C0(i)) * sizeof(float);
+        const int cnt = C0(i + 1) - C0(i);
         transport_wait_link(e->tp, &rq[k++], members[i], phase ? "FFN sums" : "projection sums",
                             l, &r->ewma[phase ? W_X2 : W_X1]);
         WireHdr hi = engine_read_hdr(rb + (size_t)i * cb, l);
-        transport_deliver(e->tp, &hi, hdr + len);
-        memcpy(base + C0(i), rb + (size_t)i * cb + hdr, len);
+        transport_deliver(e->tp, &hi, hdr + SUM_LEN(cnt));
+        if (e->wire16)
+            unpack_sum(e, rb + (size_t)i * cb + hdr, base + C0(i), cnt);
+        else
+            memcpy(base + C0(i), rb + (size_t)i * cb + hdr, (size_t)cnt * sizeof(float));
     }
     for (int k = n - 1; k < nr; k++)
         transport_wait(e->tp, &rq[k]);
+#undef SUM_LEN
 #undef C0
     free(parts);
     free(sb);

@@ -137,9 +137,9 @@ static double phase_ms(Cost *k, const int *from, int nf, const double *at, const
     return t;
 }
 
-/* A SLICE exchange of partial sums (xmsg bytes on the wire, payload wire_bytes per element;
- * results travel as f32): when the last member has the sum, without the spread of the first
- * wait (the caller's). */
+/* A SLICE exchange of partial sums (xmsg bytes on the wire, payload wire_bytes per element,
+ * the sums on their way back too): when the last member has the sum, without the spread of
+ * the first wait (the caller's). */
 static double exchange_ms(Cost *k, SliceExchange x, const LayerPlan *lp, const double *busy,
                           double wire_bytes)
 {
@@ -155,13 +155,13 @@ static double exchange_ms(Cost *k, SliceExchange x, const LayerPlan *lp, const d
         double root = phase_ms(k, m + 1, n - 1, busy, m, 1, 32.0 + wire_bytes * dim, k->arr);
         root = root > busy[m[0]] ? root : busy[m[0]];
         k->at[m[0]] = root + spread_ms(k, n - 1);
-        return phase_ms(k, m, 1, k->at, m, n, 32.0 + 4.0 * dim, k->arr);
+        return phase_ms(k, m, 1, k->at, m, n, 32.0 + wire_bytes * dim, k->arr);
     }
     /* RSAG: chunks of dim/n to their owners, each owner's sum to every member */
     phase_ms(k, m, n, busy, m, n, 32.0 + wire_bytes * dim / n, k->arr);
     for (int j = 0; j < n; j++)
         k->at[m[j]] = k->arr[m[j]] + spread_ms(k, n - 1);
-    return phase_ms(k, m, n, k->at, m, n, 32.0 + 4.0 * dim / n, k->arr);
+    return phase_ms(k, m, n, k->at, m, n, 32.0 + wire_bytes * dim / n, k->arr);
 }
 
 /* An --exchange exact SLICE layer whose members have its input at busy[] (in: ready; out:

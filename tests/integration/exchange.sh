@@ -28,8 +28,10 @@ for w in 4 3; do
     [ $((hr - ha)) -eq $((2 * $(jq .model.n_layers "$T/all.json"))) ] ||
       fail "hops: all-to-all $ha, reduce $hr"
   done
-  # Q8_0 blocks: a quarter of the f32 bytes, logits near the f32 run's.
-  "$CMP" "$T/all.bin" "$T/f32.bin" --cols $vocab --tol 0.2 >/dev/null ||
+  # Q8_0 blocks: a quarter of the f32 bytes, logits near the f32 run's (the partial sums and,
+  # on their way back, the sums, i.e. the residual stream, are rounded to 8 bits per value
+  # at each exchange: within 0.5 on this model).
+  "$CMP" "$T/all.bin" "$T/f32.bin" --cols $vocab --tol 0.5 >/dev/null ||
     fail "$w workers: q8 logits too far from f32"
   echo "ok: $w workers, three patterns bit-identical (f32, f16 and q8)"
 done
