@@ -91,7 +91,7 @@ struct DistEngine {
     int last_n;          /* controller: rows of the last forward_n (the logits it holds) */
     int ubatch;          /* controller: rows per pass at most (dist_set_ubatch; 0: no limit) */
     int want;            /* controller: rows the next forward_n's caller reads (-1: all) */
-    int depth;           /* controller: passes sent ahead of the oldest one's result */
+    int chain;           /* engine_chain_depth of the plan in force (engine_refresh_roles) */
     long wire_passes;    /* controller: passes sent (a forward_n call may take several) */
     double *timers;      /* [L][T_COUNT] seconds */
     size_t weight_bytes;
@@ -161,8 +161,10 @@ void engine_bcast_input(DistEngine *e, int l, unsigned char *msg);
  * out (room for e->wire_bytes); returns the bytes of the broadcast. */
 size_t engine_wire_pack(const DistEngine *e, int l, const unsigned char *msg,
                         unsigned char *out, int nb);
-/* loop.c: passes the controller may keep in flight beyond the oldest (0 unless --ubatch is
- * set and the plan is a chain: every layer on one rank, each rank one run of layers). */
+/* loop.c: passes a chain of stages can hold beyond the oldest: stages - 1 when the plan is a
+ * chain (every layer's roles on one rank, each rank one run of layers, no split head), else
+ * 0; and the passes the controller keeps in flight (that, unless --ubatch is 0). */
+int engine_chain_depth(const DistEngine *e);
 int engine_pipeline_depth(const DistEngine *e);
 /* pipe.c, slice.c: one layer on this rank; return the pipeline command seen. */
 int engine_pipe_layer(DistEngine *e, int l);

@@ -240,9 +240,7 @@ static void controller_take(DistEngine *e, int pos, int n, int nb, int out, int 
            (size_t)out * (size_t)e->c->dim * sizeof(float));
 }
 
-/* Passes a chain of stages can hold beyond the oldest: stages - 1 when the plan is a chain
- * (every layer's roles on one rank, each rank one run of layers, no split head), else 0. */
-static int chain_depth(const DistEngine *e)
+int engine_chain_depth(const DistEngine *e)
 {
     const Plan *p = e->plan;
     int runs = 0, prev = -1;
@@ -270,7 +268,7 @@ static int chain_depth(const DistEngine *e)
 
 int engine_pipeline_depth(const DistEngine *e)
 {
-    return e->ubatch == 0 ? 0 : chain_depth(e);
+    return e->ubatch == 0 ? 0 : e->chain;
 }
 
 /* Rows per pass of a forward_n of n rows: --ubatch N, or all of them (0), or auto: on a
@@ -280,7 +278,7 @@ static int ubatch_rows(const DistEngine *e, int n)
 {
     if (e->ubatch > 0)
         return e->ubatch;
-    const int d = e->ubatch < 0 ? chain_depth(e) : 0;
+    const int d = e->ubatch < 0 ? e->chain : 0;
     if (d == 0 || n < 2 * DIST_UBATCH_MIN)
         return n;
     const int r = (n + d) / (d + 1);
@@ -308,7 +306,7 @@ void dist_set_wire(DistEngine *e, int mode)
  * pass that must carry more rows than the broadcasts are sized for first carries what fits
  * and announces the rest; the last announces the caller's hint (or its own size), so a
  * steady stream of equal passes (decoding, drafting K+1 rows) never pays for a change.
- * On a chain of stages (dist_set_ubatch) up to e->depth passes more are sent before the
+ * On a chain of stages (dist_set_ubatch) up to `depth` passes more are sent before the
  * oldest one's result is taken, so that the stages work on successive passes at once. */
 static void controller_forward_n(void *ctx, float *x, int pos, int n, const int *tokens,
                                  int next_n)
@@ -319,14 +317,14 @@ static void controller_forward_n(void *ctx, float *x, int pos, int n, const int 
           n, e->bmax);
     const size_t dim = (size_t)e->c->dim;
     const int ub = ubatch_rows(e, n);
-    e->depth = engine_pipeline_depth(e);
+    const int depth = engine_pipeline_depth(e);
     /* the caller reads rows n-want .. n-1 only (dist_backend's want_rows) */
     const int want = e->want >= 0 && e->want < n ? e->want : n;
     e->want = -1;
     struct { int row0, m, nb, out; } fl[ENGINE_MAX_DEPTH + 1];
     int done = 0, head = 0, count = 0, passes = 0;
     while (done < n || count > 0) {
-        if (done < n && count <= e->depth) {
+        if (done < n && count <= depth) {
             int m = n - done < e->nb ? n - done : e->nb;
             if (m > ub)
                 m = ub;

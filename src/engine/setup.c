@@ -237,6 +237,7 @@ void engine_refresh_roles(DistEngine *e)
         e->spec[l] &= e->eligible[l];
         e->spec_pending[l] &= e->eligible[l];
     }
+    e->chain = engine_chain_depth(e);
 }
 
 void engine_teardown_layer_comms(DistEngine *e, int l)
