@@ -8,7 +8,8 @@
  *     and reports GB/s of weights read and the fraction of the measured read bandwidth
  *     (median of the repeats);
  * (c) prints OpenBLAS's core name;
- * (d) times quant_matvec on q8_0, q4_0 and q4_K weights (the activation already quantized,
+ * (d) times quant_matvec on q8_0, q4_0 and q4_K weights, and q4_0 again in the eight-row groups
+ *     the engine keeps it in where quant_x8_preferred (the activation already quantized,
  *     as the engine shares it between matrices; its quantization is timed apart) on the same
  *     shapes, through a 256 MiB pool of random blocks, as GB/s of weight bytes read and the
  *     fraction of the roofline, beside fp32.
@@ -204,6 +205,7 @@ static void bench_shapes(Result *r, const float *pool, const Shape *shapes, int 
 typedef struct {
     char label[48];
     QType type;
+    int x8; /* the matrices in eight-row groups (quant_x8_pack), as the engine keeps them */
     int d, n, mats;
     double mb;
     double med, best, paired;
@@ -231,15 +233,33 @@ static void fill_quant_pool(uint8_t *pool, size_t bytes, QType t, uint64_t *rng)
 }
 
 /* Seconds of one quant_matvec pass over mats x nshapes matrices of type t from pool. */
-static double qrun_pass(const uint8_t *pool, QType t, const Shape *shapes, int nshapes, int mats,
-                        const void *xa, float *y)
+/* Packs (or unpacks) the mats x nshapes matrices laid out from pool into eight-row groups. */
+static void pool_x8(uint8_t *pool, QType t, const Shape *shapes, int nshapes, int mats, int pack)
+{
+    uint8_t *w = pool;
+    for (int m = 0; m < mats; m++) {
+        for (int s = 0; s < nshapes; s++) {
+            if (pack)
+                quant_x8_pack(w, t, shapes[s].n, shapes[s].d);
+            else
+                quant_x8_unpack(w, t, shapes[s].n, shapes[s].d);
+            w += quant_row_bytes(t, shapes[s].n) * (size_t)shapes[s].d;
+        }
+    }
+}
+
+static double qrun_pass(const uint8_t *pool, QType t, int x8, const Shape *shapes, int nshapes,
+                        int mats, const void *xa, float *y)
 {
     const uint8_t *w = pool;
     double t0 = time_now();
     for (int m = 0; m < mats; m++) {
         for (int s = 0; s < nshapes; s++) {
             const size_t rb = quant_row_bytes(t, shapes[s].n);
-            quant_matvec(y, w, t, rb, xa, shapes[s].n, shapes[s].d);
+            if (x8)
+                quant_matvec_x8(y, w, t, xa, shapes[s].n, shapes[s].d);
+            else
+                quant_matvec(y, w, t, rb, xa, shapes[s].n, shapes[s].d);
             w += rb * (size_t)shapes[s].d;
         }
     }
@@ -248,9 +268,11 @@ static double qrun_pass(const uint8_t *pool, QType t, const Shape *shapes, int n
     return tt;
 }
 
-static void qbench_shapes(QResult *r, const uint8_t *pool, const Shape *shapes, int nshapes,
+static void qbench_shapes(QResult *r, uint8_t *pool, const Shape *shapes, int nshapes,
                           const void *xa, float *y, int reps, double *sm)
 {
+    if (r->x8)
+        pool_x8(pool, r->type, shapes, nshapes, r->mats, 1);
     size_t bytes = 0;
     for (int s = 0; s < nshapes; s++)
         bytes += quant_row_bytes(r->type, shapes[s].n) * (size_t)shapes[s].d;
@@ -261,7 +283,7 @@ static void qbench_shapes(QResult *r, const uint8_t *pool, const Shape *shapes, 
         double t0 = time_now();
         sink += bench_read4((const float *)(const void *)pool, nread);
         const double gr = (double)nread * sizeof(float) / (time_now() - t0) / 1e9;
-        const double t = qrun_pass(pool, r->type, shapes, nshapes, r->mats, xa, y);
+        const double t = qrun_pass(pool, r->type, r->x8, shapes, nshapes, r->mats, xa, y);
         if (k < 0)
             continue;
         read_best_seen = fmax(read_best_seen, gr);
@@ -272,6 +294,16 @@ static void qbench_shapes(QResult *r, const uint8_t *pool, const Shape *shapes, 
     r->med = median(gbs, reps);
     r->best = gbs[reps - 1];
     r->paired = median(rel, reps);
+    if (r->x8)
+        pool_x8(pool, r->type, shapes, nshapes, r->mats, 0);
+}
+
+/* The table's type column: "q4_0", or "q4_0x8" for the eight-row groups. */
+static const char *qlabel(const QResult *r)
+{
+    static char buf[16];
+    snprintf(buf, sizeof buf, "%s%s", quant_type_name(r->type), r->x8 ? "x8" : "");
+    return buf;
 }
 
 /* Median microseconds of quant_quantize_act for a row of n values. */
@@ -383,30 +415,36 @@ int main(int argc, char **argv)
     const size_t qpool_bytes = pool_n * sizeof(float);
     uint8_t *qpool = (uint8_t *)(void *)pool;
     void *xa = xmalloc(quant_row_bytes(QTYPE_Q8_0, 5632) + quant_row_bytes(QTYPE_Q8_K, 5632));
-    QResult qres[16];
+    QResult qres[32];
     double act_us[3][2];
     int nq = 0;
     for (int k = 0; k < nqt; k++) {
         const QType t = qtypes[k];
         fill_quant_pool(qpool, qpool_bytes, t, &rng);
         quant_quantize_act(xa, x, t, 5632); /* its prefix is the activation of 2048 columns */
-        for (int s = 0; s <= nqs; s++) {
-            QResult *r = &qres[nq++];
-            r->type = t;
-            if (s < nqs) {
-                r->d = qshapes[s].d;
-                r->n = qshapes[s].n;
-                r->mats = (int)(qpool_bytes / (quant_row_bytes(t, r->n) * (size_t)r->d));
-                snprintf(r->label, sizeof r->label, "%dx%d %s", r->d, r->n, qshapes[s].name);
-                qbench_shapes(r, qpool, &qshapes[s], 1, xa, y, reps, sm);
-            } else {
-                size_t lb = 0;
-                for (int l = 0; l < nlayer; l++)
-                    lb += quant_row_bytes(t, layer[l].n) * (size_t)layer[l].d;
-                r->d = r->n = 0;
-                r->mats = (int)(qpool_bytes / lb);
-                snprintf(r->label, sizeof r->label, "TinyLlama layers (x%d)", r->mats);
-                qbench_shapes(r, qpool, layer, nlayer, xa, y, reps, sm);
+        /* both layouts where the engine keeps this type in eight-row groups */
+        const int layouts = quant_x8_preferred(t, 2048, 8) ? 2 : 1;
+        for (int x8 = 0; x8 < layouts; x8++) {
+            for (int s = 0; s <= nqs; s++) {
+                QResult *r = &qres[nq++];
+                r->type = t;
+                r->x8 = x8;
+                if (s < nqs) {
+                    r->d = qshapes[s].d;
+                    r->n = qshapes[s].n;
+                    r->mats = (int)(qpool_bytes / (quant_row_bytes(t, r->n) * (size_t)r->d));
+                    snprintf(r->label, sizeof r->label, "%dx%d %s", r->d, r->n,
+                             qshapes[s].name);
+                    qbench_shapes(r, qpool, &qshapes[s], 1, xa, y, reps, sm);
+                } else {
+                    size_t lb = 0;
+                    for (int l = 0; l < nlayer; l++)
+                        lb += quant_row_bytes(t, layer[l].n) * (size_t)layer[l].d;
+                    r->d = r->n = 0;
+                    r->mats = (int)(qpool_bytes / lb);
+                    snprintf(r->label, sizeof r->label, "TinyLlama layers (x%d)", r->mats);
+                    qbench_shapes(r, qpool, layer, nlayer, xa, y, reps, sm);
+                }
             }
         }
         act_us[k][0] = qact_us(t, 2048, x, xa, reps, sm);
@@ -439,7 +477,7 @@ int main(int argc, char **argv)
     }
     printf("\nquantized weights (quant_matvec, SIMD path %s): GB/s of weight bytes read\n",
            quant_simd_name());
-    printf("%-6s %-24s %6s | %6s %6s %6s %6s %6s | %s\n", "type", "matrix (rows x cols)", "MB",
+    printf("%-8s %-24s %6s | %6s %6s %6s %6s %6s | %s\n", "type", "matrix (rows x cols)", "MB",
            "med", "best", "m/roof", "b/roof", "paired", "fp32 own med");
     for (int i = 0; i < nq; i++) {
         const QResult *r = &qres[i];
@@ -447,8 +485,8 @@ int main(int argc, char **argv)
         for (int j = 0; j < nres; j++)
             if (res[j].d == r->d && res[j].n == r->n)
                 f32 = res[j].med[0];
-        printf("%-6s %-24s %6.1f | %6.2f %6.2f %6.3f %6.3f %6.3f | %6.2f\n",
-               quant_type_name(r->type), r->label, r->mb, r->med, r->best, r->med / roof,
+        printf("%-8s %-24s %6.1f | %6.2f %6.2f %6.3f %6.3f %6.3f | %6.2f\n",
+               qlabel(r), r->label, r->mb, r->med, r->best, r->med / roof,
                r->best / roof, r->paired, f32);
     }
     for (int k = 0; k < nqt; k++)
@@ -476,9 +514,10 @@ int main(int argc, char **argv)
         const QResult *r = &qres[i];
         printf("%s{\"type\":\"%s\",\"matrix\":\"%s\",\"rows\":%d,\"cols\":%d,\"mats\":%d,"
                "\"mb\":%.1f,\"med_gbs\":%.3f,\"best_gbs\":%.3f,\"med_frac\":%.4f,"
-               "\"best_frac\":%.4f,\"paired_frac\":%.4f}",
+               "\"best_frac\":%.4f,\"paired_frac\":%.4f,\"layout\":\"%s\"}",
                i ? "," : "", quant_type_name(r->type), r->label, r->d, r->n, r->mats, r->mb,
-               r->med, r->best, r->med / roof, r->best / roof, r->paired);
+               r->med, r->best, r->med / roof, r->best / roof, r->paired,
+               r->x8 ? "x8" : "rows");
     }
     printf("]}\n");
 

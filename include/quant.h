@@ -89,6 +89,29 @@ void quant_matmul(float *y, const void *w, QType t, size_t row_stride, const voi
 void quant_matmul_ref(float *y, const void *w, QType t, size_t row_stride, const void *x_act,
                       size_t act_stride, int64_t n, int d, int nb, size_t ldy);
 
+/* ---- Q4_0 matrices in eight-row groups ("x8", the layout llama.cpp's CPU backend repacks
+ * Q4_0 into before its gemv).  d rows (d a multiple of 8) of n values, nb = n / 32 blocks:
+ * for rows 8g .. 8g + 7 and block b, 144 bytes at (g * nb + b) * 144 hold the eight rows'
+ * fp16 scales, then the eight rows' 16 quant bytes, row after row.  The same bytes as the
+ * rows, only reordered: a group's block is three loads on the AVX-512 VNNI path instead of
+ * sixteen scattered ones.  Every result is bit-identical to quant_matvec / quant_matmul on
+ * the rows; a single row cannot be read out alone (quant_x8_unpack gives the rows back). */
+
+/* 1 if this build's fast path multiplies d rows of type t (n values) faster as x8 than as
+ * rows: t == Q4_0, d a multiple of 8, the AVX-512 VNNI path.  Callers keep rows otherwise. */
+int quant_x8_preferred(QType t, int64_t n, int d);
+/* The d rows of Q4_0 at w (back to back, quant_row_bytes(Q4_0, n) each) to x8, in place;
+ * quant_x8_unpack is the inverse. */
+void quant_x8_pack(void *w, QType t, int64_t n, int d);
+void quant_x8_unpack(void *w, QType t, int64_t n, int d);
+/* quant_matvec and quant_matmul on an x8 matrix (x_act, act_stride, ldy as there). */
+void quant_matvec_x8(float *y, const void *w, QType t, const void *x_act, int64_t n, int d);
+void quant_matmul_x8(float *y, const void *w, QType t, const void *x_act, size_t act_stride,
+                     int64_t n, int d, int nb, size_t ldy);
+/* The plain-C twin: each group unpacked, then quant_matvec_ref's rows. */
+void quant_matvec_x8_ref(float *y, const void *w, QType t, const void *x_act, int64_t n,
+                         int d);
+
 /* Which SIMD path quant_vec_dot runs on this CPU ("avx512vnni", "avx2", "neon", "c"). */
 const char *quant_simd_name(void);
 

@@ -25,8 +25,7 @@
 #include "kernels.h"
 #include "util.h"
 
-/* The path this build takes: the best one it was compiled for. */
-static QuantPath quant_best_path(void)
+QuantPath quant_best_path(void)
 {
 #if defined(QUANT_HAVE_VNNI)
     return QUANT_PATH_VNNI;

@@ -104,6 +104,8 @@ typedef enum {
 #define QUANT_HAVE_NEON 1
 #endif
 
+/* The path this build takes: the best one it was compiled for. */
+QuantPath quant_best_path(void);
 /* 1 if this build has path p. */
 int quant_path_available(QuantPath p);
 /* One row's dot (n checked) on path p, or on the plain-C twin where p lacks type t or this
@@ -133,6 +135,11 @@ static inline int quant_chunk_rows(size_t row_stride)
     const size_t rc = (size_t)(64 * 1024) / (row_stride ? row_stride : 1);
     return rc > 1 ? (int)(rc < 4096 ? rc : 4096) : 1;
 }
+/* The x86 path's Q4_0 x8 kernels (quant_x86_q8.c): 1 if done, 0 where the build or the
+ * path lacks them (vnni: the path is VNNI). */
+int quant_x86_x8_matvec(int vnni, float *y, const void *w, const void *x, int64_t n, int d);
+int quant_x86_x8_matmul(int vnni, float *y, size_t ldy, const void *w, const void *x,
+                        size_t act_stride, int64_t n, int d, int nb);
 int quant_neon_dot(QType t, const void *w, const void *x, int64_t n, float *out);
 /* y[d] = W x on the NEON path if it has a whole-matrix kernel for t (returns 1), else 0. */
 int quant_neon_matvec(QType t, float *y, const void *w, size_t stride, const void *x,

@@ -77,7 +77,10 @@ static void matvec(Scratch *s, float *y, const QMat *w, const float *x)
         quant_quantize_act(s->act[slot], x, w->type, w->cols);
         s->act_of[slot] = x;
     }
-    quant_matvec(y, w->data, w->type, w->row_stride, s->act[slot], w->cols, w->rows);
+    if (w->x8)
+        quant_matvec_x8(y, w->data, w->type, s->act[slot], w->cols, w->rows);
+    else
+        quant_matvec(y, w->data, w->type, w->row_stride, s->act[slot], w->cols, w->rows);
 }
 
 static void add_bias(float *y, const float *b, int n)

@@ -71,7 +71,11 @@ static void matmul_n(Scratch *s, float *y, size_t ldy, const QMat *w, const floa
         s->act_of[slot] = x;
         s->act_rows[slot] = n;
     }
-    quant_matmul(y, w->data, w->type, w->row_stride, s->act[slot], ab, w->cols, w->rows, n, ldy);
+    if (w->x8)
+        quant_matmul_x8(y, w->data, w->type, s->act[slot], ab, w->cols, w->rows, n, ldy);
+    else
+        quant_matmul(y, w->data, w->type, w->row_stride, s->act[slot], ab, w->cols, w->rows, n,
+                     ldy);
 }
 
 /* b added to each of the n rows of y (ldy apart); nothing when b is NULL. */

@@ -85,7 +85,27 @@ static int read_qmat(hid_t f, const char *fname, const char *path, int rank,
     return 0;
 }
 
+/* read_qmat for a matrix only the matrix products read: kept in the fastest layout. */
+static int read_wmat(hid_t f, const char *fname, const char *path, int rank,
+                     const uint64_t *dims, const uint64_t *start, const uint64_t *count,
+                     QMat *m, char *err, size_t errlen)
+{
+    if (read_qmat(f, fname, path, rank, dims, start, count, m, err, errlen) < 0)
+        return -1;
+    model_qmat_fast_layout(m);
+    return 0;
+}
+
 size_t model_qmat_bytes(const QMat *m) { return (size_t)m->rows * m->row_stride; }
+
+void model_qmat_fast_layout(QMat *m)
+{
+    if (m->x8 || !m->data || m->row_stride != quant_row_bytes(m->type, m->cols) ||
+        !quant_x8_preferred(m->type, m->cols, m->rows))
+        return;
+    quant_x8_pack(m->data, m->type, m->cols, m->rows);
+    m->x8 = 1;
+}
 
 void model_qmat_free(QMat *m)
 {
@@ -124,17 +144,17 @@ int model_load_attn_part(AttnPartW *w, const ModelConfig *c, hid_t f, const char
         uint64_t start[3] = {(uint64_t)unit, (uint64_t)q0 * hd, 0};
         uint64_t count[3] = {1, (uint64_t)(q1 - q0) * hd, dim};
         LPATH(p, layer, "wq");
-        if (read_qmat(f, fname, p, 3, dims, start, count, &w->wq, err, errlen) < 0)
+        if (read_wmat(f, fname, p, 3, dims, start, count, &w->wq, err, errlen) < 0)
             goto fail;
     }
     {
         uint64_t dims[3] = {G, hd, dim}, start[3] = {(uint64_t)unit, 0, 0};
         uint64_t count[3] = {1, hd, dim};
         LPATH(p, layer, "wk");
-        if (read_qmat(f, fname, p, 3, dims, start, count, &w->wk, err, errlen) < 0)
+        if (read_wmat(f, fname, p, 3, dims, start, count, &w->wk, err, errlen) < 0)
             goto fail;
         LPATH(p, layer, "wv");
-        if (read_qmat(f, fname, p, 3, dims, start, count, &w->wv, err, errlen) < 0)
+        if (read_wmat(f, fname, p, 3, dims, start, count, &w->wv, err, errlen) < 0)
             goto fail;
     }
     if (gpt2 || c->qkv_bias) { /* the rank's rows of the group's biases */
@@ -169,7 +189,7 @@ int model_load_proj(ProjW *w, const ModelConfig *c, hid_t f, const char *fname, 
     uint64_t dims[2] = {(uint64_t)c->dim, (uint64_t)c->n_heads * (uint64_t)c->head_dim};
     uint64_t start[2] = {0, 0};
     LPATH(p, layer, "wo");
-    if (read_qmat(f, fname, p, 2, dims, start, dims, &w->wo, err, errlen) < 0)
+    if (read_wmat(f, fname, p, 2, dims, start, dims, &w->wo, err, errlen) < 0)
         goto fail;
     if (c->arch == ARCH_GPT2) {
         LPATH(p, layer, "bo");
@@ -189,7 +209,7 @@ int model_load_proj_cols(QMat *wo, const ModelConfig *c, hid_t f, const char *fn
     uint64_t dims[2] = {(uint64_t)c->dim, (uint64_t)c->n_heads * (uint64_t)c->head_dim};
     uint64_t start[2] = {0, (uint64_t)col0}, count[2] = {(uint64_t)c->dim, (uint64_t)ncols};
     LPATH(p, layer, "wo");
-    return read_qmat(f, fname, p, 2, dims, start, count, wo, err, errlen);
+    return read_wmat(f, fname, p, 2, dims, start, count, wo, err, errlen);
 }
 
 int model_load_proj_rows(QMat *wo, const ModelConfig *c, hid_t f, const char *fname,
@@ -203,7 +223,7 @@ int model_load_proj_rows(QMat *wo, const ModelConfig *c, hid_t f, const char *fn
         return util_err(err, errlen, "%s: layer %d: wo rows [%d, %d) outside 0..%d", fname,
                         layer, d0, d1, c->dim);
     LPATH(p, layer, "wo");
-    return read_qmat(f, fname, p, 2, dims, start, count, wo, err, errlen);
+    return read_wmat(f, fname, p, 2, dims, start, count, wo, err, errlen);
 }
 
 int model_load_proj_bias(float **bo, const ModelConfig *c, hid_t f, const char *fname,
@@ -247,11 +267,11 @@ static int load_ffn(FfnW *w, const ModelConfig *c, hid_t f, const char *fname, i
             goto fail;
     } else {
         LPATH(p, layer, "w_gate");
-        if (read_qmat(f, fname, p, 2, dr, sr, cr, &w->w_gate, err, errlen) < 0)
+        if (read_wmat(f, fname, p, 2, dr, sr, cr, &w->w_gate, err, errlen) < 0)
             goto fail;
     }
     LPATH(p, layer, "w_up");
-    if (read_qmat(f, fname, p, 2, dr, sr, cr, &w->w_up, err, errlen) < 0)
+    if (read_wmat(f, fname, p, 2, dr, sr, cr, &w->w_up, err, errlen) < 0)
         goto fail;
     uint64_t dd[2] = {dim, F}, sd[2] = {0, (uint64_t)f0}, cd[2] = {dim, n};
     if (down_rows) {
@@ -261,7 +281,7 @@ static int load_ffn(FfnW *w, const ModelConfig *c, hid_t f, const char *fname, i
         cd[1] = F;
     }
     LPATH(p, layer, "w_down");
-    if (read_qmat(f, fname, p, 2, dd, sd, cd, &w->w_down, err, errlen) < 0)
+    if (read_wmat(f, fname, p, 2, dd, sd, cd, &w->w_down, err, errlen) < 0)
         goto fail;
     return 0;
 fail:
@@ -304,7 +324,7 @@ int model_load_head(HeadW *w, const ModelConfig *c, hid_t f, const char *fname, 
     }
     if (c->tied_embeddings) {
         w->lm_head = w->embed;
-    } else if (read_qmat(f, fname, "/lm_head", 2, de, s0, de, &w->lm_head, err, errlen) < 0) {
+    } else if (read_wmat(f, fname, "/lm_head", 2, de, s0, de, &w->lm_head, err, errlen) < 0) {
         goto fail;
     }
     return 0;
@@ -326,7 +346,7 @@ int model_load_head_rows(HeadW *w, const ModelConfig *c, hid_t f, const char *fn
     if (c->arch == ARCH_GPT2 &&
         !(w->final_norm_b = read_vec(f, fname, "/final_norm_bias", c->dim, err, errlen)))
         goto fail;
-    if (read_qmat(f, fname, c->tied_embeddings ? "/embed" : "/lm_head", 2, de, s0, n,
+    if (read_wmat(f, fname, c->tied_embeddings ? "/embed" : "/lm_head", 2, de, s0, n,
                   &w->lm_head, err, errlen) < 0)
         goto fail;
     return 0;

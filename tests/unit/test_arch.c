@@ -144,9 +144,12 @@ static void test_sliding_window(void **state)
         wv[i] = (float)((i * 3) % 7) * 0.1f - 0.3f;
     }
     w.norm_w = norm;
-    w.wq = (QMat){QTYPE_F32, nq * hd, dim, (size_t)dim * 4, wq};
-    w.wk = (QMat){QTYPE_F32, hd, dim, (size_t)dim * 4, wk};
-    w.wv = (QMat){QTYPE_F32, hd, dim, (size_t)dim * 4, wv};
+    w.wq = (QMat){.type = QTYPE_F32, .rows = nq * hd, .cols = dim, .row_stride = (size_t)dim * 4,
+                   .data = wq};
+    w.wk = (QMat){.type = QTYPE_F32, .rows = hd, .cols = dim, .row_stride = (size_t)dim * 4,
+                   .data = wk};
+    w.wv = (QMat){.type = QTYPE_F32, .rows = hd, .cols = dim, .row_stride = (size_t)dim * 4,
+                   .data = wv};
     float kc[2][CAP * 4], vc[2][CAP * 4], out[2][CAP][8], x[16];
     Scratch s;
     model_scratch_init(&s, &c, CAP);

@@ -603,6 +603,65 @@ static void test_every_path_equals_ref(void **state)
     }
 }
 
+/* ------------------------------------------------------------------ eight-row groups */
+
+/* Q4_0 in eight-row groups (quant_x8_*): packing is a byte permutation that unpacking undoes,
+ * and every product on the groups (this build's path, the twin, several activations, row
+ * counts that give the threads uneven shares, rows past the x86 kernels' offset table) is
+ * bit-identical to the rows' twin. */
+static void test_x8_equals_rows(void **state)
+{
+    (void)state;
+    uint64_t rng = 33;
+    static const int64_t ns[] = {32, 96, 2048, 5632, 65568};
+    static const int ds[] = {8, 40, 64};
+    static const int nacts[] = {1, 2, 3, 4, 5, 9};
+    const QType t = QTYPE_Q4_0;
+    fprintf(stderr, "q4_0 x8 preferred on this path: %d\n", quant_x8_preferred(t, 2048, 64));
+    assert_int_equal(quant_x8_preferred(t, 2048, 12), 0);     /* not whole groups */
+    assert_int_equal(quant_x8_preferred(QTYPE_Q8_0, 2048, 64), 0);
+    for (int c = 0; c < COUNT(ns); c++) {
+        for (int e = 0; e < COUNT(ds); e++) {
+            const int64_t n = ns[c];
+            const int d = n > 10000 ? 8 : ds[e];
+            if (n > 10000 && e > 0)
+                break;
+            const size_t rb = quant_row_bytes(t, n), ab = quant_row_bytes(QTYPE_Q8_0, n);
+            uint8_t *w = xmalloc(rb * d), *wp = xmalloc(rb * d), *xa = xmalloc(ab * 9);
+            for (int i = 0; i < d; i++)
+                fill_random_row(w + rb * i, t, n, &rng);
+            for (int k = 0; k < 9; k++) {
+                float *x = rand_vec(&rng, (size_t)n, 1.0f);
+                for (int64_t j = k; j < n; j += 41)
+                    x[j] *= 30.0f;
+                quant_quantize_act(xa + ab * k, x, t, n);
+                free(x);
+            }
+            memcpy(wp, w, rb * d);
+            quant_x8_pack(wp, t, n, d);
+            if (d > 8) /* a permutation that moves bytes */
+                assert_true(memcmp(wp, w, rb * d) != 0);
+            float *yr = xmalloc(9 * (size_t)d * sizeof *yr), *y = xmalloc(9 * (size_t)d * sizeof *y);
+            for (int k = 0; k < 9; k++)
+                quant_matvec_ref(yr + (size_t)d * k, w, t, rb, xa + ab * k, n, d);
+            quant_matvec(y, w, t, rb, xa, n, d); /* the rows' own fast kernels */
+            assert_bits_equal(y, yr, (size_t)d, "q4_0 rows");
+            quant_matvec_x8(y, wp, t, xa, n, d);
+            assert_bits_equal(y, yr, (size_t)d, "q4_0 x8 matvec");
+            quant_matvec_x8_ref(y, wp, t, xa, n, d);
+            assert_bits_equal(y, yr, (size_t)d, "q4_0 x8 twin");
+            for (int a = 0; a < COUNT(nacts); a++) {
+                memset(y, 0, 9 * (size_t)d * sizeof *y);
+                quant_matmul_x8(y, wp, t, xa, ab, n, d, nacts[a], (size_t)d);
+                assert_bits_equal(y, yr, (size_t)d * (size_t)nacts[a], "q4_0 x8 matmul");
+            }
+            quant_x8_unpack(wp, t, n, d);
+            assert_memory_equal(wp, w, rb * d);
+            free(w), free(wp), free(xa), free(y), free(yr);
+        }
+    }
+}
+
 /* ------------------------------------------------------------------ row and column slices */
 
 static void test_row_and_column_slices(void **state)
@@ -831,6 +890,7 @@ int main(void)
         cmocka_unit_test(test_vec_dot_matches_dequantized),
         cmocka_unit_test(test_simd_equals_ref),
         cmocka_unit_test(test_every_path_equals_ref),
+        cmocka_unit_test(test_x8_equals_rows),
         cmocka_unit_test(test_row_and_column_slices),
         cmocka_unit_test(test_quantizers_match_llama_quantize),
     };
