@@ -109,6 +109,11 @@ void kernels_attention(float *out, const float *q, const float *k_cache, const f
 void kernels_attention_scaled(float *out, const float *q, const float *k_cache,
                               const float *v_cache, float *scratch, int n_q, int head_dim,
                               int n_pos, float kq_scale);
+/* kernels_attention_scaled's twin: the same arithmetic one value at a time (the unit tests
+ * hold the kernel to it bit for bit). */
+void kernels_attention_scaled_twin(float *out, const float *q, const float *k_cache,
+                                   const float *v_cache, float *scratch, int n_q, int head_dim,
+                                   int n_pos, float kq_scale);
 void kernels_attention_ref(float *out, const float *q, const float *k_cache,
                            const float *v_cache, float *scratch, int n_q, int head_dim, int n_pos);
 

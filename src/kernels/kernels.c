@@ -85,42 +85,95 @@ static inline float ggml_lane_sum(float *v)
 #define KERNELS_GGML_CONTRACT 0 /* ggml's scalar tails compiled with FMA contraction (gnu11) */
 #endif
 
-/* ggml_vec_dot_f32(n, x, y) with x strided by xs: 4 vector accumulators of
- * KERNELS_GGML_LANES lanes over whole steps of 4 vectors (FMA), reduced (0 + 2, 1 + 3, then
- * 0 + 1, then across lanes), then the remaining values added one by one.  n_pad >= n is the
- * length ggml sees (the values past n are zeros: llama.cpp's KV length padded to 32). */
-static float ggml_dot_f32(const float *x, size_t xs, const float *y, int n, int n_pad)
+/* ggml's reduction of its 4 vector accumulators: (0 + 2) + (1 + 3) per lane (acc[j] is
+ * accumulator j's lane l at acc[j * stride + l]; a0 = lanes of that sum), then across lanes. */
+static inline float ggml_acc_sum(float *a0)
+{
+#if KERNELS_GGML_LANES == 16
+    return ggml_lane_sum(a0);
+#else
+    float t[4];
+    for (int l = 0; l < 4; l++)
+        t[l] = a0[l] + a0[l + 4];
+    return (t[0] + t[1]) + (t[2] + t[3]); /* two _mm_hadd_ps */
+#endif
+}
+
+/* ggml_vec_dot_f32(n, x, y): 4 vector accumulators of KERNELS_GGML_LANES lanes over whole
+ * steps of 4 vectors (FMA), reduced (0 + 2, 1 + 3, then 0 + 1, then across lanes), then the
+ * remaining values added one by one.  n_pad >= n is the length ggml sees (the values past n
+ * are zeros: llama.cpp's KV length padded to 32; they are skipped, as a zero product would
+ * leave each accumulator as it is).  Value i goes to accumulator (i / L) % 4, lane i % L. */
+static float ggml_dot_f32(const float *x, const float *y, int n, int n_pad)
 {
     enum { L = KERNELS_GGML_LANES, STEP = 4 * KERNELS_GGML_LANES };
     const int np = n_pad - n_pad % STEP;
     float sumf = 0.0f;
     if (np > 0) {
-        float acc[4][L];
+        float acc[STEP];
         memset(acc, 0, sizeof acc);
-        for (int i = 0; i < np && i < n; i++)
-            acc[(i / L) % 4][i % L] = fmaf(x[(size_t)i * xs], y[i], acc[(i / L) % 4][i % L]);
-        for (int l = 0; l < L; l++) {
-            acc[0][l] = acc[0][l] + acc[2][l];
-            acc[1][l] = acc[1][l] + acc[3][l];
-            acc[0][l] = acc[0][l] + acc[1][l];
-        }
-#if KERNELS_GGML_LANES == 16
-        sumf = ggml_lane_sum(acc[0]);
-#else
-        float t[4];
-        for (int l = 0; l < 4; l++)
-            t[l] = acc[0][l] + acc[0][l + 4];
-        sumf = (t[0] + t[1]) + (t[2] + t[3]); /* two _mm_hadd_ps */
-#endif
+        const int nv = np < n ? np : n;
+        int i0 = 0;
+        for (; i0 + STEP <= nv; i0 += STEP) /* whole steps: one vector FMA per accumulator */
+            for (int m = 0; m < STEP; m++)
+                acc[m] = fmaf(x[i0 + m], y[i0 + m], acc[m]);
+        for (int m = 0; i0 + m < nv; m++)
+            acc[m] = fmaf(x[i0 + m], y[i0 + m], acc[m]);
+        for (int l = 0; l < L; l++)
+            acc[l] = (acc[l] + acc[2 * L + l]) + (acc[L + l] + acc[3 * L + l]);
+        sumf = ggml_acc_sum(acc);
     }
     for (int i = np; i < n; i++) {
 #if KERNELS_GGML_CONTRACT
-        sumf = fmaf(x[(size_t)i * xs], y[i], sumf);
+        sumf = fmaf(x[i], y[i], sumf);
 #else
-        sumf += x[(size_t)i * xs] * y[i];
+        sumf += x[i] * y[i];
 #endif
     }
     return sumf;
+}
+
+/* o[i] = ggml_dot_f32 of column i of v ([n][hd]) with p, for every i < hd: each column's
+ * accumulators, values and order exactly as ggml_dot_f32's, but computed a row of v at a time
+ * (64 columns of each row per pass, contiguous reads) instead of a column at a time. */
+static void ggml_dot_f32_cols(float *o, const float *v, int hd, const float *p, int n, int n_pad)
+{
+    enum { L = KERNELS_GGML_LANES, STEP = 4 * KERNELS_GGML_LANES, CH = 64 };
+    const int np = n_pad - n_pad % STEP, nv = np < n ? np : n;
+    float acc[STEP][CH]; /* accumulator (t / L) % 4, lane t % L, of each column: acc[t % STEP] */
+    for (int i0 = 0; i0 < hd; i0 += CH) {
+        const int w = hd - i0 < CH ? hd - i0 : CH;
+        float s[CH];
+        memset(s, 0, sizeof s);
+        if (np > 0) {
+            for (int m = 0; m < STEP; m++)
+                memset(acc[m], 0, (size_t)w * sizeof(float));
+            for (int t = 0; t < nv; t++) {
+                float *a = acc[t % STEP];
+                const float *vr = v + (size_t)t * (size_t)hd + i0;
+                const float pt = p[t];
+                for (int i = 0; i < w; i++)
+                    a[i] = fmaf(vr[i], pt, a[i]);
+            }
+            for (int i = 0; i < w; i++) {
+                float a0[L];
+                for (int l = 0; l < L; l++)
+                    a0[l] = (acc[l][i] + acc[2 * L + l][i]) + (acc[L + l][i] + acc[3 * L + l][i]);
+                s[i] = ggml_acc_sum(a0);
+            }
+        }
+        for (int t = np; t < n; t++) {
+            const float *vr = v + (size_t)t * (size_t)hd + i0;
+            for (int i = 0; i < w; i++) {
+#if KERNELS_GGML_CONTRACT
+                s[i] = fmaf(vr[i], p[t], s[i]);
+#else
+                s[i] += vr[i] * p[t];
+#endif
+            }
+        }
+        memcpy(o + i0, s, (size_t)w * sizeof(float));
+    }
 }
 
 /* ggml_vec_soft_max_f32 after ggml_vec_max_f32, then ggml_vec_scale_f32 by 1 / sum: x[i] =
@@ -278,12 +331,58 @@ void kernels_attention_scaled(float *restrict out, const float *restrict q,
     for (int h = 0; h < n_q; h++) {
         const float *qh = q + (size_t)h * (size_t)head_dim;
         for (int t = 0; t < n_pos; t++)
-            scratch[t] = ggml_dot_f32(k_cache + (size_t)t * (size_t)head_dim, 1, qh, head_dim,
+            scratch[t] = ggml_dot_f32(k_cache + (size_t)t * (size_t)head_dim, qh, head_dim,
                                       head_dim) * scale;
         ggml_softmax(scratch, n_pos);
-        float *restrict o = out + (size_t)h * (size_t)head_dim;
+        ggml_dot_f32_cols(out + (size_t)h * (size_t)head_dim, v_cache, head_dim, scratch, n_pos,
+                          n_pad);
+    }
+}
+
+/* The twin: ggml_vec_dot_f32 written one value at a time, accumulator (i / L) % 4 and lane
+ * i % L, the columns of v read down the cache (the form this file had before the row-wise
+ * kernels; the unit tests hold those to it bit for bit). */
+static float ggml_dot_f32_twin(const float *x, size_t xs, const float *y, int n, int n_pad)
+{
+    enum { L = KERNELS_GGML_LANES, STEP = 4 * KERNELS_GGML_LANES };
+    const int np = n_pad - n_pad % STEP;
+    float sumf = 0.0f;
+    if (np > 0) {
+        float acc[4][L];
+        memset(acc, 0, sizeof acc);
+        for (int i = 0; i < np && i < n; i++)
+            acc[(i / L) % 4][i % L] = fmaf(x[(size_t)i * xs], y[i], acc[(i / L) % 4][i % L]);
+        for (int l = 0; l < L; l++) {
+            acc[0][l] = acc[0][l] + acc[2][l];
+            acc[1][l] = acc[1][l] + acc[3][l];
+            acc[0][l] = acc[0][l] + acc[1][l];
+        }
+        sumf = ggml_acc_sum(acc[0]);
+    }
+    for (int i = np; i < n; i++) {
+#if KERNELS_GGML_CONTRACT
+        sumf = fmaf(x[(size_t)i * xs], y[i], sumf);
+#else
+        sumf += x[(size_t)i * xs] * y[i];
+#endif
+    }
+    return sumf;
+}
+
+void kernels_attention_scaled_twin(float *out, const float *q, const float *k_cache,
+                                   const float *v_cache, float *scratch, int n_q, int head_dim,
+                                   int n_pos, float scale)
+{
+    const int n_pad = (n_pos + 31) / 32 * 32;
+    for (int h = 0; h < n_q; h++) {
+        const float *qh = q + (size_t)h * (size_t)head_dim;
+        for (int t = 0; t < n_pos; t++)
+            scratch[t] = ggml_dot_f32_twin(k_cache + (size_t)t * (size_t)head_dim, 1, qh,
+                                           head_dim, head_dim) * scale;
+        ggml_softmax(scratch, n_pos);
+        float *o = out + (size_t)h * (size_t)head_dim;
         for (int i = 0; i < head_dim; i++)
-            o[i] = ggml_dot_f32(v_cache + i, (size_t)head_dim, scratch, n_pos, n_pad);
+            o[i] = ggml_dot_f32_twin(v_cache + i, (size_t)head_dim, scratch, n_pos, n_pad);
     }
 }
 

@@ -446,6 +446,33 @@ static void attention_double(float *out, const float *q, const float *k, const f
     free(s);
 }
 
+/* The row-wise attention kernel equals its one-value-at-a-time twin bit for bit: position
+ * counts around the padded length's steps (32, 64) and head sizes below, at and past the
+ * 64-column passes. */
+static void test_attention_twin(void **state)
+{
+    (void)state;
+    uint64_t rng = 31;
+    const int npos[] = {1, 2, 31, 32, 33, 63, 64, 65, 96, 97, 129, 200, 515};
+    const int hds[] = {32, 64, 80, 128, 200};
+    for (int hi = 0; hi < COUNT(hds); hi++) {
+        for (int pi = 0; pi < COUNT(npos); pi++) {
+            const int hd = hds[hi], np = npos[pi], n_q = 3;
+            float *q = rand_vec(&rng, (size_t)n_q * hd, 1.0f);
+            float *k = rand_vec(&rng, (size_t)np * hd, 1.0f);
+            float *v = rand_vec(&rng, (size_t)np * hd, 1.0f);
+            float *scratch = xmalloc((size_t)np * sizeof *scratch);
+            float *o = xmalloc((size_t)n_q * hd * sizeof *o);
+            float *r = xmalloc((size_t)n_q * hd * sizeof *r);
+            const float scale = pi % 2 ? 1.0f : 1.0f / sqrtf((float)hd);
+            kernels_attention_scaled(o, q, k, v, scratch, n_q, hd, np, scale);
+            kernels_attention_scaled_twin(r, q, k, v, scratch, n_q, hd, np, scale);
+            assert_bits_equal(o, r, (size_t)n_q * hd);
+            free(q), free(k), free(v), free(scratch), free(o), free(r);
+        }
+    }
+}
+
 static void test_attention(void **state)
 {
     (void)state;
@@ -553,6 +580,7 @@ int main(void)
         cmocka_unit_test(test_swiglu_gelu),
         cmocka_unit_test(test_argmax_add),
         cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_attention_twin),
         cmocka_unit_test(test_half),
     };
     return cmocka_run_group_tests_name("kernels", tests, NULL, NULL);
