@@ -92,6 +92,11 @@ size_t config_head_rows_bytes(const ModelConfig *c, int n_rows);
 /* Values per block of a matrix kind's stored type (1 for float types): column cuts of it
  * must fall on multiples of this. */
 int config_wkind_block(const ModelConfig *c, WeightKind k);
+/* 1 if a matrix that reads a layer's input or the final norm's output (wq, wk, wv, w_gate,
+ * w_up, the LM head) is stored in a type other than float32: its input is rounded first
+ * (to Q8_0, Q8_K, fp16 or bf16), so a last-bit difference of that input can move it by a
+ * whole rounding step. */
+int config_rounds_activations(const ModelConfig *c);
 /* Bytes of KV cache for one KV group of one layer holding n positions. */
 size_t config_kv_bytes(const ModelConfig *c, int n_positions);
 

@@ -352,6 +352,16 @@ size_t config_head_rows_bytes(const ModelConfig *c, int n_rows)
     return (size_t)n_rows * nbytes(c->wtype[WKIND_LM_HEAD], (size_t)c->dim);
 }
 
+int config_rounds_activations(const ModelConfig *c)
+{
+    static const WeightKind readers[] = {WKIND_WQ,     WKIND_WK,   WKIND_WV,
+                                         WKIND_W_GATE, WKIND_W_UP, WKIND_LM_HEAD};
+    for (size_t i = 0; i < sizeof readers / sizeof readers[0]; i++)
+        if (c->wtype[readers[i]] != QTYPE_F32)
+            return 1;
+    return 0;
+}
+
 int config_wkind_block(const ModelConfig *c, WeightKind k)
 {
     return quant_block_size((QType)c->wtype[k]);

@@ -415,9 +415,13 @@ int plan_parse_exchange(const char *s, SliceExchange *out)
     return -1;
 }
 
-/* A SLICE plan's exchange pattern: the request's, else the one the cost model predicts
- * fastest (all-to-all unless another is at least 1% faster, then reduce before rsag; exact
- * only when asked, so that runs that did not ask keep their bits). */
+/* A SLICE plan's exchange pattern: the request's; else exact where the model rounds its
+ * activations (quantized or half weights, config_rounds_activations) and the wire sends
+ * whole floats: partial sums added in another order than one process's would now and then
+ * move a rounded activation by a whole step, a drift with no bound, while exact gives the
+ * single process's bits; else the one the cost model predicts fastest (all-to-all unless
+ * another is at least 1% faster, then reduce before rsag), whose sums differ from one
+ * process's by float rounding only. */
 static void choose_exchange(Plan *plan, const ModelConfig *c, const PlanRequest *req)
 {
     plan->exchange = EXCHANGE_ALL;
@@ -425,6 +429,10 @@ static void choose_exchange(Plan *plan, const ModelConfig *c, const PlanRequest 
         return;
     if (req->exchange != EXCHANGE_AUTO) {
         plan->exchange = req->exchange;
+        return;
+    }
+    if (config_rounds_activations(c) && !(req->wire_bytes > 0 && req->wire_bytes < 4)) {
+        plan->exchange = EXCHANGE_EXACT;
         return;
     }
     if (plan->n_workers > 64) /* the prediction is quadratic in the members: keep all-to-all */
