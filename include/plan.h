@@ -44,7 +44,8 @@ typedef struct {
 
 /* How the members of a SLICE layer combine their partial sums.  Every pattern adds the
  * partials to the layer input in member order, element by element, so all give the same
- * bits.  AUTO (requests only): the one plan_predict_ms finds fastest. */
+ * bits.  AUTO (requests only): EXACT on rounded activations, else the one plan_predict_ms
+ * finds fastest. */
 typedef enum {
     EXCHANGE_AUTO = 0,
     EXCHANGE_ALL = 1,    /* each member to every other: 1 hop, n(n-1) messages of the sum */
@@ -57,8 +58,9 @@ typedef enum {
     EXCHANGE_EXACT = 4,  /* no partial sums: the members all-gather the head outputs, hold
                           * wo and w_down by ROWS (plan_exact_rows) and all-gather Z, the
                           * FFN's hidden slices and X' (4 rounds of 1/n each), so every
-                          * value is one process's: bit-identical to -np 1.  Only when
-                          * asked (AUTO never picks it). */
+                          * value is one process's: bit-identical to -np 1.  AUTO picks
+                          * it where the model rounds its activations (quantized or half
+                          * weights) and the wire carries whole floats. */
 } SliceExchange;
 
 typedef struct {
