@@ -109,6 +109,10 @@ void kernels_attention(float *out, const float *q, const float *k_cache, const f
 void kernels_attention_scaled(float *out, const float *q, const float *k_cache,
                               const float *v_cache, float *scratch, int n_q, int head_dim,
                               int n_pos, float kq_scale);
+/* ggml's vector expf (ggml_v_expf, KERNELS_GGML_LANES' build) for one value, as the softmax of
+ * kernels_attention and kernels_swiglu compute it; _ref: the twin (tests). */
+float kernels_ggml_expf(float x);
+float kernels_ggml_expf_ref(float x);
 /* kernels_attention_scaled's twin: the same arithmetic one value at a time (the unit tests
  * hold the kernel to it bit for bit). */
 void kernels_attention_scaled_twin(float *out, const float *q, const float *k_cache,

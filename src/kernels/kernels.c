@@ -53,7 +53,12 @@ static inline float ggml_expf(float x)
                          u, fmaf(0x1.ffffecp-1f, b, 1.0f));
     if (fabsf(n) > 192.0f)
         return n <= 0.0f ? 0.0f : INFINITY;
-    return ldexpf(j, (int)n);
+    /* ldexpf(j, n): where 2^n is a normal float, the product j * 2^n, rounded once as
+     * ldexpf rounds it (the same correctly rounded value, without the libm call) */
+    const int ni = (int)n;
+    if (ni >= -126 && ni <= 127)
+        return j * u2f((uint32_t)(ni + 127) << 23);
+    return ldexpf(j, ni);
 #else
     /* AVX2: j = exp(b) - 1, k = 2^n built in the exponent bits, result = k + k j. */
     const uint32_t e = f2u(z) << 23;
@@ -70,6 +75,8 @@ static inline float ggml_expf(float x)
     return fmaf(s2, j, s2) * s1;
 #endif
 }
+
+float kernels_ggml_expf(float x) { return ggml_expf(x); }
 
 /* The horizontal sum of one vector of KERNELS_GGML_LANES floats as ggml reduces it (halves
  * added pairwise down to 4 lanes, then (l0 + l2) + (l1 + l3)). */

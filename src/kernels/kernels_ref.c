@@ -104,7 +104,7 @@ void kernels_softmax_ref(float *x, int n)
 /* ggml_v_expf one value at a time: n = round(x / ln 2), b = x - n ln 2; AVX-512 build:
  * exp(b) = j by a polynomial, scaled by 2^n (scalef), 0 or inf past |n| > 192; AVX2 build:
  * exp(b) - 1 = j, 2^n put into the exponent bits, |n| > 126 scaled twice. */
-static float ggml_expf_ref(float x)
+float kernels_ggml_expf_ref(float x)
 {
     const float z = fmaf(x, 0x1.715476p+0f, 0x1.8p23f);
     const float n = z - 0x1.8p23f;
@@ -147,7 +147,7 @@ void kernels_swiglu_ref(float *gate, const float *up, int n)
 {
     for (int i = 0; i < n; i++) {
         const float val = gate[i];
-        const float silu = val / (1.0f + ggml_expf_ref(0.0f - val));
+        const float silu = val / (1.0f + kernels_ggml_expf_ref(0.0f - val));
         gate[i] = silu * up[i];
     }
 }

@@ -332,6 +332,22 @@ static void test_rope_matches_ref(void **state)
     }
 }
 
+/* ggml's vector expf one value at a time (softmax of the attention, SiLU) against the twin's
+ * form (kernels_ref.c, ldexpf for the scaling by 2^n) bit for bit, over the whole range the
+ * scaling takes: results from overflow through normal, subnormal and zero. */
+static void test_ggml_expf(void **state)
+{
+    (void)state;
+    long diffs = 0;
+    for (float x = -150.0f; x < 100.0f; x += 0.000123f) {
+        const float a = kernels_ggml_expf(x), b = kernels_ggml_expf_ref(x);
+        if (memcmp(&a, &b, sizeof a) != 0 && diffs++ < 5)
+            print_error("expf(%.9g): %.9g vs twin %.9g\n", (double)x, (double)a, (double)b);
+    }
+    assert_int_equal(diffs, 0);
+    assert_true(kernels_ggml_expf(-200.0f) == 0.0f && isinf(kernels_ggml_expf(200.0f)));
+}
+
 static void test_softmax(void **state)
 {
     (void)state;
@@ -576,6 +592,7 @@ int main(void)
         cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_rope_hand_computed),
         cmocka_unit_test(test_rope_matches_ref),
+        cmocka_unit_test(test_ggml_expf),
         cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_swiglu_gelu),
         cmocka_unit_test(test_argmax_add),
