@@ -462,6 +462,28 @@ static void attention_double(float *out, const float *q, const float *k, const f
     free(s);
 }
 
+/* Random q, k, v of one attention call and room for its scratch and two outputs. */
+typedef struct {
+    float *q, *k, *v, *scratch, *o, *r;
+} AttnCase;
+
+static AttnCase attn_case(uint64_t *rng, int n_q, int hd, int np)
+{
+    AttnCase a;
+    a.q = rand_vec(rng, (size_t)n_q * hd, 1.0f);
+    a.k = rand_vec(rng, (size_t)np * hd, 1.0f);
+    a.v = rand_vec(rng, (size_t)np * hd, 1.0f);
+    a.scratch = xmalloc((size_t)np * sizeof *a.scratch);
+    a.o = xmalloc((size_t)n_q * hd * sizeof *a.o);
+    a.r = xmalloc((size_t)n_q * hd * sizeof *a.r);
+    return a;
+}
+
+static void attn_case_free(AttnCase *a)
+{
+    free(a->q), free(a->k), free(a->v), free(a->scratch), free(a->o), free(a->r);
+}
+
 /* The row-wise attention kernel equals its one-value-at-a-time twin bit for bit: position
  * counts around the padded length's steps (32, 64) and head sizes below, at and past the
  * 64-column passes. */
@@ -474,17 +496,12 @@ static void test_attention_twin(void **state)
     for (int hi = 0; hi < COUNT(hds); hi++) {
         for (int pi = 0; pi < COUNT(npos); pi++) {
             const int hd = hds[hi], np = npos[pi], n_q = 3;
-            float *q = rand_vec(&rng, (size_t)n_q * hd, 1.0f);
-            float *k = rand_vec(&rng, (size_t)np * hd, 1.0f);
-            float *v = rand_vec(&rng, (size_t)np * hd, 1.0f);
-            float *scratch = xmalloc((size_t)np * sizeof *scratch);
-            float *o = xmalloc((size_t)n_q * hd * sizeof *o);
-            float *r = xmalloc((size_t)n_q * hd * sizeof *r);
+            AttnCase a = attn_case(&rng, n_q, hd, np);
             const float scale = pi % 2 ? 1.0f : 1.0f / sqrtf((float)hd);
-            kernels_attention_scaled(o, q, k, v, scratch, n_q, hd, np, scale);
-            kernels_attention_scaled_twin(r, q, k, v, scratch, n_q, hd, np, scale);
-            assert_bits_equal(o, r, (size_t)n_q * hd);
-            free(q), free(k), free(v), free(scratch), free(o), free(r);
+            kernels_attention_scaled(a.o, a.q, a.k, a.v, a.scratch, n_q, hd, np, scale);
+            kernels_attention_scaled_twin(a.r, a.q, a.k, a.v, a.scratch, n_q, hd, np, scale);
+            assert_bits_equal(a.o, a.r, (size_t)n_q * hd);
+            attn_case_free(&a);
         }
     }
 }
@@ -496,38 +513,28 @@ static void test_attention(void **state)
     const int n_q = 4, hd = 64;
     const int npos[] = {1, 2, 37, 300};
     for (int pi = 0; pi < COUNT(npos); pi++) {
-        int np = npos[pi];
-        float *q = rand_vec(&rng, (size_t)n_q * hd, 1.0f);
-        float *k = rand_vec(&rng, (size_t)np * hd, 1.0f);
-        float *v = rand_vec(&rng, (size_t)np * hd, 1.0f);
-        float *scratch = xmalloc((size_t)np * sizeof *scratch);
-        float *o = xmalloc((size_t)n_q * hd * sizeof *o);
-        float *r = xmalloc((size_t)n_q * hd * sizeof *r);
+        const int np = npos[pi];
+        AttnCase a = attn_case(&rng, n_q, hd, np);
         float *e = xmalloc((size_t)n_q * hd * sizeof *e);
-        kernels_attention(o, q, k, v, scratch, n_q, hd, np);
-        kernels_attention_ref(r, q, k, v, scratch, n_q, hd, np);
-        attention_double(e, q, k, v, n_q, hd, np);
+        kernels_attention(a.o, a.q, a.k, a.v, a.scratch, n_q, hd, np);
+        kernels_attention_ref(a.r, a.q, a.k, a.v, a.scratch, n_q, hd, np);
+        attention_double(e, a.q, a.k, a.v, n_q, hd, np);
         if (np == 1) {
             for (int h = 0; h < n_q; h++) {
-                assert_bits_equal(o + h * hd, v, (size_t)hd);
-                assert_bits_equal(r + h * hd, v, (size_t)hd);
+                assert_bits_equal(a.o + h * hd, a.v, (size_t)hd);
+                assert_bits_equal(a.r + h * hd, a.v, (size_t)hd);
             }
         }
-        assert_close(o, e, (size_t)n_q * hd, 1e-5, 1e-5);
-        assert_close(r, e, (size_t)n_q * hd, 1e-5, 1e-5);
-        assert_close(o, r, (size_t)n_q * hd, 1e-5, 1e-5);
+        assert_close(a.o, e, (size_t)n_q * hd, 1e-5, 1e-5);
+        assert_close(a.r, e, (size_t)n_q * hd, 1e-5, 1e-5);
+        assert_close(a.o, a.r, (size_t)n_q * hd, 1e-5, 1e-5);
         /* a head computed alone equals the same head computed with the others */
         float *one = xmalloc((size_t)hd * sizeof *one);
-        kernels_attention(one, q + 2 * hd, k, v, scratch, 1, hd, np);
-        assert_bits_equal(one, o + 2 * hd, (size_t)hd);
+        kernels_attention(one, a.q + 2 * hd, a.k, a.v, a.scratch, 1, hd, np);
+        assert_bits_equal(one, a.o + 2 * hd, (size_t)hd);
         free(one);
-        free(q);
-        free(k);
-        free(v);
-        free(scratch);
-        free(o);
-        free(r);
         free(e);
+        attn_case_free(&a);
     }
 }
 
