@@ -216,13 +216,55 @@ static ALWAYS_INLINE __m256 k_d_dmin_x4(const uint8_t *p, size_t stride, float d
     return _mm256_mul_ps(_mm256_cvtph_ps(v), _mm256_setr_ps(da, -da, da, -da, da, -da, da, -da));
 }
 
+/* Bits 2k and 2k + 1 of every byte of qh moved to bits 4 and 5, the rest zero: one GF(2)
+ * affine step where built (the bit matrix's byte 7 - i picks the input bits of output bit i),
+ * else shift and mask. */
+static ALWAYS_INLINE __m512i q6_high(__m512i qh, int k)
+{
+#if defined(__GFNI__)
+    const long long m = (long long)((1ull << (2 * k)) << 24 | (1ull << (2 * k + 1)) << 16);
+    return _mm512_gf2p8affine_epi64_epi8(qh, _mm512_set1_epi64(m), 0);
+#else
+    const __m512i s = _mm512_srl_epi16(qh, _mm_cvtsi32_si128(2 * k));
+    return _mm512_slli_epi16(_mm512_and_si512(s, _mm512_set1_epi8(3)), 4);
+#endif
+}
+
+/* (a & 0x0F) | h for bytes h with only bits 4 and 5 set: one ternary-logic instruction. */
+static ALWAYS_INLINE __m512i low_nibble_or(__m512i a, __m512i h)
+{
+    return _mm512_ternarylogic_epi32(a, _mm512_set1_epi8(0x0F), h, 0xEA); /* (A & B) | C */
+}
+
+/* The high nibble of every byte (bits 4..7 to 0..3, the rest zero). */
+static ALWAYS_INLINE __m512i high_nibbles(__m512i v)
+{
+#if defined(__GFNI__)
+    return _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64(0x1020408000000000ll), 0);
+#else
+    return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F));
+#endif
+}
+
+/* Bit j of every byte moved to bit 4, the rest zero (Q5_K's fifth bits). */
+static ALWAYS_INLINE __m512i bit_to_4(__m512i v, int j)
+{
+#if defined(__GFNI__)
+    return _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64((long long)((1ull << j) << 24)),
+                                         0);
+#else
+    const __m512i s = _mm512_srl_epi16(v, _mm_cvtsi32_si128(j));
+    return _mm512_slli_epi16(_mm512_and_si512(s, _mm512_set1_epi8(1)), 4);
+#endif
+}
+
 /* Rows w .. w + 3 stride of Q4_K or Q5_K: y[r] = row_k_avx2's result for row r, bit for bit. */
 static ALWAYS_INLINE void rows4_q45(QType t, const uint8_t *w, size_t stride,
                                     const BlockQ8_K *a, int64_t nb, float *y)
 {
     const size_t wb = t == QTYPE_Q4_K ? sizeof(BlockQ4_K) : sizeof(BlockQ5_K);
     const size_t qso = t == QTYPE_Q4_K ? offsetof(BlockQ4_K, qs) : offsetof(BlockQ5_K, qs);
-    const __m512i m4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
     /* bytes 8..15 of each 128-bit lane (the mins) zero-extended to 16 bits */
     const __m512i mins_sel = _mm512_broadcast_i32x4(
         _mm_setr_epi8(8, -1, 9, -1, 10, -1, 11, -1, 12, -1, 13, -1, 14, -1, 15, -1));
@@ -262,16 +304,13 @@ static ALWAYS_INLINE void rows4_q45(QType t, const uint8_t *w, size_t stride,
             for (int p = 0; p < 2; p++) {
                 const uint8_t *q = blk + stride * (size_t)(2 * p) + qso + 32 * c;
                 const __m512i raw = load_pair(q, q + stride);
-                __m512i lo = _mm512_and_si512(raw, m4);
-                __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+                __m512i lo, hi;
                 if (t == QTYPE_Q5_K) { /* bit 2c of qh[l] for value 64c + l, 2c + 1 for +32 */
-                    const __m128i c0 = _mm_cvtsi32_si128(2 * c), c1 = _mm_cvtsi32_si128(2 * c + 1);
-                    lo = _mm512_or_si512(
-                        lo, _mm512_slli_epi16(
-                                _mm512_and_si512(_mm512_srl_epi16(hb[p], c0), one), 4));
-                    hi = _mm512_or_si512(
-                        hi, _mm512_slli_epi16(
-                                _mm512_and_si512(_mm512_srl_epi16(hb[p], c1), one), 4));
+                    lo = low_nibble_or(raw, bit_to_4(hb[p], 2 * c));
+                    hi = low_nibble_or(_mm512_srli_epi16(raw, 4), bit_to_4(hb[p], 2 * c + 1));
+                } else {
+                    lo = _mm512_and_si512(raw, m4);
+                    hi = high_nibbles(raw);
                 }
                 is[p] = _mm512_dpwssd_epi32(is[p], _mm512_maddubs_epi16(lo, a0),
                                             _mm512_shuffle_epi8(smp[p], s0));
@@ -320,7 +359,6 @@ static ALWAYS_INLINE void rows4_q6(const uint8_t *w, size_t stride, const BlockQ
                                    int64_t nb, float *y)
 {
     const size_t wb = sizeof(BlockQ6_K);
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3);
     const __m512i k32 = _mm512_set1_epi8(32);
     const __m512i dsel0 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
     const __m512i dsel1 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
@@ -352,17 +390,11 @@ static ALWAYS_INLINE void rows4_q6(const uint8_t *w, size_t stride, const BlockQ
                 const __m512i ql1 = load_pair(r0 + 64 * h + 32, r0 + stride + 64 * h + 32);
                 const __m512i qh = load_pair(r0 + offsetof(BlockQ6_K, qh) + 32 * h,
                                              r0 + stride + offsetof(BlockQ6_K, qh) + 32 * h);
-                q[p][0] = _mm512_or_si512(_mm512_and_si512(ql0, m4),
-                                          _mm512_slli_epi16(_mm512_and_si512(qh, m2), 4));
-                q[p][1] = _mm512_or_si512(
-                    _mm512_and_si512(ql1, m4),
-                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 2), m2), 4));
-                q[p][2] = _mm512_or_si512(
-                    _mm512_and_si512(_mm512_srli_epi16(ql0, 4), m4),
-                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 4), m2), 4));
-                q[p][3] = _mm512_or_si512(
-                    _mm512_and_si512(_mm512_srli_epi16(ql1, 4), m4),
-                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 6), m2), 4));
+                /* q6_quants: low nibbles of ql0, ql1, then their high nibbles */
+                q[p][0] = low_nibble_or(ql0, q6_high(qh, 0));
+                q[p][1] = low_nibble_or(ql1, q6_high(qh, 1));
+                q[p][2] = low_nibble_or(_mm512_srli_epi16(ql0, 4), q6_high(qh, 2));
+                q[p][3] = low_nibble_or(_mm512_srli_epi16(ql1, 4), q6_high(qh, 3));
             }
             for (int k = 0; k < 4; k++) {
                 const __m512i av = _mm512_broadcast_i64x4(load32(a[b].qs + 128 * h + 32 * k));
