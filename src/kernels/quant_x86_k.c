@@ -615,6 +615,18 @@ __attribute__((noinline)) static void matmul_k(QType t, float *y, size_t ldy, co
                                                size_t stride, const uint8_t *act,
                                                size_t astride, int64_t nsb, int d, int nact)
 {
+#if defined(QUANT_X86_K_ROWS4)
+    /* The four-row passes, once per activation, over chunks of rows (a multiple of 4) that
+     * stay in L2 while the activations pass: each Y[k] is matvec_k's, bit for bit. */
+    const int rc = quant_chunk_rows(stride) < 8 ? 4 : quant_chunk_rows(stride) / 4 * 4;
+    for (int i0 = 0; i0 < d; i0 += rc) {
+        const int n = d - i0 < rc ? d - i0 : rc;
+        for (int k = 0; k < nact; k++)
+            matvec_k(t, y + ldy * (size_t)k + (size_t)i0, w + stride * (size_t)i0, stride,
+                     (const BlockQ8_K *)(const void *)(act + astride * (size_t)k), nsb, n);
+    }
+    return;
+#endif
     if (t == QTYPE_Q4_K)
         mm_k_rows(QTYPE_Q4_K, y, ldy, w, stride, act, astride, nsb, d, nact);
     else if (t == QTYPE_Q5_K)

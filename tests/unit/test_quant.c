@@ -606,8 +606,9 @@ static void test_every_path_equals_ref(void **state)
 /* K-quant matrices of random-byte rows (every quant value, every Q6_K scale, random fp16
  * scales and mins) against the twin, one thread and the default threads: row counts that
  * leave every remainder of the multi-row passes (1..9, 13), rows padded past their bytes,
- * one to 22 super-blocks, an activation with large values; the rows' results must also not
- * depend on where a pass starts (the same row at every position of a pass). */
+ * one to 22 super-blocks, activations with large values, one to five of them at once; the
+ * rows' results must also not depend on where a pass starts (the same row at every position
+ * of a pass). */
 static void test_kquant_matvec_rows(void **state)
 {
     (void)state;
@@ -637,6 +638,25 @@ static void test_kquant_matvec_rows(void **state)
                     memset(y, 0xff, sizeof y);
                     quant_matvec(y, w, t, stride, xa, n, ds[di]);
                     assert_bits_equal(y, yr, (size_t)ds[di], quant_type_name(t));
+                    /* several activations: every Y[k] the twin's matvec of X[k] */
+                    if (ds[di] == 13 || ds[di] == 6) {
+                        const size_t ab = quant_row_bytes(QTYPE_Q8_K, n);
+                        uint8_t *xs = xmalloc(ab * 5);
+                        float ym[5 * 13], ymr[5 * 13];
+                        for (int a = 0; a < 5; a++) {
+                            for (int64_t j = 0; j < n; j += 7)
+                                x[j] = -x[j] + 0.25f * (float)a;
+                            quant_quantize_act(xs + ab * a, x, t, n);
+                        }
+                        for (int nact = 1; nact <= 5; nact++) {
+                            quant_matmul(ym, w, t, stride, xs, ab, n, ds[di], nact, 13);
+                            quant_matmul_ref(ymr, w, t, stride, xs, ab, n, ds[di], nact, 13);
+                            for (int a = 0; a < nact; a++)
+                                assert_bits_equal(ym + 13 * a, ymr + 13 * a, (size_t)ds[di],
+                                                  "matmul");
+                        }
+                        free(xs);
+                    }
                     /* the rows from an offset: each at another position of a pass */
                     const int off = ds[di] % 4 + 1;
                     if (ds[di] + off <= dmax) {
