@@ -267,7 +267,8 @@ static ALWAYS_INLINE void rows4_q45(QType t, const uint8_t *w, size_t stride,
 {
     const size_t wb = t == QTYPE_Q4_K ? sizeof(BlockQ4_K) : sizeof(BlockQ5_K);
     const size_t qso = t == QTYPE_Q4_K ? offsetof(BlockQ4_K, qs) : offsetof(BlockQ5_K, qs);
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), zero = _mm512_setzero_si512();
+    const __m512i low16 = _mm512_set1_epi32(0xFFFF);
     /* bytes 8..15 of each 128-bit lane (the mins) zero-extended to 16 bits */
     const __m512i mins_sel = _mm512_broadcast_i32x4(
         _mm_setr_epi8(8, -1, 9, -1, 10, -1, 11, -1, 12, -1, 13, -1, 14, -1, 15, -1));
@@ -302,8 +303,9 @@ static ALWAYS_INLINE void rows4_q45(QType t, const uint8_t *w, size_t stride,
         for (int c = 0; c < 4; c++) {
             const __m512i a0 = _mm512_broadcast_i64x4(load32(a[b].qs + 64 * c));
             const __m512i a1 = _mm512_broadcast_i64x4(load32(a[b].qs + 64 * c + 32));
-            const __m512i s0 = _mm512_set1_epi16((short)(0x8000 | (2 * c)));
-            const __m512i s1 = _mm512_set1_epi16((short)(0x8000 | (2 * c + 1)));
+            /* the 16-bit pairs (scale 2c, scale 2c + 1), zero-extended bytes of each row's */
+            const __m512i ssel =
+                _mm512_set1_epi32((int)(0x80008000u | (uint32_t)(2 * c + 1) << 16 | (uint32_t)(2 * c)));
             for (int p = 0; p < 2; p++) {
                 const uint8_t *q = blk + stride * (size_t)(2 * p) + qso + 32 * c;
                 const __m512i raw = load_pair(q, q + stride);
@@ -315,10 +317,14 @@ static ALWAYS_INLINE void rows4_q45(QType t, const uint8_t *w, size_t stride,
                     lo = _mm512_and_si512(raw, m4);
                     hi = high_nibbles(raw);
                 }
-                is[p] = _mm512_dpwssd_epi32(is[p], _mm512_maddubs_epi16(lo, a0),
-                                            _mm512_shuffle_epi8(smp[p], s0));
-                is[p] = _mm512_dpwssd_epi32(is[p], _mm512_maddubs_epi16(hi, a1),
-                                            _mm512_shuffle_epi8(smp[p], s1));
+                /* sub-blocks 2c and 2c + 1 by vpdpbusd (lane l: values 4l .. 4l + 3, |sum| <=
+                 * 4 * 31 * 128 < 2^15), interleaved as 16-bit pairs, then both scaled and
+                 * added by one vpdpwssd: the same exact lane sums as the twin's */
+                const __m512i s0 = _mm512_dpbusd_epi32(zero, lo, a0);
+                const __m512i s1 = _mm512_dpbusd_epi32(zero, hi, a1);
+                const __m512i s01 = _mm512_ternarylogic_epi32(s0, low16, _mm512_slli_epi32(s1, 16),
+                                                              0xEA); /* (A & B) | C */
+                is[p] = _mm512_dpwssd_epi32(is[p], s01, _mm512_shuffle_epi8(smp[p], ssel));
             }
         }
         const __m512 d16 = _mm512_castps256_ps512(dd);
