@@ -153,12 +153,14 @@ static ALWAYS_INLINE float row_k_avx2(QType t, const void *vw, const BlockQ8_K *
 /* ---------------------------------------------------------------- four rows, 512 bits
  * With AVX-512 VNNI, K-quant matrices go four rows per pass, two rows in the two 256-bit
  * halves of each 512-bit register, so that each of the activation's 32-byte pieces is loaded
- * (broadcast) once for four rows.  Integer lanes as sb_q45_avx2 / sb_q6_avx2: vpmaddubsw
- * pairs, then vpdpwssd with the sub-block scales (vpmaddwd and the add in one instruction,
- * the same exact sums); the four rows' scales and mins unpacked side by side in the four
- * 128-bit lanes of one register.  The float steps stay per row in row_k_avx2's order: the
- * fma(da * dw, lanes, acc) of two rows in the two halves of one register, Q4_K's mins fma in
- * four lanes per row (row r in lanes 4r .. 4r + 3), Q5_K's running sums in lane r. */
+ * (broadcast) once for four rows.  Integer lanes as sb_q45_avx2 / sb_q6_avx2, the same exact
+ * sums by other instructions: Q4_K/Q5_K's two sub-blocks of a 64-value chunk by vpdpbusd,
+ * interleaved as 16-bit pairs and scaled by one vpdpwssd; Q6_K's vpmaddubsw pairs by
+ * vpdpwssd (vpmaddwd and the add in one); the four rows' scales and mins unpacked side by
+ * side in the four 128-bit lanes of one register.  The float steps stay per row in
+ * row_k_avx2's order: the fma(da * dw, lanes, acc) of two rows in the two halves of one
+ * register, Q4_K's mins fma in four lanes per row (row r in lanes 4r .. 4r + 3), Q5_K's
+ * running sums in lane r. */
 #if defined(QUANT_HAVE_VNNI) && defined(__AVX512F__) && defined(__AVX512BW__)
 #define QUANT_X86_K_ROWS4 1
 
@@ -305,7 +307,8 @@ static ALWAYS_INLINE void rows4_q45(QType t, const uint8_t *w, size_t stride,
             const __m512i a1 = _mm512_broadcast_i64x4(load32(a[b].qs + 64 * c + 32));
             /* the 16-bit pairs (scale 2c, scale 2c + 1), zero-extended bytes of each row's */
             const __m512i ssel =
-                _mm512_set1_epi32((int)(0x80008000u | (uint32_t)(2 * c + 1) << 16 | (uint32_t)(2 * c)));
+                _mm512_set1_epi32((int)(0x80008000u | (uint32_t)(2 * c + 1) << 16 |
+                                        (uint32_t)(2 * c)));
             for (int p = 0; p < 2; p++) {
                 const uint8_t *q = blk + stride * (size_t)(2 * p) + qso + 32 * c;
                 const __m512i raw = load_pair(q, q + stride);
