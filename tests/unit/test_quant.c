@@ -603,6 +603,74 @@ static void test_every_path_equals_ref(void **state)
     }
 }
 
+/* K-quant matrices of random-byte rows (every quant value, every Q6_K scale, random fp16
+ * scales and mins) against the twin, one thread and the default threads: row counts that
+ * leave every remainder of the multi-row passes (1..9, 13), rows padded past their bytes,
+ * one to 22 super-blocks, activations with large values, one to five of them at once; the
+ * rows' results must also not depend on where a pass starts (the same row at every position
+ * of a pass). */
+static void test_kquant_matvec_rows(void **state)
+{
+    (void)state;
+    uint64_t rng = 77;
+    static const QType kt[] = {QTYPE_Q4_K, QTYPE_Q5_K, QTYPE_Q6_K};
+    static const int64_t ns[] = {256, 2304, 5632};
+    static const int ds[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13};
+    const int threads = kernels_get_threads();
+    for (int k = 0; k < COUNT(kt); k++) {
+        const QType t = kt[k];
+        for (int c = 0; c < COUNT(ns); c++) {
+            const int64_t n = ns[c];
+            const size_t rb = quant_row_bytes(t, n), stride = rb + (c == 1 ? 64 : 0);
+            const int dmax = 13;
+            uint8_t *w = xmalloc(stride * dmax), *xa = xmalloc(quant_row_bytes(QTYPE_Q8_K, n));
+            float *x = rand_vec(&rng, (size_t)n, 1.0f);
+            for (int64_t j = 0; j < n; j += 29)
+                x[j] *= 60.0f;
+            quant_quantize_act(xa, x, t, n);
+            for (int i = 0; i < dmax; i++)
+                fill_random_row(w + stride * i, t, n, &rng);
+            float y[13], yr[13];
+            quant_matvec_ref(yr, w, t, stride, xa, n, dmax);
+            for (int di = 0; di < COUNT(ds); di++) {
+                for (int th = 0; th < 2; th++) {
+                    kernels_set_threads(th ? threads : 1);
+                    memset(y, 0xff, sizeof y);
+                    quant_matvec(y, w, t, stride, xa, n, ds[di]);
+                    assert_bits_equal(y, yr, (size_t)ds[di], quant_type_name(t));
+                    /* several activations: every Y[k] the twin's matvec of X[k] */
+                    if (ds[di] == 13 || ds[di] == 6) {
+                        const size_t ab = quant_row_bytes(QTYPE_Q8_K, n);
+                        uint8_t *xs = xmalloc(ab * 5);
+                        float ym[5 * 13], ymr[5 * 13];
+                        for (int a = 0; a < 5; a++) {
+                            for (int64_t j = 0; j < n; j += 7)
+                                x[j] = -x[j] + 0.25f * (float)a;
+                            quant_quantize_act(xs + ab * a, x, t, n);
+                        }
+                        for (int nact = 1; nact <= 5; nact++) {
+                            quant_matmul(ym, w, t, stride, xs, ab, n, ds[di], nact, 13);
+                            quant_matmul_ref(ymr, w, t, stride, xs, ab, n, ds[di], nact, 13);
+                            for (int a = 0; a < nact; a++)
+                                assert_bits_equal(ym + 13 * a, ymr + 13 * a, (size_t)ds[di],
+                                                  "matmul");
+                        }
+                        free(xs);
+                    }
+                    /* the rows from an offset: each at another position of a pass */
+                    const int off = ds[di] % 4 + 1;
+                    if (ds[di] + off <= dmax) {
+                        quant_matvec(y, w + stride * (size_t)off, t, stride, xa, n, ds[di]);
+                        assert_bits_equal(y, yr + off, (size_t)ds[di], "rows from an offset");
+                    }
+                }
+            }
+            kernels_set_threads(threads);
+            free(w), free(xa), free(x);
+        }
+    }
+}
+
 /* ------------------------------------------------------------------ eight-row groups */
 
 /* Q4_0 in eight-row groups (quant_x8_*): packing is a byte permutation that unpacking undoes,
@@ -890,6 +958,7 @@ int main(void)
         cmocka_unit_test(test_vec_dot_matches_dequantized),
         cmocka_unit_test(test_simd_equals_ref),
         cmocka_unit_test(test_every_path_equals_ref),
+        cmocka_unit_test(test_kquant_matvec_rows),
         cmocka_unit_test(test_x8_equals_rows),
         cmocka_unit_test(test_row_and_column_slices),
         cmocka_unit_test(test_quantizers_match_llama_quantize),
