@@ -104,6 +104,13 @@ static ALWAYS_INLINE void prefetch_ahead(const uint8_t *p, size_t bytes)
 /* One 32-value-type row (Q8_0, Q4_0, Q5_0) with Q8_0 activation a. */
 float quant_x86_q8_dot(int vnni, QType t, const void *w, const BlockQ8_0 *a, int64_t nb);
 /* y[d] = W a for a 32-value-type matrix of d rows, stride bytes apart. */
+/* K-quant matrices four rows per pass (quant_x86_k4.c) where the build has AVX-512 VNNI:
+ * rows [0, returned) of y done, a multiple of 4 (0 without those kernels). */
+#if defined(QUANT_HAVE_VNNI) && defined(__AVX512F__) && defined(__AVX512BW__)
+#define QUANT_X86_K_ROWS4 1
+#endif
+int quant_x86_k_rows4(QType t, float *y, const uint8_t *w, size_t stride, const BlockQ8_K *a,
+                      int64_t nb, int d);
 void quant_x86_q8_matvec(int vnni, QType t, float *y, const uint8_t *w, size_t stride,
                          const BlockQ8_0 *a, int64_t nb, int d);
 /* Y[k][i] = W[i] . A[k] for nact activations astride bytes apart (quant_x86_matmul's). */
