@@ -19,9 +19,15 @@ skip_without() {
 }
 
 # run_hs NP ARGS...: mpirun with a hard timeout so that a hang fails instead of blocking.
+# Quick (below), one process runs as an MPI singleton instead, without mpirun and its daemon
+# (several seconds a run on a loaded host); headsplit runs the same code either way.
 run_hs() {
   local np=$1
   shift
+  if [ "$np" = 1 ] && is_quick; then
+    OMPI_MCA_ess_singleton_isolated=1 timeout -k 5 120 "$HS" "$@"
+    return
+  fi
   timeout -k 5 120 mpirun $MPI_FLAGS -np "$np" "$HS" "$@"
 }
 
@@ -43,6 +49,21 @@ fail() {
   echo "FAIL: $*" >&2
   exit 1
 }
+
+# HEADSPLIT_TEST_QUICK=1 (scripts/test.sh sets it for the ASan+UBSan build, where every run
+# costs several times its Release time, mostly in start-up and exit): a script runs one
+# configuration per code path instead of every combination, with fewer ranks or tokens where
+# its point does not need more, and one process as an MPI singleton (run_hs); each script says
+# at its top what it leaves out.  The Release suite (unset or 0) runs everything.
+# quick A B: prints A when quick, B otherwise; is_quick: true when quick.
+case ${HEADSPLIT_TEST_QUICK:-0} in
+  0 | 1) QUICK=${HEADSPLIT_TEST_QUICK:-0} ;;
+  *) fail "HEADSPLIT_TEST_QUICK='$HEADSPLIT_TEST_QUICK' is not 0 or 1" ;;
+esac
+quick() {
+  if [ "$QUICK" = 1 ]; then echo "$1"; else echo "$2"; fi
+}
+is_quick() { [ "$QUICK" = 1 ]; }
 
 # expect_error WHAT PATTERN CMD...: CMD (stdout in $T/out, stderr in $T/err) must fail: exit
 # non-zero, not by a timeout (124, or 137 after the kill), with PATTERN (grep) on stderr.

@@ -5,6 +5,10 @@
 # the greedy tokens and logits of decoding without it, for fixed and auto K, in one process,
 # distributed, with its layers on a worker (--draft-rank), in --chat and --serve; sampling gives the same tokens for every K; bad values of the
 # new options and a draft with another vocabulary fail with one clear line.
+# HEADSPLIT_TEST_QUICK=1 (the sanitizer build): --batch 1 and 5 (64 takes the prompt whole as
+# 5 does), K 8 and auto (1 and 4 take the lines of 8), austen-gpt2 drafting on 3 ranks only
+# (one process with a draft: stories260K's Q4_0 draft), 24 new tokens instead of 40, and
+# sampling with K 1 and auto.
 . "$(dirname "$0")/common.sh"
 stories_model "$T/m.h5" 9
 if [ -e "$SHARED/stories260K/stories260K.bin" ]; then
@@ -21,7 +25,7 @@ for np in 1 3; do
   part=(); [ $np -gt 1 ] && part=(--partition layer)
   run_hs $np --model "$T/m.h5" "${part[@]}" --quiet --prompt "$P" -n 16 --batch 1 \
     --logits-out "$T/b1.f32" --metrics "$T/b1.json" 2> "$T/err" || { cat "$T/err"; fail "--batch 1 (np $np)"; }
-  for b in 5 64; do
+  for b in $(quick 5 "5 64"); do
     run_hs $np --model "$T/m.h5" "${part[@]}" --quiet --prompt "$P" -n 16 --batch $b \
       --logits-out "$T/b.f32" --metrics "$T/b.json" 2> /dev/null || fail "--batch $b (np $np)"
     cmp -s "$T/b1.f32" "$T/b.f32" || fail "--batch $b: logits differ from --batch 1 (np $np)"
@@ -45,13 +49,14 @@ grep -q "draft: .* accepted (100.0%)" "$T/err" || { cat "$T/err"; fail "closing 
 echo "ok: self draft keeps everything ($(jqv "$T/s.json" .tokens_per_pass) tokens per pass)"
 
 # different drafts: greedy tokens and logits as without a draft (one process; 3 ranks, layer)
+N=$(quick 24 40)
 check_pair() { # TARGET DRAFT PROMPT NP ARGS...
   local tgt=$1 dr=$2 pr=$3 np=$4
   shift 4
-  run_hs $np --model "$tgt" --quiet --prompt "$pr" -n 40 "$@" --logits-out "$T/r.f32" \
+  run_hs $np --model "$tgt" --quiet --prompt "$pr" -n $N "$@" --logits-out "$T/r.f32" \
     --metrics "$T/r.json" 2> /dev/null || fail "$tgt without a draft (np $np)"
-  for k in 1 4 8 auto; do
-    run_hs $np --model "$tgt" --quiet --prompt "$pr" -n 40 "$@" --draft "$dr" --draft-tokens $k \
+  for k in $(quick "8 auto" "1 4 8 auto"); do
+    run_hs $np --model "$tgt" --quiet --prompt "$pr" -n $N "$@" --draft "$dr" --draft-tokens $k \
       --logits-out "$T/d.f32" --metrics "$T/dd.json" 2> "$T/err" || { cat "$T/err"; fail "--draft $dr K $k (np $np)"; }
     cmp -s "$T/r.f32" "$T/d.f32" || fail "--draft $dr K $k (np $np): logits differ"
     jq -c .tokens "$T/r.json" | cmp -s - <(jq -c .tokens "$T/dd.json") || fail "--draft $dr K $k (np $np): tokens differ"
@@ -61,13 +66,13 @@ check_pair() { # TARGET DRAFT PROMPT NP ARGS...
   echo "ok: $(basename "$dr") drafting for $(basename "$tgt"), np $np: greedy identical, acceptance $(jqv "$T/dd.json" .draft_acceptance)"
 }
 check_pair "$T/m.h5" "$T/d.h5" "$P" 1
-check_pair "$W/austen-llama.h5" "$W/austen-gpt2.h5" "It is a truth universally acknowledged, that" 1
+is_quick || check_pair "$W/austen-llama.h5" "$W/austen-gpt2.h5" "It is a truth universally acknowledged, that" 1
 check_pair "$W/austen-llama.h5" "$W/austen-gpt2.h5" "It is a truth universally acknowledged, that" 3 --partition layer
 # the draft's layers on worker 2 (--draft-rank): the same tokens, logits and acceptance as on
 # the controller
-run_hs 3 --model "$W/austen-llama.h5" --quiet --prompt "It is a truth" -n 40 --partition layer \
+run_hs 3 --model "$W/austen-llama.h5" --quiet --prompt "It is a truth" -n $N --partition layer \
   --draft "$W/austen-gpt2.h5" --logits-out "$T/dl.f32" --metrics "$T/dl.json" 2> /dev/null || fail "draft on rank 0"
-run_hs 3 --model "$W/austen-llama.h5" --quiet --prompt "It is a truth" -n 40 --partition layer \
+run_hs 3 --model "$W/austen-llama.h5" --quiet --prompt "It is a truth" -n $N --partition layer \
   --draft "$W/austen-gpt2.h5" --draft-rank 2 --logits-out "$T/dr.f32" --metrics "$T/dr.json" 2> "$T/err" \
   || { cat "$T/err"; fail "--draft-rank 2"; }
 cmp -s "$T/dl.f32" "$T/dr.f32" || fail "--draft-rank 2: logits differ from the controller's draft"
@@ -78,11 +83,11 @@ grep -q "layers on rank 2" "$T/err" || { cat "$T/err"; fail "--draft-rank 2: the
 echo "ok: --draft-rank 2 as the controller's draft (acceptance $(jqv "$T/dr.json" .draft_acceptance))"
 
 # sampling: the same tokens for every K (each position draws its own random numbers)
-for k in 1 3 auto; do
-  run_hs 1 --model "$W/austen-llama.h5" --quiet --prompt "Emma" -n 40 --temperature 0.8 --top-p 0.95 \
+for k in 1 $(quick auto "3 auto"); do
+  run_hs 1 --model "$W/austen-llama.h5" --quiet --prompt "Emma" -n $N --temperature 0.8 --top-p 0.95 \
     --draft "$W/austen-gpt2.h5" --draft-tokens $k --metrics "$T/t$k.json" 2> /dev/null || fail "sampling K $k"
 done
-for k in 3 auto; do
+for k in $(quick auto "3 auto"); do
   [ "$(jqv "$T/t$k.json" .tokens_checksum)" = "$(jqv "$T/t1.json" .tokens_checksum)" ] || fail "sampling: K $k differs from K 1"
 done
 echo "ok: sampling with a draft independent of K"

@@ -4,9 +4,13 @@
 . "$(dirname "$0")/common.sh"
 stories_model "$T/m.h5" 3
 vocab=512
+# Equal speeds from a file: the slices (and so the bytes exchanged) must not follow the
+# start-up speed measurement's noise from one run to the next (on a loaded host the two runs
+# got different plans, and f16 then moved more bytes than f32).
+printf '1 speed=1\n2 speed=1\n3 speed=1\n4 speed=1\n' > "$T/dev.txt"
 for w in f32 f16; do
   run_hs 5 --model "$T/m.h5" --prompt "$P" --steps 48 --quiet --partition slice --wire "$w" \
-    --metrics "$T/$w.json" --logits-out "$T/$w.bin" || fail "--wire $w run failed"
+    --devices "$T/dev.txt" --metrics "$T/$w.json" --logits-out "$T/$w.bin" || fail "--wire $w run failed"
 done
 [ "$(jq -r .config.wire "$T/f16.json")" = f16 ] || fail "metrics do not record the wire format"
 f32=$(jq .bytes_per_token "$T/f32.json")
