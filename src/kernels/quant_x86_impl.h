@@ -103,7 +103,40 @@ static ALWAYS_INLINE void prefetch_ahead(const uint8_t *p, size_t bytes)
 
 /* One 32-value-type row (Q8_0, Q4_0, Q5_0) with Q8_0 activation a. */
 float quant_x86_q8_dot(int vnni, QType t, const void *w, const BlockQ8_0 *a, int64_t nb);
-/* y[d] = W a for a 32-value-type matrix of d rows, stride bytes apart. */
+
+/* ---------------------------------------------------------------- Q4_0, 512 bits
+ * Shared by the rows' eight-row passes (quant_x86_q8.c) and the x8 groups (quant_x86_x8.c). */
+#if defined(QUANT_HAVE_VNNI) && defined(__AVX512F__) && defined(__AVX512BW__)
+#define QUANT_X86_ROWS8 1
+
+/* Q4_0's stored nibbles are q + 8: off[b] = 8 times the sum of block b's activation bytes,
+ * the offset every row's block sum S loses at the end (once per matrix, not per row group).
+ * Columns up to 32 * Q4_0_OFF_MAX (Llama-70B's FFN has 28672); longer rows go four at a
+ * time. */
+#define Q4_0_OFF_MAX 2048
+static ALWAYS_INLINE void q4_0_offsets(const BlockQ8_0 *a, int64_t nb, int32_t *off)
+{
+    const __m256i eight = _mm256_set1_epi8(8);
+    for (int64_t b = 0; b < nb; b++)
+        off[b] = hsum_i32(dot_us(1, eight, load32(a[b].qs)));
+}
+
+/* s0, s1: the block's lanes of rows 0-3 and 4-7 (row 4g + k in lanes 4k .. 4k + 3 of sg);
+ * lane r of the result: row r's whole sum less off (exact integers in any order).  32 lanes
+ * to two per row by two permutes, then to one per row. */
+static ALWAYS_INLINE __m256i rows8_sums(__m512i s0, __m512i s1, int32_t off)
+{
+    /* lane m of the pair sums: lanes 4 (m / 2) + m % 2 and that + 2 of s0:s1 */
+    const __m512i pick0 = _mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25,
+                                            28, 29);
+    const __m512i pick2 = _mm512_add_epi32(pick0, _mm512_set1_epi32(2));
+    const __m512i w2 = _mm512_add_epi32(_mm512_permutex2var_epi32(s0, pick0, s1),
+                                        _mm512_permutex2var_epi32(s0, pick2, s1));
+    const __m512i w1 = _mm512_add_epi32(w2, _mm512_srli_epi64(w2, 32));
+    return _mm256_sub_epi32(_mm512_cvtepi64_epi32(w1), _mm256_set1_epi32(off));
+}
+#endif
+
 /* K-quant matrices four rows per pass (quant_x86_k4.c) where the build has AVX-512 VNNI:
  * rows [0, returned) of y done, a multiple of 4 (0 without those kernels). */
 #if defined(QUANT_HAVE_VNNI) && defined(__AVX512F__) && defined(__AVX512BW__)
@@ -111,6 +144,8 @@ float quant_x86_q8_dot(int vnni, QType t, const void *w, const BlockQ8_0 *a, int
 #endif
 int quant_x86_k_rows4(QType t, float *y, const uint8_t *w, size_t stride, const BlockQ8_K *a,
                       int64_t nb, int d);
+
+/* y[d] = W a for a 32-value-type matrix of d rows, stride bytes apart. */
 void quant_x86_q8_matvec(int vnni, QType t, float *y, const uint8_t *w, size_t stride,
                          const BlockQ8_0 *a, int64_t nb, int d);
 /* Y[k][i] = W[i] . A[k] for nact activations astride bytes apart (quant_x86_matmul's). */

@@ -2,7 +2,8 @@
  * Q5_0): one row, whole matrices, several activations.  AVX2 with vpmaddubsw + vpmaddwd, or
  * VNNI's vpdpbusd where built.  Matrices: Q8_0 and Q4_0 eight rows per pass with AVX-512
  * VNNI (512-bit integer sums, the rows' scales in one vector), Q4_0 eight rows on AVX2, the
- * rest four rows; the weights prefetched a group or two ahead (prefetch_upto).
+ * rest four rows; the weights prefetched a group or two ahead (prefetch_upto).  Q4_0 in
+ * eight-row groups (quant_x8.c's layout) with AVX-512 VNNI: quant_x86_x8_matvec/matmul.
  *
  * Every function computes exactly the order of its plain-C twin in quant_ref.c
  * (dot_q8_0_family), llama.cpp's: the integer block sums are exact in any instruction order,
@@ -181,8 +182,7 @@ static ALWAYS_INLINE void rows8_q4_0_avx2(const uint8_t *w, size_t stride, const
  * Q8_0's per-lane fma(d, lanes, acc) runs for two rows in the two halves of one 512-bit
  * register; Q4_0's chain sum = fma(S, d, sum) runs for eight rows in the eight lanes of one
  * 256-bit register. */
-#if defined(QUANT_HAVE_VNNI) && defined(__AVX512F__) && defined(__AVX512BW__)
-#define QUANT_X86_ROWS8 1
+#if defined(QUANT_X86_ROWS8) /* quant_x86_impl.h */
 
 /* Rows w .. w + 7 stride of Q8_0: y[r] = dot_q8_0_family's result for row r, bit for bit. */
 static ALWAYS_INLINE void rows8_q8_0(const uint8_t *w, size_t stride, const BlockQ8_0 *a,
@@ -224,33 +224,6 @@ static ALWAYS_INLINE void rows8_q8_0(const uint8_t *w, size_t stride, const Bloc
     }
 }
 
-/* Q4_0's stored nibbles are q + 8: off[b] = 8 times the sum of block b's activation bytes,
- * the offset every row's block sum S loses at the end (once per matrix, not per row group).
- * Columns up to 32 * Q4_0_OFF_MAX (Llama-70B's FFN has 28672); longer rows go four at a
- * time. */
-#define Q4_0_OFF_MAX 2048
-static ALWAYS_INLINE void q4_0_offsets(const BlockQ8_0 *a, int64_t nb, int32_t *off)
-{
-    const __m256i eight = _mm256_set1_epi8(8);
-    for (int64_t b = 0; b < nb; b++)
-        off[b] = hsum_i32(dot_us(1, eight, load32(a[b].qs)));
-}
-
-/* s0, s1: the block's lanes of rows 0-3 and 4-7 (row 4g + k in lanes 4k .. 4k + 3 of sg);
- * lane r of the result: row r's whole sum less off (exact integers in any order).  32 lanes
- * to two per row by two permutes, then to one per row. */
-static ALWAYS_INLINE __m256i rows8_sums(__m512i s0, __m512i s1, int32_t off)
-{
-    /* lane m of the pair sums: lanes 4 (m / 2) + m % 2 and that + 2 of s0:s1 */
-    const __m512i pick0 = _mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25,
-                                            28, 29);
-    const __m512i pick2 = _mm512_add_epi32(pick0, _mm512_set1_epi32(2));
-    const __m512i w2 = _mm512_add_epi32(_mm512_permutex2var_epi32(s0, pick0, s1),
-                                        _mm512_permutex2var_epi32(s0, pick2, s1));
-    return _mm256_sub_epi32(_mm512_cvtepi64_epi32(_mm512_add_epi32(w2, _mm512_srli_epi64(w2, 32))),
-                            _mm256_set1_epi32(off));
-}
-
 /* Rows w .. w + 7 stride of Q4_0: y[r] = the repacked gemv's chain of row r, bit for bit.
  * Per block, four rows' 16 nibble bytes fill one 512-bit register (128 bits each), low
  * nibbles against the activation's first 16 bytes, high nibbles against its last 16, so
@@ -287,70 +260,6 @@ static ALWAYS_INLINE void rows8_q4_0(const uint8_t *w, size_t stride, const Bloc
     }
     prefetch_upto(w + 16 * stride, pf, 8 * stride);
     _mm256_storeu_ps(y, sum);
-}
-
-/* ---------------------------------------------------------------- Q4_0 in x8 groups
- * A group's block (quant_x8.c) is the eight fp16 scales, then rows 0-3 and rows 4-7 as one
- * 64-byte load each: the lanes of rows8_q4_0 without its sixteen scattered loads.  The
- * groups are one stream; the weights X8_PF bytes on are prefetched, three lines a block. */
-#define X8_UNIT (8 * sizeof(BlockQ4_0))
-#define X8_PF 4096
-
-static ALWAYS_INLINE __m512i load64(const void *p)
-{
-    return _mm512_loadu_si512(p);
-}
-
-/* Block u's nibbles: lo[h] and hi[h] for rows 4h .. 4h + 3. */
-static ALWAYS_INLINE void x8_nibbles(const uint8_t *u, __m512i lo[2], __m512i hi[2])
-{
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    for (int h = 0; h < 2; h++) {
-        const __m512i n = load64(u + 16 + 64 * h);
-        lo[h] = _mm512_and_si512(n, m4);
-        hi[h] = _mm512_and_si512(_mm512_srli_epi16(n, 4), m4);
-    }
-}
-
-/* Groups w (d / 8 of them, nb blocks each) against tb activations (tb <= 4, constant where
- * inlined): act k at act + astride k with offsets off[k] (q4_0_offsets); y[k * ldy + r] =
- * row r's chain for activation k, the chain of rows8_q4_0 and of the twin. */
-static ALWAYS_INLINE void x8_groups_tile(const uint8_t *w, int64_t nb, int d, const uint8_t *act,
-                                         size_t astride, int32_t (*off)[Q4_0_OFF_MAX], int tb,
-                                         float *y, size_t ldy)
-{
-    const __m512i zero = _mm512_setzero_si512();
-    const size_t gb = X8_UNIT * (size_t)nb;
-    for (int g = 0; g < d / 8; g++) {
-        const uint8_t *wg = w + gb * (size_t)g;
-        __m256 sum[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                         _mm256_setzero_ps()};
-        for (int64_t b = 0; b < nb; b++) {
-            const uint8_t *u = wg + X8_UNIT * (size_t)b;
-            _mm_prefetch((const char *)(u + X8_PF), _MM_HINT_T0);
-            _mm_prefetch((const char *)(u + X8_PF + 64), _MM_HINT_T0);
-            _mm_prefetch((const char *)(u + X8_PF + 128), _MM_HINT_T0);
-            __m512i lo[2], hi[2];
-            x8_nibbles(u, lo, hi);
-            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)u));
-            for (int k = 0; k < tb; k++) {
-                const BlockQ8_0 *a = (const BlockQ8_0 *)(const void *)(act + astride * (size_t)k) + b;
-                const __m512i alo = _mm512_broadcast_i32x4(
-                    _mm_loadu_si128((const __m128i *)(const void *)a->qs));
-                const __m512i ahi = _mm512_broadcast_i32x4(
-                    _mm_loadu_si128((const __m128i *)(const void *)(a->qs + 16)));
-                const __m512i s0 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, lo[0], alo),
-                                                       hi[0], ahi);
-                const __m512i s1 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, lo[1], alo),
-                                                       hi[1], ahi);
-                const __m256i S = rows8_sums(s0, s1, off[k][b]);
-                const __m256 d8 = _mm256_mul_ps(dw, _mm256_set1_ps(h2f(a->d)));
-                sum[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S), d8, sum[k]);
-            }
-        }
-        for (int k = 0; k < tb; k++)
-            _mm256_storeu_ps(y + ldy * (size_t)k + 8 * (size_t)g, sum[k]);
-    }
 }
 
 #endif
@@ -527,52 +436,6 @@ void quant_x86_q8_matmul(int vnni, QType t, float *y, size_t ldy, const uint8_t 
                          int nact)
 {
     matmul_q8_0_family(vnni, t, y, ldy, w, stride, act, astride, nb, d, nact);
-}
-
-/* quant_impl.h: the x8 groups on the VNNI path; 0 (nothing done) where this build or the
- * path lacks the kernels or the rows are longer than Q4_0_OFF_MAX blocks. */
-int quant_x86_x8_matvec(int vnni, float *y, const void *w, const void *x, int64_t n, int d)
-{
-    return quant_x86_x8_matmul(vnni, y, 0, w, x, 0, n, d, 1);
-}
-
-int quant_x86_x8_matmul(int vnni, float *y, size_t ldy, const void *w, const void *x,
-                        size_t act_stride, int64_t n, int d, int nb)
-{
-#if defined(QUANT_X86_ROWS8)
-    const int64_t nbl = n / QK;
-    if (!vnni || nbl > Q4_0_OFF_MAX)
-        return 0;
-    /* chunks of groups of about 64 KiB stay in L2 while each tile of activations passes */
-    const size_t gb = X8_UNIT * (size_t)nbl;
-    const int cg = nb == 1 ? d / 8 : quant_chunk_rows(gb);
-    int32_t off[4][Q4_0_OFF_MAX];
-    for (int g0 = 0; g0 < d / 8; g0 += cg) {
-        const int ng = d / 8 - g0 < cg ? d / 8 - g0 : cg;
-        const uint8_t *wc = (const uint8_t *)w + gb * (size_t)g0;
-        for (int k = 0; k < nb; k += 4) {
-            const int tb = nb - k < 4 ? nb - k : 4;
-            const uint8_t *ak = (const uint8_t *)x + act_stride * (size_t)k;
-            for (int j = 0; j < tb; j++)
-                q4_0_offsets((const BlockQ8_0 *)(const void *)(ak + act_stride * (size_t)j),
-                             nbl, off[j]);
-            float *yk = y + ldy * (size_t)k + 8 * (size_t)g0;
-            if (tb == 4)
-                x8_groups_tile(wc, nbl, 8 * ng, ak, act_stride, off, 4, yk, ldy);
-            else if (tb == 3)
-                x8_groups_tile(wc, nbl, 8 * ng, ak, act_stride, off, 3, yk, ldy);
-            else if (tb == 2)
-                x8_groups_tile(wc, nbl, 8 * ng, ak, act_stride, off, 2, yk, ldy);
-            else
-                x8_groups_tile(wc, nbl, 8 * ng, ak, act_stride, off, 1, yk, ldy);
-        }
-    }
-    return 1;
-#else
-    (void)vnni, (void)y, (void)ldy, (void)w, (void)x, (void)act_stride, (void)n, (void)d,
-        (void)nb;
-    return 0;
-#endif
 }
 
 #else
