@@ -25,7 +25,7 @@ typedef struct {
 /* Bytes of a matrix's data (rows * row_stride). */
 size_t model_qmat_bytes(const QMat *m);
 /* Rearranges a loaded matrix that only the matrix products read into the layout this
- * build multiplies fastest (quant_x8_preferred: Q4_0 on AVX-512 VNNI), in place; a no-op
+ * build multiplies fastest (quant_x8_preferred: Q4_0 on x86), in place; a no-op
  * otherwise.  Results stay bit-identical. */
 void model_qmat_fast_layout(QMat *m);
 void model_qmat_free(QMat *m);

@@ -93,12 +93,13 @@ void quant_matmul_ref(float *y, const void *w, QType t, size_t row_stride, const
  * Q4_0 into before its gemv).  d rows (d a multiple of 8) of n values, nb = n / 32 blocks:
  * for rows 8g .. 8g + 7 and block b, 144 bytes at (g * nb + b) * 144 hold the eight rows'
  * fp16 scales, then the eight rows' 16 quant bytes, row after row.  The same bytes as the
- * rows, only reordered: a group's block is three loads on the AVX-512 VNNI path instead of
- * sixteen scattered ones.  Every result is bit-identical to quant_matvec / quant_matmul on
+ * rows, only reordered: a group's block is three loads with AVX-512 (five with AVX2) instead
+ * of sixteen scattered ones.  Every result is bit-identical to quant_matvec / quant_matmul on
  * the rows; a single row cannot be read out alone (quant_x8_unpack gives the rows back). */
 
 /* 1 if this build's fast path multiplies d rows of type t (n values) faster as x8 than as
- * rows: t == Q4_0, d a multiple of 8, the AVX-512 VNNI path.  Callers keep rows otherwise. */
+ * rows: t == Q4_0, d a multiple of 8, an x86 path (AVX2 or AVX-512 VNNI).  Callers keep
+ * rows otherwise (NEON, plain C). */
 int quant_x8_preferred(QType t, int64_t n, int d);
 /* The d rows of Q4_0 at w (back to back, quant_row_bytes(Q4_0, n) each) to x8, in place;
  * quant_x8_unpack is the inverse. */

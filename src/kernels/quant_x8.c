@@ -21,8 +21,8 @@ int quant_x8_preferred(QType t, int64_t n, int d)
 {
     if (t != QTYPE_Q4_0 || d <= 0 || d % 8 != 0 || n <= 0 || n % QK != 0)
         return 0;
-#if defined(QUANT_HAVE_VNNI) && defined(__AVX512F__) && defined(__AVX512BW__)
-    return quant_best_path() == QUANT_PATH_VNNI;
+#if defined(QUANT_HAVE_AVX2)
+    return quant_best_path() == QUANT_PATH_VNNI || quant_best_path() == QUANT_PATH_AVX2;
 #else
     return 0;
 #endif

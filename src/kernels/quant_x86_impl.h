@@ -62,6 +62,11 @@ static ALWAYS_INLINE __m256i load32(const void *p)
     return _mm256_loadu_si256((const __m256i *)p);
 }
 
+static ALWAYS_INLINE __m128i load16(const void *p)
+{
+    return _mm_loadu_si128((const __m128i *)p);
+}
+
 /* sum over pairs of u * s as 8 int32 lanes: AVX2 vpmaddubsw + vpmaddwd, or VNNI vpdpbusd.
  * u * s pairs stay below 2^15 in magnitude for every use here (u <= 128, |s| <= 127). */
 static ALWAYS_INLINE __m256i dot_us(int vnni, __m256i u, __m256i s)
@@ -104,22 +109,22 @@ static ALWAYS_INLINE void prefetch_ahead(const uint8_t *p, size_t bytes)
 /* One 32-value-type row (Q8_0, Q4_0, Q5_0) with Q8_0 activation a. */
 float quant_x86_q8_dot(int vnni, QType t, const void *w, const BlockQ8_0 *a, int64_t nb);
 
+/* Q4_0's stored nibbles are q + 8: off[b] = 8 times the sum of block b's activation bytes,
+ * the offset every row's block sum S loses at the end (once per matrix, not per row group).
+ * Columns up to 32 * Q4_0_OFF_MAX (Llama-70B's FFN has 28672); longer rows take the kernels
+ * without the table. */
+#define Q4_0_OFF_MAX 2048
+static ALWAYS_INLINE void q4_0_offsets(int vnni, const BlockQ8_0 *a, int64_t nb, int32_t *off)
+{
+    const __m256i eight = _mm256_set1_epi8(8);
+    for (int64_t b = 0; b < nb; b++)
+        off[b] = hsum_i32(dot_us(vnni, eight, load32(a[b].qs)));
+}
+
 /* ---------------------------------------------------------------- Q4_0, 512 bits
  * Shared by the rows' eight-row passes (quant_x86_q8.c) and the x8 groups (quant_x86_x8.c). */
 #if defined(QUANT_HAVE_VNNI) && defined(__AVX512F__) && defined(__AVX512BW__)
 #define QUANT_X86_ROWS8 1
-
-/* Q4_0's stored nibbles are q + 8: off[b] = 8 times the sum of block b's activation bytes,
- * the offset every row's block sum S loses at the end (once per matrix, not per row group).
- * Columns up to 32 * Q4_0_OFF_MAX (Llama-70B's FFN has 28672); longer rows go four at a
- * time. */
-#define Q4_0_OFF_MAX 2048
-static ALWAYS_INLINE void q4_0_offsets(const BlockQ8_0 *a, int64_t nb, int32_t *off)
-{
-    const __m256i eight = _mm256_set1_epi8(8);
-    for (int64_t b = 0; b < nb; b++)
-        off[b] = hsum_i32(dot_us(1, eight, load32(a[b].qs)));
-}
 
 /* s0, s1: the block's lanes of rows 0-3 and 4-7 (row 4g + k in lanes 4k .. 4k + 3 of sg);
  * lane r of the result: row r's whole sum less off (exact integers in any order).  32 lanes

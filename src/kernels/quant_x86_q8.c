@@ -125,11 +125,6 @@ static ALWAYS_INLINE void dot4_q8_0_family(int vnni, QType t, const uint8_t *w, 
 
 /* ---------------------------------------------------------------- eight rows */
 
-static ALWAYS_INLINE __m128i load16(const void *p)
-{
-    return _mm_loadu_si128((const __m128i *)p);
-}
-
 /* The fp16 scales at p + r stride (r = 0..7, the first two bytes of a block) as floats in
  * lane r: packed by integer shifts into two quadwords, then one F16C conversion. */
 static ALWAYS_INLINE __m256 scales8(const uint8_t *p, size_t stride)
@@ -276,7 +271,7 @@ __attribute__((noinline)) static int matvec_q8_0_family(int vnni, QType t, float
             rows8_q8_0(w + stride * (size_t)i, stride, a, nb, y + i);
     if (vnni && t == QTYPE_Q4_0 && nb <= Q4_0_OFF_MAX) {
         int32_t off[Q4_0_OFF_MAX];
-        q4_0_offsets(a, nb, off);
+        q4_0_offsets(1, a, nb, off);
         for (; i + 8 <= d; i += 8)
             rows8_q4_0(w + stride * (size_t)i, stride, a, off, nb, y + i);
     }

@@ -5,38 +5,65 @@
 
 #if defined(QUANT_HAVE_AVX2)
 
-#if defined(QUANT_X86_ROWS8)
 /* ---------------------------------------------------------------- Q4_0 in x8 groups
- * A group's block (quant_x8.c) is the eight fp16 scales, then rows 0-3 and rows 4-7 as one
- * 64-byte load each: the lanes of rows8_q4_0 without its sixteen scattered loads.  The
- * groups are one stream; the weights X8_PF bytes on are prefetched, three lines a block. */
+ * A group's block (quant_x8.c) is the eight fp16 scales (one load, one F16C conversion),
+ * then the eight rows' 16 quant bytes: rows 0-3 and 4-7 as one 64-byte load each with
+ * AVX-512 VNNI, rows 2h and 2h + 1 as one 32-byte load on AVX2; no scattered loads.  Per
+ * block the eight rows' integer sums of n a (n = q + 8, the stored nibbles) come out in
+ * lane r for row r, exact in any order; S = that less the activation's offset (once per
+ * matrix, q4_0_offsets), then the eight chains sum = fma(S, dw * da, sum) as the lanes of
+ * one FMA: the twin's order per row.  The groups are one stream; the weights X8_PF bytes
+ * on are prefetched, three lines a block. */
 #define X8_UNIT (8 * sizeof(BlockQ4_0))
 #define X8_PF 4096
 
-static ALWAYS_INLINE __m512i load64(const void *p)
+#if defined(QUANT_X86_ROWS8)
+/* Block u's eight rows against activation block a with vpdpbusd: row r's sum in lane r. */
+static ALWAYS_INLINE __m256i x8_sums_vnni(const uint8_t *u, const BlockQ8_0 *a)
 {
-    return _mm512_loadu_si512(p);
-}
-
-/* Block u's nibbles: lo[h] and hi[h] for rows 4h .. 4h + 3. */
-static ALWAYS_INLINE void x8_nibbles(const uint8_t *u, __m512i lo[2], __m512i hi[2])
-{
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    for (int h = 0; h < 2; h++) {
-        const __m512i n = load64(u + 16 + 64 * h);
-        lo[h] = _mm512_and_si512(n, m4);
-        hi[h] = _mm512_and_si512(_mm512_srli_epi16(n, 4), m4);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), zero = _mm512_setzero_si512();
+    const __m512i alo = _mm512_broadcast_i32x4(load16(a->qs));
+    const __m512i ahi = _mm512_broadcast_i32x4(load16(a->qs + 16));
+    __m512i s[2];
+    for (int h = 0; h < 2; h++) { /* rows 4h .. 4h + 3, four lanes each */
+        const __m512i n = _mm512_loadu_si512(u + 16 + 64 * h);
+        const __m512i lo = _mm512_and_si512(n, m4);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(n, 4), m4);
+        s[h] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, lo, alo), hi, ahi);
     }
+    return rows8_sums(s[0], s[1], 0);
+}
+#endif
+
+/* The same with vpmaddubsw (nibble times activation byte, pairs below 2^13) and vpmaddwd. */
+static ALWAYS_INLINE __m256i x8_sums_avx2(const uint8_t *u, const BlockQ8_0 *a)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    const __m256i alo = _mm256_broadcastsi128_si256(load16(a->qs));
+    const __m256i ahi = _mm256_broadcastsi128_si256(load16(a->qs + 16));
+    __m256i p[4]; /* rows 2h and 2h + 1: lanes 0-3 and 4-7 */
+    for (int h = 0; h < 4; h++) {
+        const __m256i n = load32(u + 16 + 32 * h);
+        const __m256i lo = _mm256_and_si256(n, m4);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(n, 4), m4);
+        const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, alo),
+                                             _mm256_maddubs_epi16(hi, ahi));
+        p[h] = _mm256_madd_epi16(s16, ones);
+    }
+    /* rows 0 2 4 6 | 1 3 5 7 after two rounds of pairwise adds, then in row order */
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]),
+                                        _mm256_hadd_epi32(p[2], p[3]));
+    return _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
 /* Groups w (d / 8 of them, nb blocks each) against tb activations (tb <= 4, constant where
- * inlined): act k at act + astride k with offsets off[k] (q4_0_offsets); y[k * ldy + r] =
- * row r's chain for activation k, the chain of rows8_q4_0 and of the twin. */
-static ALWAYS_INLINE void x8_groups_tile(const uint8_t *w, int64_t nb, int d, const uint8_t *act,
-                                         size_t astride, int32_t (*off)[Q4_0_OFF_MAX], int tb,
-                                         float *y, size_t ldy)
+ * inlined): act k at act + astride k with offsets off[k]; y[k * ldy + r] = row r's chain for
+ * activation k. */
+static ALWAYS_INLINE void x8_groups_tile(int vnni, const uint8_t *w, int64_t nb, int d,
+                                         const uint8_t *act, size_t astride,
+                                         int32_t (*off)[Q4_0_OFF_MAX], int tb, float *y,
+                                         size_t ldy)
 {
-    const __m512i zero = _mm512_setzero_si512();
     const size_t gb = X8_UNIT * (size_t)nb;
     for (int g = 0; g < d / 8; g++) {
         const uint8_t *wg = w + gb * (size_t)g;
@@ -47,20 +74,17 @@ static ALWAYS_INLINE void x8_groups_tile(const uint8_t *w, int64_t nb, int d, co
             _mm_prefetch((const char *)(u + X8_PF), _MM_HINT_T0);
             _mm_prefetch((const char *)(u + X8_PF + 64), _MM_HINT_T0);
             _mm_prefetch((const char *)(u + X8_PF + 128), _MM_HINT_T0);
-            __m512i lo[2], hi[2];
-            x8_nibbles(u, lo, hi);
-            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)u));
+            const __m256 dw = _mm256_cvtph_ps(load16(u));
             for (int k = 0; k < tb; k++) {
-                const BlockQ8_0 *a = (const BlockQ8_0 *)(const void *)(act + astride * (size_t)k) + b;
-                const __m512i alo = _mm512_broadcast_i32x4(
-                    _mm_loadu_si128((const __m128i *)(const void *)a->qs));
-                const __m512i ahi = _mm512_broadcast_i32x4(
-                    _mm_loadu_si128((const __m128i *)(const void *)(a->qs + 16)));
-                const __m512i s0 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, lo[0], alo),
-                                                       hi[0], ahi);
-                const __m512i s1 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, lo[1], alo),
-                                                       hi[1], ahi);
-                const __m256i S = rows8_sums(s0, s1, off[k][b]);
+                const BlockQ8_0 *a =
+                    (const BlockQ8_0 *)(const void *)(act + astride * (size_t)k) + b;
+#if defined(QUANT_X86_ROWS8)
+                const __m256i raw = vnni ? x8_sums_vnni(u, a) : x8_sums_avx2(u, a);
+#else
+                (void)vnni;
+                const __m256i raw = x8_sums_avx2(u, a);
+#endif
+                const __m256i S = _mm256_sub_epi32(raw, _mm256_set1_epi32(off[k][b]));
                 const __m256 d8 = _mm256_mul_ps(dw, _mm256_set1_ps(h2f(a->d)));
                 sum[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S), d8, sum[k]);
             }
@@ -69,10 +93,39 @@ static ALWAYS_INLINE void x8_groups_tile(const uint8_t *w, int64_t nb, int d, co
             _mm256_storeu_ps(y + ldy * (size_t)k + 8 * (size_t)g, sum[k]);
     }
 }
-#endif
 
-/* quant_impl.h: the x8 groups on the VNNI path; 0 (nothing done) where this build or the
- * path lacks the kernels or the rows are longer than Q4_0_OFF_MAX blocks. */
+/* Chunks of groups of about 64 KiB stay in L2 while each tile of activations passes. */
+static ALWAYS_INLINE void x8_matmul(int vnni, float *y, size_t ldy, const uint8_t *w,
+                                   const uint8_t *x, size_t act_stride, int64_t nbl, int d,
+                                   int nb)
+{
+    const size_t gb = X8_UNIT * (size_t)nbl;
+    const int cg = nb == 1 ? d / 8 : quant_chunk_rows(gb);
+    int32_t off[4][Q4_0_OFF_MAX];
+    for (int g0 = 0; g0 < d / 8; g0 += cg) {
+        const int ng = d / 8 - g0 < cg ? d / 8 - g0 : cg;
+        const uint8_t *wc = w + gb * (size_t)g0;
+        for (int k = 0; k < nb; k += 4) {
+            const int tb = nb - k < 4 ? nb - k : 4;
+            const uint8_t *ak = x + act_stride * (size_t)k;
+            for (int j = 0; j < tb; j++)
+                q4_0_offsets(vnni, (const BlockQ8_0 *)(const void *)(ak + act_stride * (size_t)j),
+                             nbl, off[j]);
+            float *yk = y + ldy * (size_t)k + 8 * (size_t)g0;
+            if (tb == 4)
+                x8_groups_tile(vnni, wc, nbl, 8 * ng, ak, act_stride, off, 4, yk, ldy);
+            else if (tb == 3)
+                x8_groups_tile(vnni, wc, nbl, 8 * ng, ak, act_stride, off, 3, yk, ldy);
+            else if (tb == 2)
+                x8_groups_tile(vnni, wc, nbl, 8 * ng, ak, act_stride, off, 2, yk, ldy);
+            else
+                x8_groups_tile(vnni, wc, nbl, 8 * ng, ak, act_stride, off, 1, yk, ldy);
+        }
+    }
+}
+
+/* quant_impl.h: the x8 groups on the x86 paths; 0 (nothing done) where the rows are longer
+ * than Q4_0_OFF_MAX blocks. */
 int quant_x86_x8_matvec(int vnni, float *y, const void *w, const void *x, int64_t n, int d)
 {
     return quant_x86_x8_matmul(vnni, y, 0, w, x, 0, n, d, 1);
@@ -81,40 +134,19 @@ int quant_x86_x8_matvec(int vnni, float *y, const void *w, const void *x, int64_
 int quant_x86_x8_matmul(int vnni, float *y, size_t ldy, const void *w, const void *x,
                         size_t act_stride, int64_t n, int d, int nb)
 {
-#if defined(QUANT_X86_ROWS8)
     const int64_t nbl = n / QK;
-    if (!vnni || nbl > Q4_0_OFF_MAX)
+    if (nbl > Q4_0_OFF_MAX)
         return 0;
-    /* chunks of groups of about 64 KiB stay in L2 while each tile of activations passes */
-    const size_t gb = X8_UNIT * (size_t)nbl;
-    const int cg = nb == 1 ? d / 8 : quant_chunk_rows(gb);
-    int32_t off[4][Q4_0_OFF_MAX];
-    for (int g0 = 0; g0 < d / 8; g0 += cg) {
-        const int ng = d / 8 - g0 < cg ? d / 8 - g0 : cg;
-        const uint8_t *wc = (const uint8_t *)w + gb * (size_t)g0;
-        for (int k = 0; k < nb; k += 4) {
-            const int tb = nb - k < 4 ? nb - k : 4;
-            const uint8_t *ak = (const uint8_t *)x + act_stride * (size_t)k;
-            for (int j = 0; j < tb; j++)
-                q4_0_offsets((const BlockQ8_0 *)(const void *)(ak + act_stride * (size_t)j),
-                             nbl, off[j]);
-            float *yk = y + ldy * (size_t)k + 8 * (size_t)g0;
-            if (tb == 4)
-                x8_groups_tile(wc, nbl, 8 * ng, ak, act_stride, off, 4, yk, ldy);
-            else if (tb == 3)
-                x8_groups_tile(wc, nbl, 8 * ng, ak, act_stride, off, 3, yk, ldy);
-            else if (tb == 2)
-                x8_groups_tile(wc, nbl, 8 * ng, ak, act_stride, off, 2, yk, ldy);
-            else
-                x8_groups_tile(wc, nbl, 8 * ng, ak, act_stride, off, 1, yk, ldy);
-        }
+#if defined(QUANT_X86_ROWS8)
+    if (vnni) {
+        x8_matmul(1, y, ldy, w, x, act_stride, nbl, d, nb);
+        return 1;
     }
-    return 1;
 #else
-    (void)vnni, (void)y, (void)ldy, (void)w, (void)x, (void)act_stride, (void)n, (void)d,
-        (void)nb;
-    return 0;
+    (void)vnni;
 #endif
+    x8_matmul(0, y, ldy, w, x, act_stride, nbl, d, nb);
+    return 1;
 }
 
 #else

@@ -723,6 +723,18 @@ static void test_x8_equals_rows(void **state)
                 quant_matmul_x8(y, wp, t, xa, ab, n, d, nacts[a], (size_t)d);
                 assert_bits_equal(y, yr, (size_t)d * (size_t)nacts[a], "q4_0 x8 matmul");
             }
+#if defined(QUANT_HAVE_AVX2)
+            /* every x86 path this build has, not only the best one */
+            for (int vnni = 0; vnni <= quant_path_available(QUANT_PATH_VNNI); vnni++)
+                for (int a = 0; a < COUNT(nacts); a++) {
+                    memset(y, 0, 9 * (size_t)d * sizeof *y);
+                    if (quant_x86_x8_matmul(vnni, y, (size_t)d, wp, xa, ab, n, d, nacts[a]))
+                        assert_bits_equal(y, yr, (size_t)d * (size_t)nacts[a],
+                                          vnni ? "q4_0 x8 vnni" : "q4_0 x8 avx2");
+                    else
+                        assert_true(n / 32 > 2048); /* past the offset table only */
+                }
+#endif
             quant_x8_unpack(wp, t, n, d);
             assert_memory_equal(wp, w, rb * d);
             free(w), free(wp), free(xa), free(y), free(yr);
