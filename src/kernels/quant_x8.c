@@ -1,6 +1,6 @@
 /* quant_x8.c: Q4_0 matrices in eight-row groups (quant.h, "x8"): packing in place, the
  * plain-C twin, and the dispatch of quant_matvec_x8 / quant_matmul_x8 to the x86 kernels
- * (quant_x86_q8.c) with the rows' own kernels as the fallback on every other path.
+ * (quant_x86_x8.c) with the rows' own kernels as the fallback on every other path.
  *
  * A group's block b is 144 bytes: the eight rows' fp16 scales (16 bytes), then the eight
  * rows' 16 quant bytes, row 0 first.  It holds exactly the bytes of the eight BlockQ4_0 it
