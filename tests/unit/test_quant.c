@@ -714,8 +714,15 @@ static void test_x8_equals_rows(void **state)
                 quant_matvec_ref(yr + (size_t)d * k, w, t, rb, xa + ab * k, n, d);
             quant_matvec(y, w, t, rb, xa, n, d); /* the rows' own fast kernels */
             assert_bits_equal(y, yr, (size_t)d, "q4_0 rows");
-            quant_matvec_x8(y, wp, t, xa, n, d);
-            assert_bits_equal(y, yr, (size_t)d, "q4_0 x8 matvec");
+            const int threads = kernels_get_threads();
+            for (int th = 1; th <= 3; th += 2) { /* 3: uneven shares of the groups */
+                kernels_set_threads(th);
+                quant_matvec_x8(y, wp, t, xa, n, d);
+                assert_bits_equal(y, yr, (size_t)d, "q4_0 x8 matvec");
+                quant_matmul_x8(y, wp, t, xa, ab, n, d, 5, (size_t)d);
+                assert_bits_equal(y, yr, 5 * (size_t)d, "q4_0 x8 matmul, threads");
+            }
+            kernels_set_threads(threads);
             quant_matvec_x8_ref(y, wp, t, xa, n, d);
             assert_bits_equal(y, yr, (size_t)d, "q4_0 x8 twin");
             for (int a = 0; a < COUNT(nacts); a++) {
