@@ -157,6 +157,13 @@ static inline double attn_stream_bytes(const ModelConfig *c, const AttnPartW *w,
  * message on layer l's input group (root sends; others receive and wait out the link). */
 WireHdr engine_read_hdr(const unsigned char *msg, int layer);
 void engine_bcast_input(DistEngine *e, int l, unsigned char *msg);
+/* wireform.c: n floats on the wire (--wire f32|f16|q8: as they are, halves, Q8_0 blocks):
+ * their bytes; packed into out (returns the bytes); unpacked into x (nothing to do for f32
+ * in place); rounded in place as the wire rounds them (through scratch; nothing for f32). */
+size_t engine_wire_len(const DistEngine *e, int64_t n);
+size_t engine_wire_put(const DistEngine *e, const float *x, unsigned char *out, int64_t n);
+void engine_wire_get(const DistEngine *e, const unsigned char *in, float *x, int64_t n);
+void engine_wire_round(const DistEngine *e, float *x, unsigned char *scratch, int64_t n);
 /* The wire form (--wire f16 or q8) of a message of layer l's input, sized for nb rows, into
  * out (room for e->wire_bytes); returns the bytes of the broadcast. */
 size_t engine_wire_pack(const DistEngine *e, int l, const unsigned char *msg,

@@ -5,8 +5,6 @@
  * send time used by link emulation. */
 #include "engine_internal.h"
 
-#include "kernels.h"
-#include "quant.h"
 #include "util.h"
 #include "wire.h"
 
@@ -29,11 +27,7 @@ WireHdr engine_read_hdr(const unsigned char *msg, int layer)
  * (--wire f16) or Q8_0 blocks (--wire q8). */
 static size_t wire_bcast_bytes(const DistEngine *e, int nb)
 {
-    const size_t vals = (size_t)nb * (size_t)e->c->dim;
-    const size_t body = e->wire16 == 2 ? quant_row_bytes(QTYPE_Q8_0, (int64_t)vals)
-                        : e->wire16    ? vals * sizeof(uint16_t)
-                                       : vals * sizeof(float);
-    return sizeof(WireHdr) + body;
+    return sizeof(WireHdr) + engine_wire_len(e, (int64_t)nb * e->c->dim);
 }
 
 /* Rows a message of layer l's input carries: a pass's n, or, to the controller (l == L),
@@ -52,11 +46,7 @@ size_t engine_wire_pack(const DistEngine *e, int l, const unsigned char *msg,
     memcpy(&h, msg, sizeof h);
     memcpy(out, &h, sizeof h);
     const int64_t vals = (int64_t)msg_rows(e, l, &h) * e->c->dim;
-    const float *x = (const float *)(const void *)(msg + sizeof h);
-    if (e->wire16 == 2)
-        quant_quantize_row(out + sizeof h, x, QTYPE_Q8_0, vals);
-    else
-        kernels_f32_to_f16((uint16_t *)(void *)(out + sizeof h), x, (int)vals);
+    engine_wire_put(e, (const float *)(const void *)(msg + sizeof h), out + sizeof h, vals);
     return wire_bcast_bytes(e, nb);
 }
 
@@ -67,11 +57,7 @@ static void wire_unpack(const DistEngine *e, int l, const unsigned char *in, uns
     memcpy(&h, in, sizeof h);
     memcpy(msg, &h, sizeof h);
     const int64_t vals = (int64_t)msg_rows(e, l, &h) * e->c->dim;
-    float *x = (float *)(void *)(msg + sizeof h);
-    if (e->wire16 == 2)
-        quant_dequantize_row(x, in + sizeof h, QTYPE_Q8_0, vals);
-    else
-        kernels_f16_to_f32(x, (const uint16_t *)(const void *)(in + sizeof h), (int)vals);
+    engine_wire_get(e, in + sizeof h, (float *)(void *)(msg + sizeof h), vals);
 }
 
 /* Broadcast of a pipeline message on layer l's input group (root sends, others receive and

@@ -4,7 +4,6 @@
 #include "engine_internal.h"
 
 #include "kernels.h"
-#include "quant.h"
 #include "util.h"
 #include "wire.h"
 
@@ -19,14 +18,6 @@
  * (the second hop of reduce and rsag; all-to-all rounds its sum in place the same way,
  * chunks of rsag being whole Q8_0 blocks), so the patterns still agree bit for bit. */
 
-/* Bytes on the wire of n values of a partial sum (after the header): fp32, halves, or Q8_0
- * blocks of 32 (n a multiple of 32). */
-static size_t wire_len(const DistEngine *e, int n)
-{
-    return e->wire16 == 2 ? quant_row_bytes(QTYPE_Q8_0, n)
-                          : (size_t)n * (e->wire16 ? sizeof(uint16_t) : sizeof(float));
-}
-
 /* Stamps this member's message; with --wire f16 or q8 the message carries the rounded form
  * and this member's own partial is rounded the same way, so that every member adds identical
  * values. */
@@ -37,35 +28,11 @@ static WireHdr stamp_partial(DistEngine *e, int l, int nv)
     transport_stamp(e->tp, &h);
     h.layer = l;
     memcpy(e->xsend, &h, sizeof h);
-    if (e->wire16 == 2) {
+    if (e->wire16) {
         memcpy(e->wsend, &h, sizeof h);
-        quant_quantize_row(e->wsend + sizeof h, payload(e->xsend), QTYPE_Q8_0, nv);
-        quant_dequantize_row(payload(e->xsend), e->wsend + sizeof h, QTYPE_Q8_0, nv);
-    } else if (e->wire16) {
-        uint16_t *half = (uint16_t *)(void *)(e->wsend + sizeof h);
-        memcpy(e->wsend, &h, sizeof h);
-        kernels_f32_to_f16(half, payload(e->xsend), nv);
-        kernels_f16_to_f32(payload(e->xsend), half, nv);
+        engine_wire_round(e, payload(e->xsend), e->wsend + sizeof h, nv);
     }
     return h;
-}
-
-/* The wire form (--wire f16 or q8) of n floats of a sum into out; returns its bytes. */
-static size_t pack_sum(const DistEngine *e, const float *x, unsigned char *out, int n)
-{
-    if (e->wire16 == 2)
-        quant_quantize_row(out, x, QTYPE_Q8_0, n);
-    else
-        kernels_f32_to_f16((uint16_t *)(void *)out, x, n);
-    return wire_len(e, n);
-}
-
-static void unpack_sum(const DistEngine *e, const unsigned char *in, float *x, int n)
-{
-    if (e->wire16 == 2)
-        quant_dequantize_row(x, in, QTYPE_Q8_0, n);
-    else
-        kernels_f16_to_f32(x, (const uint16_t *)(const void *)in, n);
 }
 
 /* Waits for a partial (n floats, as the wire carries them) from peer in msg (wb bytes), lets
@@ -78,12 +45,7 @@ static void take_partial(DistEngine *e, int l, int phase, TransportReq *rq, int 
                         l, &r->ewma[phase ? W_X2 : W_X1]);
     WireHdr hi = engine_read_hdr(msg, l);
     transport_deliver(e->tp, &hi, wb);
-    if (e->wire16 == 2)
-        quant_dequantize_row(out, msg + sizeof hi, QTYPE_Q8_0, n);
-    else if (e->wire16)
-        kernels_f16_to_f32(out, (const uint16_t *)(const void *)(msg + sizeof hi), n);
-    else if ((const unsigned char *)out != msg + sizeof hi)
-        memcpy(out, msg + sizeof hi, (size_t)n * sizeof(float));
+    engine_wire_get(e, msg + sizeof hi, out, n);
 }
 
 /* All-to-all: every member sends its partial to every other (one hop). */
@@ -97,7 +59,7 @@ static void exchange_all(DistEngine *e, int l, int phase, float *base, int nv)
     TransportReq *rq = xmalloc(2 * (size_t)n * sizeof(TransportReq));
     int nr = 0;
     stamp_partial(e, l, nv);
-    const size_t wb = sizeof(WireHdr) + wire_len(e, nv);
+    const size_t wb = sizeof(WireHdr) + engine_wire_len(e, nv);
     unsigned char *sbuf = e->wire16 ? e->wsend : e->xsend;
     unsigned char *rbuf = e->wire16 ? e->wrecv : e->xrecv;
     for (int i = 0; i < n; i++) {
@@ -123,10 +85,8 @@ static void exchange_all(DistEngine *e, int l, int phase, float *base, int nv)
                                              : payload(e->xrecv + (size_t)i * xs);
         kernels_add(base, p, dim);
     }
-    if (e->wire16) { /* the sum rounded as the other patterns send it back */
-        pack_sum(e, base, e->wsend + sizeof(WireHdr), dim);
-        unpack_sum(e, e->wsend + sizeof(WireHdr), base, dim);
-    }
+    /* the sum rounded as the other patterns send it back */
+    engine_wire_round(e, base, e->wsend + sizeof(WireHdr), dim);
     free(rq);
 }
 
@@ -145,7 +105,7 @@ static void exchange_reduce(DistEngine *e, int l, int phase, float *base, int nv
     TransportReq *rq = xmalloc(2 * (size_t)n * sizeof(TransportReq));
     int nr = 0;
     WireHdr h = stamp_partial(e, l, nv);
-    const size_t wb = sizeof(WireHdr) + wire_len(e, nv);
+    const size_t wb = sizeof(WireHdr) + engine_wire_len(e, nv);
     unsigned char *sbuf = e->wire16 ? e->wsend : e->xsend;
     unsigned char *rbuf = e->wire16 ? e->wrecv : e->xrecv;
     if (me == root) {
@@ -162,30 +122,23 @@ static void exchange_reduce(DistEngine *e, int l, int phase, float *base, int nv
         transport_stamp(e->tp, &h);
         h.layer = l;
         memcpy(e->xsend, &h, sizeof h);
-        size_t sb = xs;
-        if (e->wire16) {
-            sb = sizeof h + pack_sum(e, base, e->xsend + sizeof h, dim);
-            unpack_sum(e, e->xsend + sizeof h, base, dim);
-        } else {
-            memcpy(payload(e->xsend), base, (size_t)dim * sizeof(float));
-        }
+        const size_t sb = sizeof h + engine_wire_put(e, base, e->xsend + sizeof h, dim);
+        if (e->wire16)
+            engine_wire_get(e, e->xsend + sizeof h, base, dim);
         nr = 0;
         for (int i = 1; i < n; i++)
             transport_isend(e->tp, e->xsend, sb, members[i], tag2, &rq[nr++]);
         for (int k = 0; k < nr; k++)
             transport_wait(e->tp, &rq[k]);
     } else {
-        const size_t sb = e->wire16 ? sizeof(WireHdr) + wire_len(e, dim) : xs;
+        const size_t sb = sizeof(WireHdr) + engine_wire_len(e, dim);
         transport_irecv(e->tp, e->xrecv, sb, root, tag2, &rq[0]);
         transport_isend(e->tp, sbuf, wb, root, tag, &rq[1]);
         transport_wait_link(e->tp, &rq[0], root, phase ? "FFN sums" : "projection sums", l,
                             &r->ewma[phase ? W_X2 : W_X1]);
         WireHdr hi = engine_read_hdr(e->xrecv, l);
         transport_deliver(e->tp, &hi, sb);
-        if (e->wire16)
-            unpack_sum(e, e->xrecv + sizeof hi, base, dim);
-        else
-            memcpy(base, payload(e->xrecv), (size_t)dim * sizeof(float));
+        engine_wire_get(e, e->xrecv + sizeof hi, base, dim);
         transport_wait(e->tp, &rq[1]);
     }
     free(rq);
@@ -220,21 +173,21 @@ static void exchange_rsag(DistEngine *e, int l, int phase, float *base, int nv)
     int nr = 0;
     for (int i = 0; i < n; i++)
         if (i != mi)
-            transport_irecv(e->tp, rb + (size_t)i * cb, hdr + wire_len(e, o1 - o0), members[i],
+            transport_irecv(e->tp, rb + (size_t)i * cb, hdr + engine_wire_len(e, o1 - o0), members[i],
                             tag, &rq[nr++]);
     for (int j = 0; j < n; j++) {
         if (j == mi)
             continue;
         unsigned char *m = sb + (size_t)j * cb;
-        const size_t len = wire_len(e, C0(j + 1) - C0(j));
+        const size_t len = engine_wire_len(e, C0(j + 1) - C0(j));
         memcpy(m, &h, hdr);
-        memcpy(m + hdr, mine + wire_len(e, C0(j)), len);
+        memcpy(m + hdr, mine + engine_wire_len(e, C0(j)), len);
         transport_isend(e->tp, m, hdr + len, members[j], tag, &rq[nr++]);
     }
     for (int i = 0, k = 0; i < n; i++)
         if (i != mi)
             take_partial(e, l, phase, &rq[k++], members[i], rb + (size_t)i * cb,
-                         hdr + wire_len(e, o1 - o0), parts + (size_t)i * cmax, o1 - o0);
+                         hdr + engine_wire_len(e, o1 - o0), parts + (size_t)i * cmax, o1 - o0);
     for (int k = n - 1; k < nr; k++)
         transport_wait(e->tp, &rq[k]);
     for (int i = 0; i < n; i++)
@@ -245,21 +198,17 @@ static void exchange_rsag(DistEngine *e, int l, int phase, float *base, int nv)
     transport_stamp(e->tp, &h);
     h.layer = l;
     memcpy(sb, &h, hdr);
-#define SUM_LEN(k) (e->wire16 ? wire_len(e, k) : (size_t)(k) * sizeof(float))
-    if (e->wire16) {
-        pack_sum(e, base + o0, sb + hdr, o1 - o0);
-        unpack_sum(e, sb + hdr, base + o0, o1 - o0);
-    } else {
-        memcpy(sb + hdr, base + o0, (size_t)(o1 - o0) * sizeof(float));
-    }
+    engine_wire_put(e, base + o0, sb + hdr, o1 - o0);
+    if (e->wire16)
+        engine_wire_get(e, sb + hdr, base + o0, o1 - o0);
     nr = 0;
     for (int i = 0; i < n; i++)
         if (i != mi)
-            transport_irecv(e->tp, rb + (size_t)i * cb, hdr + SUM_LEN(C0(i + 1) - C0(i)),
+            transport_irecv(e->tp, rb + (size_t)i * cb, hdr + engine_wire_len(e, C0(i + 1) - C0(i)),
                             members[i], tag2, &rq[nr++]);
     for (int j = 0; j < n; j++)
         if (j != mi)
-            transport_isend(e->tp, sb, hdr + SUM_LEN(o1 - o0), members[j], tag2, &rq[nr++]);
+            transport_isend(e->tp, sb, hdr + engine_wire_len(e, o1 - o0), members[j], tag2, &rq[nr++]);
     LayerRt *r = &e->lr[l];
     for (int i = 0, k = 0; i < n; i++) {
         if (i == mi)
@@ -268,15 +217,11 @@ static void exchange_rsag(DistEngine *e, int l, int phase, float *base, int nv)
         transport_wait_link(e->tp, &rq[k++], members[i], phase ? "FFN sums" : "projection sums",
                             l, &r->ewma[phase ? W_X2 : W_X1]);
         WireHdr hi = engine_read_hdr(rb + (size_t)i * cb, l);
-        transport_deliver(e->tp, &hi, hdr + SUM_LEN(cnt));
-        if (e->wire16)
-            unpack_sum(e, rb + (size_t)i * cb + hdr, base + C0(i), cnt);
-        else
-            memcpy(base + C0(i), rb + (size_t)i * cb + hdr, (size_t)cnt * sizeof(float));
+        transport_deliver(e->tp, &hi, hdr + engine_wire_len(e, cnt));
+        engine_wire_get(e, rb + (size_t)i * cb + hdr, base + C0(i), cnt);
     }
     for (int k = n - 1; k < nr; k++)
         transport_wait(e->tp, &rq[k]);
-#undef SUM_LEN
 #undef C0
     free(parts);
     free(sb);
