@@ -13,7 +13,8 @@
 /* A weight matrix in its stored type (float32 is one type among the others): rows of cols
  * values, row i at data + i * row_stride bytes.  Loaded from a file it is exactly the rank's
  * slice of the file's blocks, never widened.  x8: the same bytes in quant.h's eight-row
- * groups (model_qmat_fast_layout), read only by the matrix products. */
+ * groups, where the loader (weights.c) finds them faster (quant_x8_preferred: Q4_0 on x86),
+ * read only by the matrix products; results stay bit-identical. */
 typedef struct {
     QType type;
     int rows, cols;
@@ -24,10 +25,6 @@ typedef struct {
 
 /* Bytes of a matrix's data (rows * row_stride). */
 size_t model_qmat_bytes(const QMat *m);
-/* Rearranges a loaded matrix that only the matrix products read into the layout this
- * build multiplies fastest (quant_x8_preferred: Q4_0 on x86), in place; a no-op
- * otherwise.  Results stay bit-identical. */
-void model_qmat_fast_layout(QMat *m);
 void model_qmat_free(QMat *m);
 
 /* One attention part: a KV group (unit) of one layer with query heads [q0, q1) of it. */

@@ -85,20 +85,9 @@ static int read_qmat(hid_t f, const char *fname, const char *path, int rank,
     return 0;
 }
 
-/* read_qmat for a matrix only the matrix products read: kept in the fastest layout. */
-static int read_wmat(hid_t f, const char *fname, const char *path, int rank,
-                     const uint64_t *dims, const uint64_t *start, const uint64_t *count,
-                     QMat *m, char *err, size_t errlen)
-{
-    if (read_qmat(f, fname, path, rank, dims, start, count, m, err, errlen) < 0)
-        return -1;
-    model_qmat_fast_layout(m);
-    return 0;
-}
-
-size_t model_qmat_bytes(const QMat *m) { return (size_t)m->rows * m->row_stride; }
-
-void model_qmat_fast_layout(QMat *m)
+/* A loaded matrix that only the matrix products read, in place into the layout this build
+ * multiplies fastest (quant_x8_preferred); a no-op otherwise. */
+static void qmat_fast_layout(QMat *m)
 {
     if (m->x8 || !m->data || m->row_stride != quant_row_bytes(m->type, m->cols) ||
         !quant_x8_preferred(m->type, m->cols, m->rows))
@@ -106,6 +95,19 @@ void model_qmat_fast_layout(QMat *m)
     quant_x8_pack(m->data, m->type, m->cols, m->rows);
     m->x8 = 1;
 }
+
+/* read_qmat for a matrix only the matrix products read: kept in the fastest layout. */
+static int read_wmat(hid_t f, const char *fname, const char *path, int rank,
+                     const uint64_t *dims, const uint64_t *start, const uint64_t *count,
+                     QMat *m, char *err, size_t errlen)
+{
+    if (read_qmat(f, fname, path, rank, dims, start, count, m, err, errlen) < 0)
+        return -1;
+    qmat_fast_layout(m);
+    return 0;
+}
+
+size_t model_qmat_bytes(const QMat *m) { return (size_t)m->rows * m->row_stride; }
 
 void model_qmat_free(QMat *m)
 {
