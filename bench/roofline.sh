@@ -18,7 +18,7 @@ else
     stale=1
     if [ -x "$out" ]; then
         stale=0
-        for f in "${srcs[@]}" "$root"/include/*.h; do
+        for f in "${srcs[@]}" "$root"/include/util/*.h "$root"/include/kernels/*.h; do
             [ "$f" -nt "$out" ] && stale=1
         done
     fi
@@ -28,7 +28,7 @@ else
         # shellcheck disable=SC2046
         ${CC:-cc} -std=c11 -O3 -DNDEBUG -march=native -ffp-contract=off \
             -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wall -Wextra -Wpedantic -Wshadow \
-            -Wstrict-prototypes -Wmissing-prototypes -Werror -I"$root/include" \
+            -Wstrict-prototypes -Wmissing-prototypes -Werror -I"$root/include/util" -I"$root/include/kernels" \
             "${srcs[@]}" $(pkg-config --cflags --libs openblas) -lm -o "$out"
     fi
     bin="$out"

@@ -5,6 +5,7 @@ if(TARGET hs_sim)
 endif()
 file(GLOB SIM_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/sim/*.c)
 add_library(hs_sim STATIC ${SIM_SRC})
+target_include_directories(hs_sim PUBLIC ${CMAKE_SOURCE_DIR}/include/sim)
 target_link_libraries(hs_sim PUBLIC hs_plan)
 # The device catalogue that --hetero draws from (scripts/emulate-device reads the same file);
 # $HEADSPLIT_DEVICE_CATALOGUE overrides it at run time.

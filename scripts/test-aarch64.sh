@@ -27,7 +27,7 @@ bin="$out/quant_check"
 # The project's warnings and exactness flags; HEADSPLIT_NO_BLAS keeps OpenBLAS out of matvec.c.
 "$cc" -std=c11 -O2 -march=armv8-a -ffp-contract=off -Wall -Wextra -Wpedantic -Wshadow \
     -Wstrict-prototypes -Wmissing-prototypes -Werror -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
-    -DHEADSPLIT_NO_BLAS -I"$root/include" \
+    -DHEADSPLIT_NO_BLAS -I"$root/include/util" -I"$root/include/kernels" \
     "$root/tests/aarch64/quant_check.c" "$root"/src/kernels/*.c "$root/src/util/util.c" \
     -lm -o "$bin"
 echo "test-aarch64: running $bin under $qemu" >&2

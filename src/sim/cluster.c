@@ -333,7 +333,7 @@ double sim_cost_msg(const Cluster *cl, int a, int b, double bytes)
     return net_latency_s(lk) + bytes / lk->bw_Bps;
 }
 
-/* Every engine message starts with the wire header (include/wire.h, MPI-free). */
+/* Every engine message starts with the wire header (include/proto/wire.h, MPI-free). */
 double sim_msg_bytes(const ModelConfig *c)
 {
     return (double)sizeof(WireHdr) + (double)c->dim * sizeof(float);

@@ -5,6 +5,7 @@
 
 #include "util.h"
 
+#include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -13,7 +14,10 @@ _Static_assert(sizeof(MPI_Request) <= sizeof(((TransportReq *)0)->h),
                "an MPI_Request fits in a TransportReq");
 _Static_assert(sizeof(MPI_Comm) <= sizeof(void *), "an MPI_Comm fits in a pointer");
 
-void transport_mpi_check(int rc, const char *what, const char *file, int line)
+/* Checks an MPI return code; fatal with MPI_Error_string's text. */
+#define MPI_CHECK(call) mpi_check((call), #call, __FILE__, __LINE__)
+
+static void mpi_check(int rc, const char *what, const char *file, int line)
 {
     if (rc == MPI_SUCCESS)
         return;
@@ -149,13 +153,4 @@ void transport_mpi_init(Transport *t, int *argc, char ***argv)
     util_set_fatal_hook(abort_hook);
     /* Short sleeps must be short: the default 50 us timer slack would dominate them. */
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-}
-
-void transport_mpi_wait(Transport *t, MPI_Request *req)
-{
-    TransportReq r = {0};
-    memcpy(&r.h, req, sizeof *req);
-    r.active = *req != MPI_REQUEST_NULL;
-    transport_wait(t, &r);
-    *req = MPI_REQUEST_NULL;
 }

@@ -190,7 +190,7 @@ void transport_push_faults(Transport *t, int stall_rank, int stall_pos, double s
                            int kill_rank, int kill_pos);
 
 /* Link specs and matrix files are parsed by cluster_parse_link / cluster_load_link_matrix
- * (include/cluster.h). */
+ * (include/proto/cluster.h). */
 
 /* The in-process base (inproc.c): n ranks as n threads of one process, each with
  * its own Transport over a shared world.  Messages are copied into the receiver's mailbox (a

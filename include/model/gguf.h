@@ -47,7 +47,7 @@ typedef struct {
     char *name;          /* NUL-terminated copy */
     int n_dims;          /* 1..4 */
     int64_t ne[4];       /* elements per dimension, innermost first (ne[0] = row length) */
-    int type;            /* ggml type number (include/quant.h QType where known) */
+    int type;            /* ggml type number (include/kernels/quant.h QType where known) */
     uint64_t offset;     /* absolute byte offset in the file */
     uint64_t bytes;      /* data size */
     const uint8_t *data; /* into the map */

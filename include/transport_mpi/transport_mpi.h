@@ -1,0 +1,13 @@
+/* transport_mpi.h: the MPI base transport, as the application's start-up code sees it.  It
+ * names nothing of MPI: <mpi.h> is included by src/transport/mpi.c alone, so that no other
+ * file reaches it, not even through this header. */
+#ifndef HEADSPLIT_TRANSPORT_MPI_H
+#define HEADSPLIT_TRANSPORT_MPI_H
+
+#include "transport.h"
+
+/* MPI_Init, errors-return on MPI_COMM_WORLD, MPI_Abort as the fatal hook, and t over
+ * MPI_COMM_WORLD (transport_finalize ends with MPI_Finalize). */
+void transport_mpi_init(Transport *t, int *argc, char ***argv);
+
+#endif
