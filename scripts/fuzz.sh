@@ -23,13 +23,14 @@ set -euo pipefail
 ALL_TARGETS="fuzz_safetensors fuzz_tokenizer_llama2c fuzz_tokenizer_hf_json fuzz_tokenizer_gpt2
              fuzz_tokenizer_encode fuzz_tokenizer_h5 fuzz_llama2c fuzz_config fuzz_gguf"
 # Only the modules under test are compiled (not the whole project), so that the fuzz build does
-# not depend on MPI, BLAS or the kernels.
+# not depend on MPI or BLAS: the kernels (the converter's writer quantizes) without OpenBLAS.
 LIB_SRC="src/util/util.c src/model/config.c src/model/h5io.c src/model/bpe.c src/model/tokenizer.c
          src/model/tokenizer_gpt2.c src/model/tokenizer_h5.c src/model/tokenizer_load.c
          src/model/gguf.c src/model/tokenizer_gguf.c
          src/model/tokenizer_hf.c src/model/tokenizer_hf_encode.c src/model/tokenizer_nfc.c
          src/model/tokenizer_nfc_data.c
-         src/convert/safetensors.c src/convert/llama2c.c src/convert/writer.c"
+         src/convert/safetensors.c src/convert/llama2c.c src/convert/writer.c
+         $(cd "$(dirname "$0")/.." && echo src/kernels/*.c)"
 PKGS="hdf5 jansson libpcre2-8"
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 
@@ -176,7 +177,7 @@ main() {
   PKG_CFLAGS=$(pkg-config --cflags $PKGS)
   # shellcheck disable=SC2086
   PKG_LIBS=$(pkg-config --libs $PKGS)
-  CFLAGS="-std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(for l in util proto kernels model plan convert; do printf -- "-I%s " "$SRC/include/$l"; done) $PKG_CFLAGS
+  CFLAGS="-std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -DHEADSPLIT_NO_BLAS $(for l in util proto kernels model plan convert; do printf -- "-I%s " "$SRC/include/$l"; done) $PKG_CFLAGS
           -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes"
   build
   [ "$SECONDS_EACH" -gt 0 ] && run_all
