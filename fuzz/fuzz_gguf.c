@@ -4,6 +4,7 @@
  * builds must encode and decode a text (or refuse it with a message). */
 #include "fuzz_common.h"
 #include "gguf.h"
+#include "tokenizer_gguf.h"
 
 static void walk(const GgufFile *g)
 {

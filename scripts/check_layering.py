@@ -17,8 +17,9 @@ under src/ (src/transport/mpi.c is the transport_mpi layer); a header beside its
            even through other headers; no other file names an MPI_ symbol (comments and
            string literals do not count)
   include  no wrong-direction include, quoted or in angle brackets: MAY_INCLUDE below
-           (util -> kernels -> model -> plan -> engine -> app, proto under plan and the
-           transport, util/proto -> transport -> engine; convert on model, sim on plan);
+           (util -> kernels -> format -> model -> plan -> engine -> app; format -> tokenizer;
+           model + tokenizer -> generate -> engine; proto under plan and the transport,
+           util/proto -> transport -> engine; convert on model and tokenizer, sim on plan);
            tools/, tests/, fuzz/ and bench/ may include anything
   call     no call of a function defined in a layer the caller may not include, whether its
            prototype comes from a header or is written out locally
@@ -35,8 +36,8 @@ import subprocess
 import sys
 import tempfile
 
-LAYERS = ["util", "proto", "kernels", "model", "plan", "transport", "transport_mpi",
-          "engine", "convert", "sim", "app"]
+LAYERS = ["util", "proto", "kernels", "format", "tokenizer", "model", "generate", "plan",
+          "transport", "transport_mpi", "engine", "convert", "sim", "app"]
 
 # What a file of each layer may include (and call).  The same graph as the libraries'
 # target_link_libraries in CMakeLists.txt: each library's include folder reaches only the
@@ -45,13 +46,17 @@ MAY_INCLUDE = {
     "util": {"util"},
     "proto": {"util", "proto"},
     "kernels": {"util", "kernels"},
-    "model": {"util", "kernels", "model"},
-    "plan": {"util", "proto", "kernels", "model", "plan"},
+    "format": {"util", "kernels", "format"},
+    "tokenizer": {"util", "kernels", "format", "tokenizer"},
+    "model": {"util", "kernels", "format", "model"},
+    "generate": {"util", "kernels", "format", "tokenizer", "model", "generate"},
+    "plan": {"util", "proto", "kernels", "format", "model", "plan"},
     "transport": {"util", "proto", "transport"},
     "transport_mpi": {"util", "proto", "transport", "transport_mpi"},
-    "engine": {"util", "proto", "kernels", "model", "plan", "transport", "engine"},
-    "convert": {"util", "kernels", "model", "convert"},
-    "sim": {"util", "proto", "kernels", "model", "plan", "sim"},
+    "engine": {"util", "proto", "kernels", "format", "tokenizer", "model", "generate", "plan",
+               "transport", "engine"},
+    "convert": {"util", "kernels", "format", "tokenizer", "model", "convert"},
+    "sim": {"util", "proto", "kernels", "format", "model", "plan", "sim"},
     "app": set(LAYERS),
 }
 

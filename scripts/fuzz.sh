@@ -24,11 +24,11 @@ ALL_TARGETS="fuzz_safetensors fuzz_tokenizer_llama2c fuzz_tokenizer_hf_json fuzz
              fuzz_tokenizer_encode fuzz_tokenizer_h5 fuzz_llama2c fuzz_config fuzz_gguf"
 # Only the modules under test are compiled (not the whole project), so that the fuzz build does
 # not depend on MPI or BLAS: the kernels (the converter's writer quantizes) without OpenBLAS.
-LIB_SRC="src/util/util.c src/model/config.c src/model/h5io.c src/model/bpe.c src/model/tokenizer.c
-         src/model/tokenizer_gpt2.c src/model/tokenizer_h5.c src/model/tokenizer_load.c
-         src/model/gguf.c src/model/tokenizer_gguf.c
-         src/model/tokenizer_hf.c src/model/tokenizer_hf_encode.c src/model/tokenizer_nfc.c
-         src/model/tokenizer_nfc_data.c
+LIB_SRC="src/util/util.c src/model/config.c src/format/h5io.c src/tokenizer/bpe.c src/tokenizer/tokenizer.c
+         src/tokenizer/tokenizer_gpt2.c src/tokenizer/tokenizer_h5.c src/tokenizer/tokenizer_load.c
+         src/format/gguf.c src/tokenizer/tokenizer_gguf.c
+         src/tokenizer/tokenizer_hf.c src/tokenizer/tokenizer_hf_encode.c src/tokenizer/tokenizer_nfc.c
+         src/tokenizer/tokenizer_nfc_data.c
          src/convert/safetensors.c src/convert/llama2c.c src/convert/writer.c
          $(cd "$(dirname "$0")/.." && echo src/kernels/*.c)"
 PKGS="hdf5 jansson libpcre2-8"
@@ -97,12 +97,12 @@ cov_files() {
   case $1 in
     fuzz_safetensors) echo src/convert/safetensors.c ;;
     fuzz_tokenizer_llama2c|fuzz_tokenizer_hf_json|fuzz_tokenizer_gpt2)
-      echo src/model/tokenizer_load.c src/model/tokenizer.c src/model/tokenizer_gpt2.c ;;
-    fuzz_tokenizer_encode) echo src/model/tokenizer.c src/model/tokenizer_gpt2.c ;;
-    fuzz_tokenizer_h5) echo src/model/tokenizer_h5.c src/model/tokenizer.c ;;
+      echo src/tokenizer/tokenizer_load.c src/tokenizer/tokenizer.c src/tokenizer/tokenizer_gpt2.c ;;
+    fuzz_tokenizer_encode) echo src/tokenizer/tokenizer.c src/tokenizer/tokenizer_gpt2.c ;;
+    fuzz_tokenizer_h5) echo src/tokenizer/tokenizer_h5.c src/tokenizer/tokenizer.c ;;
     fuzz_llama2c) echo src/convert/llama2c.c src/convert/writer.c ;;
-    fuzz_config) echo src/model/config.c src/model/h5io.c ;;
-    fuzz_gguf) echo src/model/gguf.c src/model/tokenizer_gguf.c ;;
+    fuzz_config) echo src/model/config.c src/format/h5io.c ;;
+    fuzz_gguf) echo src/format/gguf.c src/tokenizer/tokenizer_gguf.c ;;
   esac
 }
 

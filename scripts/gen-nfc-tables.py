@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Writes src/model/tokenizer_nfc_data.c: the Unicode tables that tokenizer_nfc.c needs for
+"""Writes src/tokenizer/tokenizer_nfc_data.c: the Unicode tables that tokenizer_nfc.c needs for
 NFC and NFD (canonical combining classes, full canonical decompositions, primary composites),
 from Python's unicodedata.  Hangul syllables are algorithmic and not listed.
-Run: python3 scripts/gen-nfc-tables.py > src/model/tokenizer_nfc_data.c"""
+Run: python3 scripts/gen-nfc-tables.py > src/tokenizer/tokenizer_nfc_data.c"""
 import unicodedata as ud
 
 def is_hangul(cp):

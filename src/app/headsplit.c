@@ -14,7 +14,7 @@
 #include "progress.h"
 #include "sim.h"
 #include "solver.h"
-#include "speculative.h"
+#include "draft.h"
 #include "util.h"
 
 #include <errno.h>
@@ -237,12 +237,12 @@ static int decide_mask(const Options *o, const ModelConfig *c, unsigned char *ma
 }
 
 /* Positions one target pass may carry: a prompt chunk (--batch), or a draft round's K + 1
- * (K up to SPECULATIVE_K_MAX with auto). */
+ * (K up to DRAFT_K_MAX with auto). */
 static int target_max_batch(const Options *o)
 {
     int mb = o->batch > 0 ? o->batch : 1;
     if (o->draft) {
-        int k = (o->draft_tokens ? o->draft_tokens : SPECULATIVE_K_MAX) + 1;
+        int k = (o->draft_tokens ? o->draft_tokens : DRAFT_K_MAX) + 1;
         mb = k > mb ? k : mb;
     }
     return mb;

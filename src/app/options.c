@@ -4,7 +4,7 @@
 
 #include "chat.h"
 #include "quant.h"
-#include "speculative.h"
+#include "draft.h"
 #include "util.h"
 #include "version.h"
 
@@ -253,10 +253,10 @@ static int parse_front(Options *o, int ch, const char *arg, char *err, size_t er
             o->draft_tokens = 0;
             return 0;
         }
-        if (parse_count("--draft-tokens", arg, 1, SPECULATIVE_K_MAX, &o->draft_tokens, err,
+        if (parse_count("--draft-tokens", arg, 1, DRAFT_K_MAX, &o->draft_tokens, err,
                         errlen) < 0)
             return util_err(err, errlen, "--draft-tokens: '%s' is not auto or a count of 1..%d",
-                            arg, SPECULATIVE_K_MAX);
+                            arg, DRAFT_K_MAX);
         return 0;
     case O_DRAFT_RANK:
         return parse_count("--draft-rank", arg, 0, 1 << 20, &o->draft_rank, err, errlen);

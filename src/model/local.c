@@ -1,6 +1,7 @@
 /* local.c: the in-process backend: every layer of the model held and run by this process,
  * through the same forward pieces the distributed workers use. */
-#include "generate.h"
+#include "backend.h"
+#include "model.h"
 #include "util.h"
 
 #include <stdlib.h>

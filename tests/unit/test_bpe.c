@@ -1,4 +1,4 @@
-/* test_bpe.c: the BPE merge core (src/model/bpe.c) on its own, with toy merge rules: the
+/* test_bpe.c: the BPE merge core (src/tokenizer/bpe.c) on its own, with toy merge rules: the
  * priority and leftmost-first order, the difference between merging one pair at a time
  * (SentencePiece) and every occurrence of the best pair (GPT-2), stale queue entries, empty
  * and one-symbol words, reuse of the scratch space, and random words compared with a plain
@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "../../src/model/bpe.h"
+#include "../../src/tokenizer/bpe.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -14,7 +14,7 @@
 #include "config_io.h"
 #include "generate.h"
 #include "h5io.h"
-#include "speculative.h"
+#include "draft.h"
 #include "tokenizer.h"
 
 #include <stdio.h>

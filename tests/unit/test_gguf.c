@@ -7,6 +7,7 @@
 #include "convert_fixtures.h"
 #include "gguf.h"
 #include "gguf_builder.h"
+#include "tokenizer_gguf.h"
 
 /* Deterministic bytes for tensor data. */
 static void fill_bytes(uint8_t *p, size_t n, uint32_t seed)

@@ -1,4 +1,4 @@
-/* test_profile.c: the speculation profile (src/model/profile.c): the decision function, the
+/* test_profile.c: the speculation profile (src/generate/profile.c): the decision function, the
  * acceptance interpolation, statistics of r, the JSON round trip and its validation, and
  * profiling runs on small synthetic models made with the converter library: the measured
  * ratios equal the in-process engine's, and tolerance 0 costs nothing (token agreement 1.0,

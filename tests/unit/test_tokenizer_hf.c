@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "../../src/model/tokenizer_nfc.h"
+#include "../../src/tokenizer/tokenizer_nfc.h"
 #include "chat.h"
 #include "test_helpers.h"
 #include "tokenizer.h"

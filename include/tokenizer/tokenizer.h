@@ -72,7 +72,7 @@ int tokenizer_encode_opts(const Tokenizer *t, const char *text, size_t len, int 
 /* As tokenizer_encode, but text that spells a special or control token of the vocabulary
  * ("<s>", "</s>", "<unk>", "<|...|>" pieces, "<start_of_turn>"/"<end_of_turn>") becomes
  * that token, longest match first; the text between is encoded as by tokenizer_encode
- * (BOS once, at the start).  src/model/tokenizer_special.c. */
+ * (BOS once, at the start).  src/tokenizer/tokenizer_special.c. */
 int tokenizer_encode_special(const Tokenizer *t, const char *text, size_t len, int **ids,
                              size_t *n_ids, char *err, size_t errlen);
 /* 1 when piece id counts as special for tokenizer_encode_special. */

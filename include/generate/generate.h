@@ -1,40 +1,16 @@
 /* generate.h: the controller's token loop, independent of where the layers run.  The layers
- * are reached through a small backend interface: in-process (local.c) or over MPI (dist/). */
+ * are reached through a small backend interface (backend.h): in-process (src/model/local.c)
+ * or distributed (src/engine). */
 #ifndef HEADSPLIT_GENERATE_H
 #define HEADSPLIT_GENERATE_H
 
+#include "backend.h"
 #include "config.h"
 #include "model.h"
 #include "tokenizer.h"
 
 #include <stdint.h>
 #include <stdio.h>
-
-typedef struct {
-    void *ctx;
-    /* Runs every decoder layer on x[dim] (in place) for the token at position pos. */
-    void (*forward)(void *ctx, float *x, int pos, int token);
-    /* Optional, before each forward: memory checks and re-placement.  -1 with err ends the
-     * generation (e.g. a budget exceeded under --static). */
-    int (*prepare)(void *ctx, int pos, char *err, size_t errlen);
-    /* Optional, after forward (or forward_n: its last row): 1 when the backend computed the
-     * logits[vocab] itself (the LM head split over workers; x is then not the last layer's
-     * output), 0 when the controller computes them from x. */
-    int (*logits)(void *ctx, float *logits);
-    /* Optional: every decoder layer on n positions pos..pos+n-1 at once, x[n][dim] in place,
-     * tokens[n] the tokens at those positions.  next_n: how many positions the caller will
-     * pass in its next call (a hint that lets the distributed backend size its next messages;
-     * 0 = unknown; a wrong hint costs time, never correctness).  NULL: one forward per
-     * position. */
-    void (*forward_n)(void *ctx, float *x, int pos, int n, const int *tokens, int next_n);
-    /* Optional, just before a forward_n: its caller reads only the last `rows` rows of x
-     * afterwards (0: none; the others are left unspecified), so that a distributed backend
-     * need not send the rest back.  Applies to that one call. */
-    void (*want_rows)(void *ctx, int rows);
-    /* Optional: like logits, for the n rows of the last forward_n: logits[n][vocab]. */
-    int (*logits_n)(void *ctx, float *logits, int n);
-    int max_batch; /* positions forward_n takes at most (0 when forward_n is NULL) */
-} LayerBackend;
 
 /* A draft model for speculative decoding, run on the controller: its configuration, head
  * and layers (a backend of its own, with its own KV caches).  The caller keeps it across
@@ -44,7 +20,7 @@ typedef struct {
     const HeadW *head;
     LayerBackend backend;
     int kv_cap;         /* positions its KV caches hold */
-    int k;              /* tokens drafted per round, 1..SPECULATIVE_K_MAX; 0: auto */
+    int k;              /* tokens drafted per round, 1..DRAFT_K_MAX; 0: auto */
     int n_valid;        /* positions 0..n_valid-1 of the sequence are in its KV caches */
 } GenDraft;
 
@@ -127,23 +103,5 @@ int generate_read_transcript(const char *path, int vocab, int **prompt, int *n_p
 
 /* Median of the per-token times after the first (warm-up) position. */
 double generate_ms_per_token(const GenResult *res);
-
-/* In-process backend: every layer of the model on this process. */
-typedef struct LocalModel LocalModel;
-int local_model_load(LocalModel **out, const ModelConfig *c, hid_t file, const char *fname,
-                     int kv_cap, char *err, size_t errlen);
-void local_model_free(LocalModel *m);
-LayerBackend local_model_backend(LocalModel *m);
-/* Last FFN ratios ||FFN(Z)||/||Z|| per layer of the most recent forward (for the profiler). */
-const float *local_model_ratios(const LocalModel *m);
-size_t local_model_weight_bytes(const LocalModel *m);
-/* Emulates inter-layer speculation numerically (spec[l]: transition l -> l+1 speculates;
- * NULL: none).  With tolerance 0 nothing is ever kept and results equal exact execution. */
-void local_model_set_speculation(LocalModel *m, const unsigned char *spec, float tolerance);
-/* Speculations tried and kept since the last set_speculation. */
-void local_model_spec_counts(const LocalModel *m, long *tried, long *kept);
-/* Positions the backend's forward_n runs per pass (1 after load; max_batch >= 1; longer calls
- * are split).  Grows the scratch; call before local_model_backend (which copies max_batch). */
-void local_model_set_max_batch(LocalModel *m, int max_batch);
 
 #endif

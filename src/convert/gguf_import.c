@@ -16,6 +16,7 @@
 #include "gguf.h"
 #include "h5io.h"
 #include "quant.h"
+#include "tokenizer_gguf.h"
 #include "util.h"
 
 #include <math.h>

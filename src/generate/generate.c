@@ -1,11 +1,11 @@
 /* generate.c: the token loop (prompt forcing, sampling, stopping, streaming, timing): the
  * prompt in passes of several positions, then one position per pass or, with a draft model,
- * rounds of drafted tokens that the target verifies in one pass (speculative.c's rule). */
+ * rounds of drafted tokens that the target verifies in one pass (draft.c's rule). */
 #include "generate.h"
 
 #include "kernels.h"
 #include "sampler.h"
-#include "speculative.h"
+#include "draft.h"
 #include "util.h"
 
 #include <stdlib.h>
@@ -216,15 +216,15 @@ typedef struct {
     int draft_cap;        /* positions the draft can hold */
     float *logits;        /* [tm.rows][vocab] raw logits of the target's last pass */
     float *dlogits;       /* [vocab] the draft's logits */
-    float *q;             /* [SPECULATIVE_K_MAX + 1][vocab] the draft's distributions */
+    float *q;             /* [DRAFT_K_MAX + 1][vocab] the draft's distributions */
     float *work;          /* [vocab] a row under the penalty and the sampler */
-    int *hist;            /* [last_n + SPECULATIVE_K_MAX + 1] penalty window with drafts */
+    int *hist;            /* [last_n + DRAFT_K_MAX + 1] penalty window with drafts */
     int *toks;            /* [max rows] tokens of a pass */
     size_t tlen, tcap;    /* res->text */
     GenText gt;           /* the new text */
     FILE *echo;           /* where the prompt is echoed (NULL: nowhere) */
     double t_gen;         /* when the first new token was chosen (0: not yet) */
-    SpecAuto au;          /* --draft-tokens auto */
+    DraftAuto au;          /* --draft-tokens auto */
     int k_fixed;          /* --draft-tokens K (0: auto) */
     int k_max;            /* drafted tokens a pass can verify */
 } Gen;
@@ -368,8 +368,8 @@ static int gen_choose(Gen *g, const float *raw, int pos)
     int next;
     if (gen_per_position(g)) {
         sampler_probs(&g->sampler, g->work);
-        next = speculative_draw(g->work, V, speculative_uniform(g->opt->seed, pos,
-                                                                SPECULATIVE_U_RESIDUAL));
+        next = draft_draw(g->work, V, draft_uniform(g->opt->seed, pos,
+                                                                DRAFT_U_RESIDUAL));
     } else {
         /* Sampling also when a resumed token is forced, so that the random stream stays
          * where an uninterrupted run would have it. */
@@ -520,8 +520,8 @@ static int gen_draft_choose(Gen *g, float *q, const int *drafts, int n_drafts, i
     if (g->opt->temperature <= 0)
         return kernels_argmax(q, V);
     sampler_probs(&g->sampler, q);
-    return speculative_draw(q, V, speculative_uniform(g->opt->seed, pos + 1,
-                                                      SPECULATIVE_U_DRAFT));
+    return draft_draw(q, V, draft_uniform(g->opt->seed, pos + 1,
+                                                      DRAFT_U_DRAFT));
 }
 
 /* Brings the draft's KV caches up to position pos - 1 and runs pos too: g->dlogits then
@@ -547,7 +547,7 @@ static void gen_draft_catch_up(Gen *g, int pos)
 }
 
 /* One round at the next position pos: the draft proposes k tokens one at a time, the target
- * runs pos..pos+k in one pass, and speculative.c's rule keeps a prefix of the drafts and
+ * runs pos..pos+k in one pass, and draft.c's rule keeps a prefix of the drafts and
  * adds one token of its own.  Greedy keeps a draft while it equals the target's choice;
  * sampling, when every draft is kept, lets the draft propose one more token for the last
  * row (the run of the draft the next round would make anyway), so that every position's
@@ -559,7 +559,7 @@ static int gen_round(Gen *g, int k, char *err, size_t errlen)
     const int V = g->c->vocab_size, pos = g->p0 + res->n_forward;
     const int greedy = g->opt->temperature <= 0;
     const size_t Vs = (size_t)V;
-    int drafts[SPECULATIVE_K_MAX + 2];
+    int drafts[DRAFT_K_MAX + 2];
     double t0 = time_now();
     int forwards0 = res->draft_forwards;
     gen_draft_catch_up(g, pos);
@@ -614,11 +614,11 @@ static int gen_round(Gen *g, int k, char *err, size_t errlen)
                 draft_forwards++;
             }
             sampler_probs(&g->sampler, p);
-            next = speculative_step(p, g->q + (size_t)j * Vs, V, drafts[j],
-                                    speculative_uniform(g->opt->seed, pos + j + 1,
-                                                        SPECULATIVE_U_KEEP),
-                                    speculative_uniform(g->opt->seed, pos + j + 1,
-                                                        SPECULATIVE_U_RESIDUAL),
+            next = draft_step(p, g->q + (size_t)j * Vs, V, drafts[j],
+                                    draft_uniform(g->opt->seed, pos + j + 1,
+                                                        DRAFT_U_KEEP),
+                                    draft_uniform(g->opt->seed, pos + j + 1,
+                                                        DRAFT_U_RESIDUAL),
                                     &kept);
             verified++;
         }
@@ -645,7 +645,7 @@ static int gen_round(Gen *g, int k, char *err, size_t errlen)
     if (d->n_valid > g->p0 + res->n_forward)
         d->n_valid = g->p0 + res->n_forward; /* its entries past that are rolled back */
     if (g->k_fixed == 0)
-        speculative_auto_update(&g->au, verified, kept_n, t_draft, draft_forwards, t_pass,
+        draft_auto_update(&g->au, verified, kept_n, t_draft, draft_forwards, t_pass,
                                 k + 1);
     return stop;
 }
@@ -705,14 +705,14 @@ int generate_run(const ModelConfig *c, const Tokenizer *tok, const HeadW *head,
     sampler_init(&g.sampler, c->vocab_size, opt->temperature, opt->top_p, opt->seed);
     sampler_set_filters(&g.sampler, opt->top_k, opt->min_p);
     g.last_n = opt->repeat_last_n > 0 ? opt->repeat_last_n : 64;
-    g.hist = xmalloc((size_t)(g.last_n + SPECULATIVE_K_MAX + 1) * sizeof(int));
+    g.hist = xmalloc((size_t)(g.last_n + DRAFT_K_MAX + 1) * sizeof(int));
     const size_t V = (size_t)c->vocab_size;
     int rows = gen_rows(backend, opt->batch);
     g.prompt_rows = rows;
     int logit_rows = opt->logits_out ? rows : 1; /* rows of logits a pass needs */
     if (g.draft) {
-        /* a round verifies up to SPECULATIVE_K_MAX + 1 positions in one pass */
-        int kmax = g.draft->k > 0 ? g.draft->k : SPECULATIVE_K_MAX;
+        /* a round verifies up to DRAFT_K_MAX + 1 positions in one pass */
+        int kmax = g.draft->k > 0 ? g.draft->k : DRAFT_K_MAX;
         if (backend->forward_n && backend->max_batch > 0 && kmax + 1 > backend->max_batch)
             kmax = backend->max_batch > 1 ? backend->max_batch - 1 : 1;
         if (rows < kmax + 1)
@@ -721,7 +721,7 @@ int generate_run(const ModelConfig *c, const Tokenizer *tok, const HeadW *head,
             logit_rows = kmax + 1;
         g.k_max = kmax;
         g.k_fixed = g.draft->k > kmax ? kmax : g.draft->k;
-        speculative_auto_init(&g.au, kmax < 4 ? kmax : 4, !backend->forward_n);
+        draft_auto_init(&g.au, kmax < 4 ? kmax : 4, !backend->forward_n);
         int drows = gen_rows(&g.draft->backend, opt->batch);
         gen_model_init(&g.dm, g.draft->c, g.draft->head, &g.draft->backend, drows);
         g.draft_cap = g.draft->kv_cap < g.draft->c->context_length ? g.draft->kv_cap
@@ -729,7 +729,7 @@ int generate_run(const ModelConfig *c, const Tokenizer *tok, const HeadW *head,
         if (g.draft->n_valid > p0)
             g.draft->n_valid = p0; /* what follows the common prefix is no longer valid */
         g.dlogits = xmalloc(V * sizeof(float));
-        g.q = xmalloc((size_t)(SPECULATIVE_K_MAX + 1) * V * sizeof(float));
+        g.q = xmalloc((size_t)(DRAFT_K_MAX + 1) * V * sizeof(float));
         if (drows > rows)
             rows = drows; /* g.toks serves both */
     }

@@ -12,6 +12,7 @@
  * add_bos from tokenizer.ggml.add_bos_token (llama.cpp's defaults when absent: on for llama
  * and Llama 3, off for the other gpt2 ones). */
 #include "gguf.h"
+#include "tokenizer_gguf.h"
 
 #include "tokenizer_internal.h"
 #include "util.h"

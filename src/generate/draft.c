@@ -1,10 +1,10 @@
-/* speculative.c: the acceptance rule of speculative sampling and the draft length of
+/* draft.c: the acceptance rule of speculative sampling and the draft length of
  * --draft-tokens auto.  Pure: the random numbers come in as arguments. */
-#include "speculative.h"
+#include "draft.h"
 
 #include "util.h"
 
-float speculative_uniform(uint64_t seed, int pos, int stream)
+float draft_uniform(uint64_t seed, int pos, int stream)
 {
     /* splitmix64 over a state that mixes the three inputs: neighbouring positions and
      * streams give unrelated numbers */
@@ -14,7 +14,7 @@ float speculative_uniform(uint64_t seed, int pos, int stream)
     return rng_float(&s);
 }
 
-int speculative_draw(const float *p, int vocab, float u)
+int draft_draw(const float *p, int vocab, float u)
 {
     double total = 0;
     int last = 0;
@@ -35,14 +35,14 @@ int speculative_draw(const float *p, int vocab, float u)
     return last; /* u * total rounded up to the total: the last token with mass */
 }
 
-int speculative_keep(const float *p, const float *q, int d, float u)
+int draft_keep(const float *p, const float *q, int d, float u)
 {
     /* u < p/q without the division: q = 0 (the draft could not have proposed d, but a
      * caller may force it) keeps any d the target allows */
     return (double)u * (double)q[d] < (double)p[d];
 }
 
-int speculative_residual(const float *p, const float *q, int vocab, float u)
+int draft_residual(const float *p, const float *q, int vocab, float u)
 {
     double mass = 0;
     int last = -1;
@@ -52,7 +52,7 @@ int speculative_residual(const float *p, const float *q, int vocab, float u)
             last = i;
         }
     if (last < 0 || !(mass > 0))
-        return speculative_draw(p, vocab, u);
+        return draft_draw(p, vocab, u);
     const double target = (double)u * mass;
     double cdf = 0;
     for (int i = 0; i < vocab; i++) {
@@ -65,11 +65,11 @@ int speculative_residual(const float *p, const float *q, int vocab, float u)
     return last;
 }
 
-int speculative_step(const float *p, const float *q, int vocab, int d, float u_keep,
+int draft_step(const float *p, const float *q, int vocab, int d, float u_keep,
                      float u_residual, int *kept)
 {
-    *kept = speculative_keep(p, q, d, u_keep);
-    return *kept ? d : speculative_residual(p, q, vocab, u_residual);
+    *kept = draft_keep(p, q, d, u_keep);
+    return *kept ? d : draft_residual(p, q, vocab, u_residual);
 }
 
 /* Weight of the old rounds in the running estimates: the costs follow the last ten rounds or
@@ -78,16 +78,16 @@ int speculative_step(const float *p, const float *q, int vocab, int d, float u_k
 #define SPEC_DECAY 0.9
 #define SPEC_DECAY_ACCEPT 0.97
 
-void speculative_auto_init(SpecAuto *a, int k0, int linear)
+void draft_auto_init(DraftAuto *a, int k0, int linear)
 {
     /* a prior of two drafts, one kept, until rounds say otherwise */
     a->proposed = 2;
     a->accepted = 1;
     a->t_draft = 0;
-    for (int m = 0; m < SPECULATIVE_K_MAX + 2; m++)
+    for (int m = 0; m < DRAFT_K_MAX + 2; m++)
         a->t_rows[m] = 0;
     a->linear = linear;
-    a->k = k0 < 1 ? 1 : k0 > SPECULATIVE_K_MAX ? SPECULATIVE_K_MAX : k0;
+    a->k = k0 < 1 ? 1 : k0 > DRAFT_K_MAX ? DRAFT_K_MAX : k0;
 }
 
 /* A weighted mean: the first sample alone, then SPEC_DECAY of the old and the rest new. */
@@ -96,13 +96,13 @@ static double spec_mean(double old, double sample)
     return old > 0 ? SPEC_DECAY * old + (1 - SPEC_DECAY) * sample : sample;
 }
 
-double speculative_auto_pass_s(const SpecAuto *a, int m)
+double draft_auto_pass_s(const DraftAuto *a, int m)
 {
-    if (m >= 1 && m < SPECULATIVE_K_MAX + 2 && a->t_rows[m] > 0)
+    if (m >= 1 && m < DRAFT_K_MAX + 2 && a->t_rows[m] > 0)
         return a->t_rows[m];
     double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
     int m0 = 0;
-    for (int j = 1; j < SPECULATIVE_K_MAX + 2; j++) {
+    for (int j = 1; j < DRAFT_K_MAX + 2; j++) {
         if (a->t_rows[j] <= 0)
             continue;
         n++;
@@ -116,7 +116,7 @@ double speculative_auto_pass_s(const SpecAuto *a, int m)
         return 0;
     if (n == 1)
         return a->linear ? a->t_rows[m0] * m / m0
-                         : a->t_rows[m0] * (1 + SPECULATIVE_ROW_PRIOR * (m - m0));
+                         : a->t_rows[m0] * (1 + DRAFT_ROW_PRIOR * (m - m0));
     double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx);
     if (slope < 0)
         slope = 0;
@@ -124,25 +124,25 @@ double speculative_auto_pass_s(const SpecAuto *a, int m)
     return t > 0 ? t : sy / n;
 }
 
-void speculative_auto_update(SpecAuto *a, int proposed, int accepted, double draft_s,
+void draft_auto_update(DraftAuto *a, int proposed, int accepted, double draft_s,
                              int draft_forwards, double pass_s, int pass_positions)
 {
     a->proposed = SPEC_DECAY_ACCEPT * a->proposed + proposed;
     a->accepted = SPEC_DECAY_ACCEPT * a->accepted + accepted;
     if (draft_forwards > 0)
         a->t_draft = spec_mean(a->t_draft, draft_s / draft_forwards);
-    if (pass_s > 0 && pass_positions >= 1 && pass_positions < SPECULATIVE_K_MAX + 2)
+    if (pass_s > 0 && pass_positions >= 1 && pass_positions < DRAFT_K_MAX + 2)
         a->t_rows[pass_positions] = spec_mean(a->t_rows[pass_positions], pass_s);
-    if (speculative_auto_pass_s(a, 2) <= 0)
+    if (draft_auto_pass_s(a, 2) <= 0)
         return;
-    double cost[SPECULATIVE_K_MAX + 2];
-    for (int m = 1; m < SPECULATIVE_K_MAX + 2; m++)
-        cost[m] = speculative_auto_pass_s(a, m);
-    a->k = speculative_choose_k_costs(a->accepted / a->proposed, a->t_draft, cost,
-                                      SPECULATIVE_K_MAX);
+    double cost[DRAFT_K_MAX + 2];
+    for (int m = 1; m < DRAFT_K_MAX + 2; m++)
+        cost[m] = draft_auto_pass_s(a, m);
+    a->k = draft_choose_k_costs(a->accepted / a->proposed, a->t_draft, cost,
+                                      DRAFT_K_MAX);
 }
 
-int speculative_choose_k_costs(double alpha, double t_draft, const double *pass_s, int k_max)
+int draft_choose_k_costs(double alpha, double t_draft, const double *pass_s, int k_max)
 {
     if (!(alpha >= 0))
         alpha = 0;
@@ -164,12 +164,12 @@ int speculative_choose_k_costs(double alpha, double t_draft, const double *pass_
     return best;
 }
 
-int speculative_choose_k(double alpha, double t_draft, double t_pass, int linear, int k_max)
+int draft_choose_k(double alpha, double t_draft, double t_pass, int linear, int k_max)
 {
-    double cost[SPECULATIVE_K_MAX + 2];
-    if (k_max > SPECULATIVE_K_MAX)
-        k_max = SPECULATIVE_K_MAX;
+    double cost[DRAFT_K_MAX + 2];
+    if (k_max > DRAFT_K_MAX)
+        k_max = DRAFT_K_MAX;
     for (int m = 1; m <= k_max + 1; m++)
         cost[m] = linear ? m * t_pass : t_pass;
-    return speculative_choose_k_costs(alpha, t_draft, cost, k_max);
+    return draft_choose_k_costs(alpha, t_draft, cost, k_max);
 }

@@ -1,4 +1,4 @@
-/* gguf.c: the GGUF reader (include/model/gguf.h).  The whole file is mapped; the parser walks it
+/* gguf.c: the GGUF reader (include/format/gguf.h).  The whole file is mapped; the parser walks it
  * with a cursor that checks every length against the bytes left, so that a truncated or
  * damaged file is refused with one line and never read out of bounds.  Layout (GGUF v2/v3):
  * "GGUF", uint32 version, uint64 n_tensors, uint64 n_kv, the key/values, the tensor infos,

@@ -1,4 +1,4 @@
-/* test_speculative.c: the acceptance rule of speculative sampling (speculative.c) and the
+/* test_draft.c: the acceptance rule of speculative sampling (draft.c) and the
  * sampler's distribution (sampler_probs): the first token a round emits must be distributed
  * as the target's p whatever the draft's q, checked by a chi-square test on 200,000 draws
  * with a fixed seed (deterministic) at significance 0.001; broken rules (keeping every draft,
@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "sampler.h"
-#include "speculative.h"
+#include "draft.h"
 #include "util.h"
 
 #include <math.h>
@@ -30,8 +30,8 @@ typedef int (*Rule)(const float *p, const float *q, float u_draft, float u_keep,
 
 static int rule_real(const float *p, const float *q, float u_draft, float u_keep, float u_res)
 {
-    int d = speculative_draw(q, V, u_draft), kept;
-    return speculative_step(p, q, V, d, u_keep, u_res, &kept);
+    int d = draft_draw(q, V, u_draft), kept;
+    return draft_step(p, q, V, d, u_keep, u_res, &kept);
 }
 
 /* Negative control 1: every draft kept (the draft's distribution comes out). */
@@ -41,15 +41,15 @@ static int rule_keep_all(const float *p, const float *q, float u_draft, float u_
     (void)p;
     (void)u_keep;
     (void)u_res;
-    return speculative_draw(q, V, u_draft);
+    return draft_draw(q, V, u_draft);
 }
 
 /* Negative control 2: after a rejection a draw from p instead of the residual. */
 static int rule_no_residual(const float *p, const float *q, float u_draft, float u_keep,
                             float u_res)
 {
-    int d = speculative_draw(q, V, u_draft);
-    return speculative_keep(p, q, d, u_keep) ? d : speculative_draw(p, V, u_res);
+    int d = draft_draw(q, V, u_draft);
+    return draft_keep(p, q, d, u_keep) ? d : draft_draw(p, V, u_res);
 }
 
 /* Chi-square of the rule's first tokens against p over the tokens p allows; *impossible:
@@ -136,31 +136,31 @@ static void test_keep_edges(void **state)
 {
     (void)state;
     const float p[3] = {0.5f, 0.5f, 0.0f}, q[3] = {0.0f, 0.25f, 0.75f};
-    assert_true(speculative_keep(p, q, 0, 0.999f));  /* q = 0, p > 0: kept */
-    assert_false(speculative_keep(p, q, 2, 0.0f));   /* p = 0: never */
-    assert_true(speculative_keep(p, q, 1, 0.999f));  /* p >= q: always */
+    assert_true(draft_keep(p, q, 0, 0.999f));  /* q = 0, p > 0: kept */
+    assert_false(draft_keep(p, q, 2, 0.0f));   /* p = 0: never */
+    assert_true(draft_keep(p, q, 1, 0.999f));  /* p >= q: always */
     const float q2[3] = {0.5f, 0.5f, 0.0f};
     /* no residual mass (p = q): the draw falls back to p */
-    assert_int_equal(speculative_residual(p, q2, 3, 0.2f), 0);
-    assert_int_equal(speculative_residual(p, q2, 3, 0.7f), 1);
+    assert_int_equal(draft_residual(p, q2, 3, 0.2f), 0);
+    assert_int_equal(draft_residual(p, q2, 3, 0.7f), 1);
     /* the residual: max(0, p - q) = {0.5, 0.25, 0} */
-    assert_int_equal(speculative_residual(p, q, 3, 0.6f), 0);
-    assert_int_equal(speculative_residual(p, q, 3, 0.7f), 1);
-    assert_int_equal(speculative_draw(p, 3, 0.99999f), 1);
+    assert_int_equal(draft_residual(p, q, 3, 0.6f), 0);
+    assert_int_equal(draft_residual(p, q, 3, 0.7f), 1);
+    assert_int_equal(draft_draw(p, 3, 0.99999f), 1);
 }
 
 static void test_uniform_per_position(void **state)
 {
     (void)state;
     /* a function of (seed, position, stream) only, and different across each */
-    float a = speculative_uniform(42, 10, SPECULATIVE_U_KEEP);
-    assert_true(a == speculative_uniform(42, 10, SPECULATIVE_U_KEEP));
-    assert_true(a != speculative_uniform(42, 11, SPECULATIVE_U_KEEP));
-    assert_true(a != speculative_uniform(42, 10, SPECULATIVE_U_DRAFT));
-    assert_true(a != speculative_uniform(43, 10, SPECULATIVE_U_KEEP));
+    float a = draft_uniform(42, 10, DRAFT_U_KEEP);
+    assert_true(a == draft_uniform(42, 10, DRAFT_U_KEEP));
+    assert_true(a != draft_uniform(42, 11, DRAFT_U_KEEP));
+    assert_true(a != draft_uniform(42, 10, DRAFT_U_DRAFT));
+    assert_true(a != draft_uniform(43, 10, DRAFT_U_KEEP));
     double sum = 0;
     for (int i = 0; i < 10000; i++) {
-        float u = speculative_uniform(1, i, SPECULATIVE_U_RESIDUAL);
+        float u = draft_uniform(1, i, DRAFT_U_RESIDUAL);
         assert_true(u >= 0 && u < 1);
         sum += u;
     }
@@ -171,24 +171,24 @@ static void test_choose_k(void **state)
 {
     (void)state;
     /* nothing accepted: one draft; everything accepted and a free draft: the most */
-    assert_int_equal(speculative_choose_k(0.0, 0.01, 1.0, 0, 8), 1);
-    assert_int_equal(speculative_choose_k(0.999, 0.0, 1.0, 0, 8), 8);
+    assert_int_equal(draft_choose_k(0.0, 0.01, 1.0, 0, 8), 1);
+    assert_int_equal(draft_choose_k(0.999, 0.0, 1.0, 0, 8), 8);
     /* alpha 0.8, draft a tenth of a pass: (1-a^(K+1))/(1-a)/(0.1K+1) is 2.40, 2.46, 2.47,
      * 2.45 at K = 4..7 */
-    assert_int_equal(speculative_choose_k(0.8, 0.1, 1.0, 0, 8), 6);
+    assert_int_equal(draft_choose_k(0.8, 0.1, 1.0, 0, 8), 6);
     /* the same when the pass costs 1 per position: (1-a^(K+1))/(1-a)/(1.1K+1) is 0.857,
      * 0.763 at K = 1, 2 */
-    assert_int_equal(speculative_choose_k(0.8, 0.1, 1.0, 1, 8), 1);
+    assert_int_equal(draft_choose_k(0.8, 0.1, 1.0, 1, 8), 1);
     /* a draft as dear as a pass: one */
-    assert_int_equal(speculative_choose_k(0.6, 1.0, 1.0, 0, 8), 1);
-    SpecAuto a;
-    speculative_auto_init(&a, 4, 0);
+    assert_int_equal(draft_choose_k(0.6, 1.0, 1.0, 0, 8), 1);
+    DraftAuto a;
+    draft_auto_init(&a, 4, 0);
     assert_int_equal(a.k, 4);
     for (int r = 0; r < 50; r++)
-        speculative_auto_update(&a, a.k, a.k, 0.001 * a.k, a.k, 0.1, a.k + 1); /* all kept */
-    assert_int_equal(a.k, SPECULATIVE_K_MAX);
+        draft_auto_update(&a, a.k, a.k, 0.001 * a.k, a.k, 0.1, a.k + 1); /* all kept */
+    assert_int_equal(a.k, DRAFT_K_MAX);
     for (int r = 0; r < 150; r++) /* the acceptance remembers about thirty rounds */
-        speculative_auto_update(&a, 1, 0, 0.001, 1, 0.1, 2); /* nothing kept */
+        draft_auto_update(&a, 1, 0, 0.001, 1, 0.1, 2); /* nothing kept */
     assert_int_equal(a.k, 1);
 }
 
@@ -200,20 +200,20 @@ static void test_auto_k_growing_pass(void **state)
 {
     (void)state;
     const double alpha = 0.6, t_draft = 1e-3;
-    double cost[SPECULATIVE_K_MAX + 2];
-    for (int m = 1; m < SPECULATIVE_K_MAX + 2; m++)
+    double cost[DRAFT_K_MAX + 2];
+    for (int m = 1; m < DRAFT_K_MAX + 2; m++)
         cost[m] = 36e-3 + 2.7e-3 * (m - 1);
-    const int best = speculative_choose_k_costs(alpha, t_draft, cost, SPECULATIVE_K_MAX);
+    const int best = draft_choose_k_costs(alpha, t_draft, cost, DRAFT_K_MAX);
     assert_int_equal(best, 3);
-    double rate[SPECULATIVE_K_MAX + 1], e = 1, ap = 1;
-    for (int k = 1; k <= SPECULATIVE_K_MAX; k++) {
+    double rate[DRAFT_K_MAX + 1], e = 1, ap = 1;
+    for (int k = 1; k <= DRAFT_K_MAX; k++) {
         ap *= alpha;
         e += ap;
         rate[k] = e / (k * t_draft + cost[k + 1]);
     }
     for (int run = 0; run < 8; run++) {
-        SpecAuto a;
-        speculative_auto_init(&a, run % 2 ? 8 : 4, 0);
+        DraftAuto a;
+        draft_auto_init(&a, run % 2 ? 8 : 4, 0);
         uint64_t s = 12345 + (uint64_t)run;
         for (int r = 0; r < 100; r++) {
             const int k = a.k;
@@ -224,7 +224,7 @@ static void test_auto_k_growing_pass(void **state)
                     break;
                 kept++;
             }
-            speculative_auto_update(&a, kept < k ? kept + 1 : k, kept, k * t_draft, k,
+            draft_auto_update(&a, kept < k ? kept + 1 : k, kept, k * t_draft, k,
                                     cost[k + 1], k + 1);
         }
         assert_true(rate[a.k] >= 0.97 * rate[best]);

@@ -6,8 +6,6 @@
 #ifndef HEADSPLIT_GGUF_H
 #define HEADSPLIT_GGUF_H
 
-#include "tokenizer.h"
-
 #include <stddef.h>
 #include <stdint.h>
 
@@ -101,10 +99,5 @@ int64_t gguf_array_int(const GgufKV *kv, uint64_t i);
 uint64_t gguf_row_bytes(int type, int64_t n);
 /* ggml's name of a type number ("q4_0", "iq2_xxs"; "type N" for numbers it does not know). */
 const char *gguf_type_name(int type, char *buf, size_t cap);
-
-/* The tokenizer of the file's metadata: tokenizer.ggml.model "llama" (SentencePiece pieces
- * with scores and token types) as kind spm, "gpt2" (byte-level BPE with merges) as kind gpt2;
- * bos/eos ids and add_bos_token.  Defined in src/model/tokenizer_gguf.c. */
-int gguf_load_tokenizer(Tokenizer **out, const GgufFile *g, char *err, size_t errlen);
 
 #endif
