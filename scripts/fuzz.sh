@@ -177,7 +177,7 @@ main() {
   PKG_CFLAGS=$(pkg-config --cflags $PKGS)
   # shellcheck disable=SC2086
   PKG_LIBS=$(pkg-config --libs $PKGS)
-  CFLAGS="-std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -DHEADSPLIT_NO_BLAS $(for l in util proto kernels model plan convert; do printf -- "-I%s " "$SRC/include/$l"; done) $PKG_CFLAGS
+  CFLAGS="-std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -DHEADSPLIT_NO_BLAS $(for l in util proto kernels format tokenizer model generate plan convert; do printf -- "-I%s " "$SRC/include/$l"; done) $PKG_CFLAGS
           -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes"
   build
   [ "$SECONDS_EACH" -gt 0 ] && run_all
