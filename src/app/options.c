@@ -114,7 +114,9 @@ void options_usage(FILE *out)
         "                        seconds before it is cut (default 5)\n"
         "  --queue N             --serve: requests that may wait; more get 503 (default 64)\n"
         "  --alias NAME          --serve: the model id (default: the model file's name)\n"
-        "  --api-key-file FILE   --serve: the Bearer key from FILE's first line\n");
+        "  --api-key-file FILE   --serve: the Bearer key from FILE's first line\n"
+        "                        (a --serve request without a temperature samples at\n"
+        "                        --temperature when given, else at 0.8 as llama-server)\n");
     fprintf(out, "several positions per pass:\n"
         "  --batch N             prompt positions per pass (default 64; 1: one at a time)\n"
         "  --ubatch N|auto       rows per pass at most (0: a whole --batch); a layer-wise\n"
