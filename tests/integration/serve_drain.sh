@@ -5,13 +5,17 @@
 # --shutdown-grace plus 1 s, status 0; the running client gets a last chunk with a
 # finish_reason and [DONE]; the queued stream an error event and [DONE], the queued plain
 # request a 503 with Retry-After; nothing connects afterwards.
-# Quick: the same two cases (they are the point).
+# Quick: the same two cases (they are the point).  The sanitizer build's exit (a leak check on
+# every rank, Open MPI's teardown under it: 4 to 13 s on a loaded host) comes after the drain,
+# so there the process may take 15 s more; the drain itself (rank 0's "server stopped after S
+# s") is held to the grace period plus 1 s in both builds.
 . "$(dirname "$0")/common.sh"
 command -v curl > /dev/null || { [ "${CI:-}" != true ] || fail "curl missing"; echo "SKIP: curl missing"; exit 77; }
 # a model slow enough that a long reply outlasts the grace period on any host
 "$CONVERT" --synthetic "llama:dim=512,layers=8,heads=8,kv_heads=8,head_dim=64,ffn=2048,vocab=4096,ctx=4096" \
   --out "$T/slow.h5" > /dev/null
 GRACE=2
+EXIT_SLACK=$(quick 15 1)
 SERVER=
 trap '[ -n "$SERVER" ] && kill $SERVER 2>/dev/null; wait 2>/dev/null; rm -rf "$T"' EXIT
 
@@ -59,8 +63,12 @@ drain() {
   t1=$(date +%s.%N)
   SERVER=
   wait $c1 $c2 $c3 || true
-  python3 -c "import sys; sys.exit(0 if $t1 - $t0 < $GRACE + 1 else 1)" \
-    || { cat "$T/serve.err"; fail "np=$np $sig: exit took $(python3 -c "print(round($t1 - $t0, 2))") s, more than $GRACE + 1 s"; }
+  python3 -c "import sys; sys.exit(0 if $t1 - $t0 < $GRACE + $EXIT_SLACK else 1)" \
+    || { cat "$T/serve.err"; fail "np=$np $sig: exit took $(python3 -c "print(round($t1 - $t0, 2))") s, more than $GRACE + $EXIT_SLACK s"; }
+  local drained
+  drained=$(sed -n 's/^headsplit: server stopped after \([0-9.]*\) s of draining$/\1/p' "$T/serve.err")
+  [ -n "$drained" ] && python3 -c "import sys; sys.exit(0 if $drained < $GRACE + 1 else 1)" \
+    || { cat "$T/serve.err"; fail "np=$np $sig: the drain took '$drained' s, more than $GRACE + 1 s"; }
   [ $rc = 0 ] || { cat "$T/serve.err"; fail "np=$np $sig: exit status $rc"; }
   # the running client: a last chunk with a finish_reason, then [DONE]
   tail -n 4 "$T/run.sse" | grep -q '"finish_reason":"length"' \
@@ -77,7 +85,7 @@ drain() {
   grep -q "cut by the shutdown" "$T/serve.err" && grep -q "2 queued requests refused" "$T/serve.err" \
     || { cat "$T/serve.err"; fail "np=$np $sig: the drain was not logged"; }
   ! curl -s -m 2 "$url/health" > /dev/null 2>&1 || fail "np=$np: something still answers on $url"
-  echo "ok: np=$np SIG$sig: exit in $(python3 -c "print(round($t1 - $t0, 2))") s (grace $GRACE s)"
+  echo "ok: np=$np SIG$sig: drained in $drained s, exit in $(python3 -c "print(round($t1 - $t0, 2))") s (grace $GRACE s)"
 }
 
 drain 3 TERM
