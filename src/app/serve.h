@@ -52,6 +52,7 @@ typedef struct Job {
     const char *finish;
     int n_prompt, n_gen;
     char err[512];
+    void *conn;                 /* a stream's libmicrohttpd connection (serve_http.c) */
     struct Job *next;
 } Job;
 

@@ -100,7 +100,9 @@ static int server_stopped(Server *sv)
     return s;
 }
 
-/* Streaming body: waits (this connection's own thread) until bytes or the end come. */
+/* Streaming body: waits (this connection's own thread) until bytes or the end come; gives up
+ * when the client has gone (a queued job is then dropped before it runs) or the server has
+ * stopped. */
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
     (void)pos;
@@ -110,11 +112,11 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
         serve_wait_ms(&j->cv, &j->mu, 100);
         if (j->out_read == j->out_len && !j->done) {
             pthread_mutex_unlock(&j->mu);
-            int stopped = server_stopped(j->sv);
+            int stop = server_stopped(j->sv) || client_gone(j->conn);
             pthread_mutex_lock(&j->mu);
-            if (stopped) {
+            if (stop) {
                 pthread_mutex_unlock(&j->mu);
-                return MHD_CONTENT_READER_END_WITH_ERROR;
+                return MHD_CONTENT_READER_END_WITH_ERROR; /* stream_free cancels the job */
             }
         }
     }
@@ -145,6 +147,7 @@ static void stream_free(void *cls)
 static enum MHD_Result reply_job(Server *sv, struct MHD_Connection *c, Job *j)
 {
     if (j->stream) {
+        j->conn = c;
         struct MHD_Response *r =
             MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_reader, j,
                                               stream_free);

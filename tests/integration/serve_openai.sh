@@ -262,6 +262,14 @@ waiting.controller.abort();
 console.log("ok");
 JS
 curl -sf "$URL/metrics" | grep -q '^headsplit_requests_total{outcome="queue_full"} 1$' || fail "/metrics: queue_full not counted"
+# both clients went away: the running generation stops, the queued one is dropped unrun
+for _ in $(seq 50); do
+  curl -sf "$URL/metrics" > "$T/mC"
+  grep -q '^headsplit_requests_total{outcome="cancelled"} 2$' "$T/mC" && grep -q '^headsplit_busy_slots 0$' "$T/mC" && break
+  sleep 0.1
+done
+grep -q '^headsplit_requests_total{outcome="cancelled"} 2$' "$T/mC" || { cat "$T/mC" "$T/C.err"; fail "the abandoned streams were not cancelled"; }
+[ "$(grep -c '^headsplit: served' "$T/C.err")" = 1 ] || { cat "$T/C.err"; fail "the abandoned queued stream ran"; }
 stop C
 echo "ok: C (a full queue: 503 with Retry-After)"
 
@@ -291,4 +299,15 @@ expect_error "a port in use" "cannot listen" env OMPI_MCA_ess_singleton_isolated
   "$HS" --model "$T/s.h5" --serve 127.0.0.1:"$(cat "$T/busy.port")"
 kill $HOLDER
 grep -q "^headsplit: libmicrohttpd: .*bind" "$T/err" || { cat "$T/err"; fail "libmicrohttpd's message not through the logger"; }
+# the server's options: one clear line each
+hs1() { OMPI_MCA_ess_singleton_isolated=1 timeout -k 5 60 "$HS" --model "$T/s.h5" "$@"; }
+expect_error "--queue -1" "\-\-queue: '-1' is not a count" hs1 --serve 127.0.0.1:1 --queue -1
+expect_error "--shutdown-grace soon" "\-\-shutdown-grace: 'soon' is not a number" hs1 --serve 127.0.0.1:1 --shutdown-grace soon
+expect_error "--alias ''" "\-\-alias: the name is empty" hs1 --serve 127.0.0.1:1 --alias ""
+expect_error "both keys" "\-\-api-key and \-\-api-key-file: choose one" hs1 --serve 127.0.0.1:1 --api-key a --api-key-file "$T/key"
+expect_error "no key file" "\-\-api-key-file: cannot open $T/nokey" hs1 --serve 0.0.0.0:1 --api-key-file "$T/nokey"
+: > "$T/empty"
+expect_error "empty key file" "holds no key" hs1 --serve 127.0.0.1:1 --api-key-file "$T/empty"
+expect_error "beyond loopback, no key" "requires \-\-api-key" hs1 --serve "[::]:1"
+expect_error "bad IPv6" "is not an IPv6 address" hs1 --serve "[::g]:1" --api-key k
 echo "PASS: serve_openai (the openai client's shapes, refusals, limits; /metrics, /tokenize, /detokenize)"
