@@ -83,6 +83,7 @@ struct Server {
     int draining;           /* a signal came: accept nothing more */
     double quit_at;         /* when the drain began */
     int stopped;            /* the controller is done: every wait gives up */
+    unsigned long n_ids;    /* reply ids handed out */
     ServeStats st;
 };
 

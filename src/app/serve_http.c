@@ -155,12 +155,23 @@ static enum MHD_Result reply_job(Server *sv, struct MHD_Connection *c, Job *j)
         MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
         return queue(sv, c, MHD_HTTP_OK, r, 0);
     }
-    /* Wait for the whole reply, watching for the client's departure. */
+    /* Wait for the whole reply, watching for the client's departure (and, never needed
+     * while every queued job is answered, for a stopped server). */
     pthread_mutex_lock(&j->mu);
     while (!j->done) {
         serve_wait_ms(&j->cv, &j->mu, 100);
         if (!j->done && client_gone(c))
             j->cancelled = 1;
+        if (!j->done) {
+            pthread_mutex_unlock(&j->mu);
+            int stopped = server_stopped(sv);
+            pthread_mutex_lock(&j->mu);
+            if (stopped && !j->done) {
+                j->shutdown = 1;
+                snprintf(j->err, sizeof j->err, "the server stopped");
+                break;
+            }
+        }
     }
     pthread_mutex_unlock(&j->mu);
     enum MHD_Result ok;

@@ -378,9 +378,10 @@ int openai_job_parse(Server *sv, Job *j, json_t *req, ServeError *e)
         (j->chat ? job_chat_prompt(sv, j, req, e) : job_text_prompt(j, req, e)) < 0 ||
         job_fit(sv, j, e) < 0)
         return -1;
-    static unsigned long counter;
-    snprintf(j->id, sizeof j->id, "%s-hs%lu", j->chat ? "chatcmpl" : "cmpl",
-             __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED));
+    pthread_mutex_lock(&sv->mu);
+    unsigned long id = ++sv->n_ids;
+    pthread_mutex_unlock(&sv->mu);
+    snprintf(j->id, sizeof j->id, "%s-hs%lu", j->chat ? "chatcmpl" : "cmpl", id);
     j->created = (long long)time(NULL);
     return 0;
 }
