@@ -31,7 +31,6 @@ typedef struct Job {
     /* the request, fixed before it is queued */
     int chat, stream, include_usage;
     char *prompt;               /* the text to continue (chat: the rendered conversation) */
-    int n_prompt_tokens;        /* its tokens, counted when it was checked */
     GenOptions g;
     char *stops[SERVE_STOPS];
     const char *stop_ptrs[SERVE_STOPS + 1];

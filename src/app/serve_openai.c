@@ -356,7 +356,6 @@ static int job_fit(Server *sv, Job *j, ServeError *e)
         e->param = what;
         return -1;
     }
-    j->n_prompt_tokens = (int)n;
     if ((long)n >= run->kv_cap) {
         serve_error(e, 400, "invalid_request_error", "This model's maximum context length is "
                     "%d tokens. However, your %s resulted in %zu tokens, which leave no room "
