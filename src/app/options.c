@@ -576,8 +576,8 @@ int options_parse(Options *o, int argc, char **argv, char *err, size_t errlen)
         return util_err(err, errlen, "--api-key and --api-key-file: choose one");
     if (o->serve && !o->api_key && !o->api_key_file && strncmp(o->serve, "127.0.0.1:", 10) != 0 &&
         strncmp(o->serve, "localhost:", 10) != 0 && strncmp(o->serve, "[::1]:", 6) != 0)
-        return util_err(err, errlen, "--serve %s: binding beyond 127.0.0.1 requires --api-key",
-                        o->serve);
+        return util_err(err, errlen, "--serve %s: binding beyond 127.0.0.1 requires --api-key "
+                        "or --api-key-file", o->serve);
     if (o->prompt_file && read_prompt_file(o, err, errlen) < 0)
         return -1;
     if (o->chat_template) {

@@ -257,8 +257,9 @@ for (let i = 0; i < 100; i++) {
 eq("queued", health.queued, 1);
 await expectErr("queue full", 503, "queue is full", () => c.completions.create({ model: "m", prompt: "a", max_tokens: 2 }),
   (e) => { const ra = e.headers?.get("retry-after"); if (!(Number(ra) >= 1)) throw new Error("Retry-After: " + ra); });
+waiting.controller.abort(); // noticed within 0.1 s (its connection is peeked between waits)
+await new Promise((r) => setTimeout(r, 1000));
 running.controller.abort();
-waiting.controller.abort();
 console.log("ok");
 JS
 curl -sf "$URL/metrics" | grep -q '^headsplit_requests_total{outcome="queue_full"} 1$' || fail "/metrics: queue_full not counted"
