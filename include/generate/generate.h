@@ -59,6 +59,9 @@ typedef struct {
     GenDraft *draft;    /* speculative decoding with this draft (NULL: none) */
     const int *history; /* [start_pos] the tokens at positions 0..start_pos-1 (NULL: not
                          * known; a draft that lacks them then does not draft) */
+    /* Since issue 29: OpenAI's penalties as llama.cpp applies them, over the repeat
+     * penalty's window (sampler_penalize_counts; 0: off) */
+    float frequency_penalty, presence_penalty;
 } GenOptions;
 
 typedef struct {

@@ -1,5 +1,6 @@
 /* sampler.h: next-token choice: greedy (temperature 0, lowest id on ties), temperature,
- * top-k, min-p, top-p (nucleus), and llama.cpp's repeat penalty.  Random state is explicit. */
+ * top-k, min-p, top-p (nucleus), and llama.cpp's repeat, frequency and presence
+ * penalties.  Random state is explicit. */
 #ifndef HEADSPLIT_SAMPLER_H
 #define HEADSPLIT_SAMPLER_H
 
@@ -25,6 +26,11 @@ void sampler_set_filters(Sampler *s, int top_k, float min_p);
 /* llama.cpp's repeat penalty on logits[vocab]: each distinct id among recent[n] has its
  * logit divided by penalty when positive, multiplied when negative (penalty 1: nothing). */
 void sampler_penalize(float *logits, int vocab, const int *recent, int n, float penalty);
+/* llama.cpp's three penalties (its penalties sampler) on logits[vocab] over recent[n]: each
+ * distinct id seen c times there gets the repeat penalty as above (1: off), then loses
+ * c x freq and, once, present (OpenAI's frequency_penalty and presence_penalty; 0: off). */
+void sampler_penalize_counts(float *logits, int vocab, const int *recent, int n, float repeat,
+                             float freq, float present);
 /* Chooses a token from logits[vocab] (modified in place when temperature > 0). */
 int sampler_sample(Sampler *s, float *logits);
 /* With temperature > 0: turns logits[vocab] in place into the distribution sampler_sample

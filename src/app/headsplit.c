@@ -506,6 +506,7 @@ static int run_generate(Run *run)
     double t_gen = time_now();
     if (run->o.chat || run->o.serve)
         rc = run->cm.rank == 0 ? (run->o.chat ? session_chat(run) : serve_run(run))
+             : run->o.serve    ? serve_worker(run)
                                : session_worker(run);
     else if (run->cm.rank == 0)
         rc = controller_generate(run);

@@ -77,6 +77,12 @@ typedef struct {
     int draft_tokens;         /* --draft-tokens: drafted per round (0: auto; default 4) */
     int draft_tokens_set;
     int draft_rank;           /* --draft-rank (-1: not given; 0: the controller) */
+    /* --serve's operation (issue 29) */
+    double shutdown_grace;    /* --shutdown-grace: seconds a running reply may take (5) */
+    int queue_max;            /* --queue: requests that may wait for the slot (64) */
+    const char *alias;        /* --alias: the model id (default: the file's base name) */
+    const char *api_key_file; /* --api-key-file: the key on its first line */
+    int temperature_set;      /* --temperature given (else --serve's requests sample at 0.8) */
 } Options;
 
 /* Parses argv; returns 0, 1 for --help, or -1 with err naming the option. */
@@ -125,7 +131,7 @@ typedef struct {
 
 /* session.c: generations that continue what the KV caches hold (--chat, --serve). */
 /* The chat template: --chat-template, else the family of /tokenizer's chat_template
- * attribute; only --chat and --serve fail (err) without one. */
+ * attribute; only --chat fails (err) without one (--serve refuses chat requests). */
 int session_choose_template(Run *run, char *err, size_t errlen);
 /* GenOptions from the command line (no streams). */
 void session_gen_options(const Run *run, GenOptions *g);
@@ -141,6 +147,8 @@ int session_worker(Run *run);
 void session_end(Run *run);
 /* serve.c: --serve ADDR:PORT (controller).  Returns the exit status. */
 int serve_run(Run *run);
+/* Workers of --serve: session_worker, deaf to SIGTERM (the controller drains and ends it). */
+int serve_worker(Run *run);
 
 /* The report phase: prints the summary and the per-layer times and, where the generation
  * succeeded (rc 0), writes --metrics (rank 0).  Returns rc, or 1 when the metrics could not

@@ -109,7 +109,14 @@ void options_usage(FILE *out)
         "  --temperature T       0 = greedy, lowest id on ties (default 0)\n"
         "  --top-p P             nucleus sampling mass (default 1 = off)\n"
         "  --seed N              sampling and random-placement seed (default 42)\n"
-        "  --max-body BYTES      --serve: largest request body (default 1048576)\n");
+        "  --max-body BYTES      --serve: largest request body (default 1048576)\n"
+        "  --shutdown-grace S    --serve: on SIGTERM/SIGINT a running reply may take S more\n"
+        "                        seconds before it is cut (default 5)\n"
+        "  --queue N             --serve: requests that may wait; more get 503 (default 64)\n"
+        "  --alias NAME          --serve: the model id (default: the model file's name)\n"
+        "  --api-key-file FILE   --serve: the Bearer key from FILE's first line\n"
+        "                        (a --serve request without a temperature samples at\n"
+        "                        --temperature when given, else at 0.8 as llama-server)\n");
     fprintf(out, "several positions per pass:\n"
         "  --batch N             prompt positions per pass (default 64; 1: one at a time)\n"
         "  --ubatch N|auto       rows per pass at most (0: a whole --batch); a layer-wise\n"
@@ -132,7 +139,7 @@ enum { O_MODEL = 256, O_PROMPT, O_STEPS, O_TEMP, O_TOPP, O_SEED, O_METRICS, O_PA
    O_ASSUME_RTT, O_SLOWDOWN, O_WIRE, O_LMHEAD, O_PFILE, O_NPRED, O_CTX, O_TOPK, O_MINP,
    O_REPPEN, O_REPN, O_STOP, O_NOSPECIAL, O_CHATTPL, O_CHAT, O_SERVE, O_APIKEY, O_SYSTEM,
    O_THREADS, O_VERSION, O_MAXBODY, O_EXCHANGE, O_BATCH, O_UBATCH, O_DRAFT, O_DRAFT_TOKENS,
-   O_DRAFT_RANK };
+   O_DRAFT_RANK, O_GRACE, O_QUEUE, O_ALIAS, O_KEYFILE };
 
 static const struct option longopts[] = {
     {"model", required_argument, 0, O_MODEL}, {"prompt", required_argument, 0, O_PROMPT},
@@ -177,6 +184,8 @@ static const struct option longopts[] = {
     {"batch", required_argument, 0, O_BATCH}, {"ubatch", required_argument, 0, O_UBATCH}, {"draft", required_argument, 0, O_DRAFT},
     {"draft-tokens", required_argument, 0, O_DRAFT_TOKENS},
     {"draft-rank", required_argument, 0, O_DRAFT_RANK},
+    {"shutdown-grace", required_argument, 0, O_GRACE}, {"queue", required_argument, 0, O_QUEUE},
+    {"alias", required_argument, 0, O_ALIAS}, {"api-key-file", required_argument, 0, O_KEYFILE},
     {"quiet", no_argument, 0, O_QUIET}, {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
 
 /* A count option's value in lo..hi: 0, or -1 with err naming the option. */
@@ -267,6 +276,20 @@ static int parse_front(Options *o, int ch, const char *arg, char *err, size_t er
         o->max_body = bytes;
         return 0;
     }
+    case O_GRACE: {
+        float s = 0;
+        if (parse_float("--shutdown-grace", arg, 0, 3600, &s, err, errlen) < 0)
+            return -1;
+        o->shutdown_grace = s;
+        return 0;
+    }
+    case O_QUEUE: return parse_count("--queue", arg, 0, 1 << 20, &o->queue_max, err, errlen);
+    case O_ALIAS:
+        if (!arg[0])
+            return util_err(err, errlen, "--alias: the name is empty");
+        o->alias = arg;
+        return 0;
+    case O_KEYFILE: o->api_key_file = arg; return 0;
     default: return 1;
     }
 }
@@ -340,6 +363,8 @@ static void options_defaults(Options *o)
     o->ubatch = DIST_UBATCH_AUTO;
     o->draft_tokens = 4;
     o->draft_rank = -1;
+    o->shutdown_grace = 5;
+    o->queue_max = 64;
 }
 
 /* The options of the generation, the placement and the kernels: 0 taken, -1 with err, 1 not
@@ -360,6 +385,7 @@ static int parse_generation(Options *o, int ch, const char *arg, char *err, size
         break;
     }
     case O_TEMP:
+        o->temperature_set = 1;
         o->temperature = strtof(arg, &end);
         if (*end || errno || !(o->temperature >= 0 && o->temperature <= 100))
             return util_err(err, errlen, "--temperature: '%s' is not in 0..100", arg);
@@ -546,10 +572,12 @@ int options_parse(Options *o, int argc, char **argv, char *err, size_t errlen)
         return util_err(err, errlen, "--model is required (see --help)");
     if (o->chat && o->serve)
         return util_err(err, errlen, "--chat and --serve: choose one");
-    if (o->serve && !o->api_key && strncmp(o->serve, "127.0.0.1:", 10) != 0 &&
-        strncmp(o->serve, "localhost:", 10) != 0)
-        return util_err(err, errlen, "--serve %s: binding beyond 127.0.0.1 requires --api-key",
-                        o->serve);
+    if (o->api_key && o->api_key_file)
+        return util_err(err, errlen, "--api-key and --api-key-file: choose one");
+    if (o->serve && !o->api_key && !o->api_key_file && strncmp(o->serve, "127.0.0.1:", 10) != 0 &&
+        strncmp(o->serve, "localhost:", 10) != 0 && strncmp(o->serve, "[::1]:", 6) != 0)
+        return util_err(err, errlen, "--serve %s: binding beyond 127.0.0.1 requires --api-key "
+                        "or --api-key-file", o->serve);
     if (o->prompt_file && read_prompt_file(o, err, errlen) < 0)
         return -1;
     if (o->chat_template) {

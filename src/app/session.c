@@ -28,7 +28,7 @@ int session_choose_template(Run *run, char *err, size_t errlen)
                                   sizeof aerr) == 0)
             run->have_tmpl = chat_template_detect(jinja, &run->tmpl) == 0;
         free(jinja);
-        if (!run->have_tmpl && (o->chat || o->serve))
+        if (!run->have_tmpl && o->chat) /* --serve: /v1/completions needs none */
             return util_err(err, errlen, "%s: no recognised chat template stored with the "
                             "model; give --chat-template NAME (zephyr, tinyllama, llama2, "
                             "llama3, chatml, phi3, gemma)", o->model);

@@ -316,12 +316,14 @@ static int gen_token_at(const Gen *g, int p)
     return p < g->p0 ? g->opt->history[p] : g->res->tokens[p - g->p0];
 }
 
-/* The repeat penalty on work[vocab], over the last tokens and then extra[n_extra] (drafted
- * tokens not yet in the sequence).  Only the set of ids counts (sampler_penalize). */
+/* The penalties on work[vocab], over the last tokens and then extra[n_extra] (drafted
+ * tokens not yet in the sequence): the repeat penalty (the set of ids counts), frequency and
+ * presence (their counts; sampler_penalize_counts). */
 static void gen_penalize(Gen *g, float *work, const int *extra, int n_extra)
 {
     const GenOptions *opt = g->opt;
-    if (!(opt->repeat_penalty > 0 && opt->repeat_penalty != 1.0f))
+    const float repeat = opt->repeat_penalty > 0 ? opt->repeat_penalty : 1.0f;
+    if (repeat == 1.0f && opt->frequency_penalty == 0 && opt->presence_penalty == 0)
         return;
     /* The window: the last last_n tokens of the whole sequence (a chat turn's or a server
      * request's history before this call included, as llama.cpp keeps them), then extra. */
@@ -338,7 +340,8 @@ static void gen_penalize(Gen *g, float *work, const int *extra, int n_extra)
         g->hist[i] = gen_token_at(g, seq - n_old + i);
     if (n_extra > 0)
         memcpy(g->hist + n_old, extra, (size_t)n_extra * sizeof(int));
-    sampler_penalize(work, g->c->vocab_size, g->hist, n_old + n_extra, opt->repeat_penalty);
+    sampler_penalize_counts(work, g->c->vocab_size, g->hist, n_old + n_extra, repeat,
+                            opt->frequency_penalty, opt->presence_penalty);
 }
 
 /* With a draft at temperature > 0 every choice is a function of the position (its own

@@ -1,4 +1,5 @@
-/* sampler.c: greedy, temperature, top-k, min-p and top-p sampling; the repeat penalty. */
+/* sampler.c: greedy, temperature, top-k, min-p and top-p sampling; the repeat, frequency and
+ * presence penalties. */
 #include "sampler.h"
 
 #include "kernels.h"
@@ -30,7 +31,13 @@ void sampler_set_filters(Sampler *s, int top_k, float min_p)
 
 void sampler_penalize(float *logits, int vocab, const int *recent, int n, float penalty)
 {
-    if (penalty == 1.0f || n <= 0)
+    sampler_penalize_counts(logits, vocab, recent, n, penalty, 0, 0);
+}
+
+void sampler_penalize_counts(float *logits, int vocab, const int *recent, int n, float repeat,
+                             float freq, float present)
+{
+    if ((repeat == 1.0f && freq == 0 && present == 0) || n <= 0)
         return;
     for (int i = 0; i < n; i++) {
         int id = recent[i];
@@ -41,7 +48,13 @@ void sampler_penalize(float *logits, int vocab, const int *recent, int n, float 
             seen = recent[j] == id;
         if (seen)
             continue;
-        logits[id] = logits[id] > 0 ? logits[id] / penalty : logits[id] * penalty;
+        int count = 1;
+        for (int j = i + 1; j < n; j++)
+            count += recent[j] == id;
+        if (repeat != 1.0f)
+            logits[id] = logits[id] > 0 ? logits[id] / repeat : logits[id] * repeat;
+        if (freq != 0 || present != 0)
+            logits[id] -= (float)count * freq + present;
     }
 }
 

@@ -484,6 +484,58 @@ static void test_penalty_history(void **state)
     model_close(&t);
 }
 
+/* OpenAI's presence and frequency penalties through the token loop: with a presence penalty
+ * far above any logit gap, greedy never picks a token already in the window (prompt and
+ * reply), though without it the same generation repeats itself; a frequency penalty alone
+ * changes the choice too, and off (0) leaves the tokens as they were. */
+static void test_presence_frequency(void **state)
+{
+    (void)state;
+    Model t;
+    model_open(&t, "austen-llama.h5");
+    LayerBackend be = local_model_backend(t.m);
+    GenOptions g = base_options();
+    g.n_predict = 30;
+    g.repeat_last_n = 1 << 20; /* the whole sequence */
+    GenResult plain, pres, freq, off;
+    if (generate_run(&t.c, t.tok, &t.head, &be, &g, &plain, err, sizeof err) < 0)
+        fail_msg("%s", err);
+    int repeats = 0;
+    for (int i = plain.n_prompt; i < plain.n_tokens; i++)
+        for (int j = 0; j < i; j++)
+            repeats += plain.tokens[j] == plain.tokens[i];
+    assert_true(repeats > 0); /* the control: greedy text repeats tokens */
+    GenOptions p = g;
+    p.presence_penalty = 1000.0f;
+    if (generate_run(&t.c, t.tok, &t.head, &be, &p, &pres, err, sizeof err) < 0)
+        fail_msg("%s", err);
+    assert_true(pres.n_gen > 0);
+    for (int i = pres.n_prompt; i < pres.n_tokens; i++)
+        for (int j = 0; j < i; j++)
+            if (pres.tokens[j] == pres.tokens[i])
+                fail_msg("token %d at %d repeats position %d despite the presence penalty",
+                         pres.tokens[i], i, j);
+    GenOptions f = g;
+    f.frequency_penalty = 2.0f;
+    if (generate_run(&t.c, t.tok, &t.head, &be, &f, &freq, err, sizeof err) < 0)
+        fail_msg("%s", err);
+    assert_true(freq.n_tokens != plain.n_tokens ||
+                memcmp(freq.tokens, plain.tokens, (size_t)plain.n_tokens * sizeof(int)) != 0);
+    GenOptions o = g;
+    o.frequency_penalty = 0;
+    o.presence_penalty = 0;
+    o.repeat_penalty = 1.0f;
+    if (generate_run(&t.c, t.tok, &t.head, &be, &o, &off, err, sizeof err) < 0)
+        fail_msg("%s", err);
+    assert_int_equal(off.n_tokens, plain.n_tokens);
+    assert_memory_equal(off.tokens, plain.tokens, (size_t)plain.n_tokens * sizeof(int));
+    generate_result_free(&plain);
+    generate_result_free(&pres);
+    generate_result_free(&freq);
+    generate_result_free(&off);
+    model_close(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -493,6 +545,7 @@ int main(void)
         cmocka_unit_test(test_draft_sampling),
         cmocka_unit_test(test_draft_continues),
         cmocka_unit_test(test_penalty_history),
+        cmocka_unit_test(test_presence_frequency),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
