@@ -72,9 +72,8 @@ int session_generate(Run *run, const char *text, GenOptions *g, GenResult *res, 
 {
     int *ids = NULL;
     size_t n = 0;
-    int rc = g->special ? tokenizer_encode_special(run->tok, text, strlen(text), &ids, &n, err,
-                                                   errlen)
-                        : tokenizer_encode(run->tok, text, strlen(text), &ids, &n, err, errlen);
+    int rc = tokenizer_encode_prompt(run->tok, text, strlen(text), g->special, 1, &ids, &n, err,
+                                     errlen);
     if (rc < 0)
         return -1;
     if (n == 0) {
