@@ -12,6 +12,7 @@
 #include "inputs.h"
 #include "kernels.h"
 #include "plan.h"
+#include "progress.h"
 #include "startup.h"
 #include "tokenizer.h"
 
@@ -111,6 +112,7 @@ typedef struct {
     PlanRequest req;        /* distributed: what the plan was built from */
     Plan plan;
     double predicted_ms;
+    Progress *load_bar;     /* controller: the load's progress bar (run_open to run_load) */
     LocalModel *local;      /* single process */
     DistEngine *dist;       /* distributed */
     double load_s, gen_s;

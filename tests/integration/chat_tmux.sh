@@ -83,8 +83,9 @@ wait_for slow '^\[stopped\]' 2
 "${TM[@]}" send-keys -t slow "/exit" Enter
 wait_for slow '^EXIT=0' 1
 # A context of 96 positions (stories260K spells the template and the system message out in
-# some 50) with 24 kept for each reply: the second message does not fit beside the first turn, which is dropped (the system message stays), and the reply equals a
-# fresh run of the system message and that message alone; /help and an unknown /word are not
+# some 50) with 24 kept for each reply: the second message does not fit beside the first
+# turn, which is dropped (the system message stays), and the reply equals a fresh run of the
+# system message and that message alone; /help and an unknown /word are not
 # sent to the model; /reset forgets the conversation, after which the first message gets
 # the first reply again; the closing summary counts the whole session.
 SYS="You tell stories."

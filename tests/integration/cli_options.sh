@@ -5,7 +5,9 @@
 # and what to use instead, on one rank and under mpirun -np 2; a long option is never taken
 # from its prefix (--step is not --steps); every error names the word typed.  Then
 # headsplit-tokenize and the engine encode a prompt with special-token text to the same ids,
-# with and without --no-special (and the two differ, so that the check can fail).
+# with and without --no-special (and the two differ, so that the check can fail).  On a
+# terminal, a single process's load bar ends at 100% and the converter's has its total and
+# ends before its summary.
 # HEADSPLIT_TEST_QUICK=1: the mpirun -np 2 case is left out.
 . "$(dirname "$0")/common.sh"
 stories_model "$T/m.h5" 11
@@ -88,6 +90,24 @@ tok_plain=$("$TOKENIZE" --model "$T/m.h5" --no-special "$SP" | jq -c .)
 # --no-bos with the special parsing: the same ids without the BOS put in front
 tok_nobos=$("$TOKENIZE" --model "$T/m.h5" --no-bos "$SP" | jq -c .)
 [ "$(echo "$tok_sp" | jq -c '.[1:]')" = "$tok_nobos" ] || fail "--no-bos: $tok_nobos, not $tok_sp without its BOS"
+# The progress bars on a terminal (script(1) gives the programs one): a single process's load
+# ends at 100%, the converter's line has its total and ends before its summary line.
+if command -v script > /dev/null; then
+  OMPI_MCA_ess_singleton_isolated=1 timeout -k 5 120 script -qec \
+    "'$HS' -m '$T/m.h5' -p hi -n 2 --quiet" /dev/null > "$T/load.tty" || fail "the load on a terminal"
+  last=$(tr '\r' '\n' < "$T/load.tty" | grep "^loading " | tail -n 1)
+  echo "$last" | grep -q "\[####################\] 100%" || fail "the load's bar ends at: $last"
+  timeout -k 5 120 script -qec "'$CONVERT' --synthetic stories260k --seed 3 --out '$T/bar.h5'" \
+    /dev/null > "$T/conv.tty" || fail "the converter on a terminal"
+  tr '\r' '\n' < "$T/conv.tty" | grep -n . > "$T/conv.lines"
+  bar=$(grep "headsplit-convert: writing: " "$T/conv.lines" | tail -n 1)
+  echo "$bar" | grep -q "\[####################\] 100%  *[0-9.]* / [0-9.]* MB" \
+    || fail "the converter's last bar line: $bar"
+  [ "${bar%%:*}" -lt "$(grep "headsplit-convert: wrote" "$T/conv.lines" | cut -d: -f1)" ] \
+    || fail "the converter's bar comes after its summary: $(cat "$T/conv.lines")"
+else
+  echo "note: script(1) absent (util-linux): the progress bars are not checked"
+fi
 echo "PASS: llama.cpp's short forms mean the same, -np/--parallel refused with what to use, no" \
      "prefix matching, the typed word in every error; headsplit-tokenize encodes special tokens" \
-     "as the engine does"
+     "as the engine does; the progress bars end at 100%"
