@@ -78,6 +78,8 @@ LAYER = {
     # engine (and the start-up's collectives, made through the transport)
     "dist.h": "engine",
     "startup.h": "engine",
+    # app: the programs' own headers (src/app), included from elsewhere only by tests
+    "headsplit.h": "app",       # Options and Run; tests/unit/test_options.c parses options
     # side layers on plan
     "convert.h": "convert",
     "safetensors.h": "convert",

@@ -2,6 +2,7 @@
  * option, and the options' JSON form for the metrics. */
 #include "headsplit.h"
 
+#include "argparse.h"
 #include "chat.h"
 #include "quant.h"
 #include "speculative.h"
@@ -9,7 +10,6 @@
 #include "version.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -188,15 +188,12 @@ static const struct option longopts[] = {
     {"ubatch-size", required_argument, 0, O_UBATCH},
     {"batch-size", required_argument, 0, O_BATCH}, {"temp", required_argument, 0, O_TEMP},
     {"file", required_argument, 0, O_PFILE}, {"predict", required_argument, 0, O_NPRED},
-    {"parallel", required_argument, 0, O_PARALLEL}, /* refused: see options_next */
+    {"parallel", required_argument, 0, O_PARALLEL}, /* refused: see options_parse */
     {0, 0, 0, 0}};
 
 /* llama.cpp's short forms: each a whole word ("-np" is -np, never "-n p"), as llama.cpp
  * reads them; the long option of the same code says whether a value follows. */
-static const struct {
-    const char *name; /* without the dash */
-    int val;
-} shortopts[] = {
+static const ShortOption shortopts[] = {
     {"m", O_MODEL},   {"p", O_PROMPT}, {"f", O_PFILE},     {"n", O_NPRED},   {"c", O_CTX},
     {"t", O_THREADS}, {"s", O_SEED},   {"b", O_BATCH},     {"ub", O_UBATCH}, {"md", O_DRAFT},
     {"cnv", O_CHAT},  {"v", O_VERBOSE}, {"h", O_HELP},     {"np", O_PARALLEL},
@@ -540,130 +537,16 @@ static int parse_runtime(Options *o, int ch, const char *arg, char *err, size_t 
     return 0;
 }
 
-/* Edit distance of a and b (up to 63 bytes each; longer: a large number). */
-static int edit_distance(const char *a, size_t na, const char *b, size_t nb)
-{
-    if (na > 63 || nb > 63)
-        return 1000;
-    int row[64];
-    for (size_t j = 0; j <= nb; j++)
-        row[j] = (int)j;
-    for (size_t i = 1; i <= na; i++) {
-        int diag = row[0];
-        row[0] = (int)i;
-        for (size_t j = 1; j <= nb; j++) {
-            int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best)
-                best = up + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            diag = up;
-            row[j] = best;
-        }
-    }
-    return row[nb];
-}
-
-/* An unknown option (word as typed, name its len bytes without dashes): the error, with the
- * long options it may have meant (those it begins, else those within two edits). */
-static int unknown_option(const char *word, const char *name, size_t len, char *err,
-                          size_t errlen)
-{
-    char hint[256] = "";
-    size_t used = 0;
-    int found = 0;
-    for (int pass = 0; pass < 2 && !found; pass++)
-        for (const struct option *lo = longopts; lo->name; lo++) {
-            size_t nl = strlen(lo->name);
-            int near = pass == 0 ? len >= 2 && nl > len && strncmp(lo->name, name, len) == 0
-                                 : len >= 3 && edit_distance(name, len, lo->name, nl) <= 2;
-            if (near && found < 3 && used + nl + 8 < sizeof hint) {
-                used += (size_t)snprintf(hint + used, sizeof hint - used, "%s--%s",
-                                         found ? ", " : "", lo->name);
-                found++;
-            }
-        }
-    return util_err(err, errlen, "unknown option '%s'%s%s%s (see --help)", word,
-                    found ? " (did you mean " : "", hint, found ? "?)" : "");
-}
-
-/* The has_arg of the long option with code val. */
-static int option_has_arg(int val)
-{
-    for (const struct option *lo = longopts; lo->name; lo++)
-        if (lo->val == val)
-            return lo->has_arg;
-    return no_argument;
-}
-
-/* The option at argv[*i], spelt in full: --name, --name=VALUE, or one of llama.cpp's short
- * forms (-c 512; a one-letter form also as -c512); *arg its value (the next argument where
- * it takes one) and *i past what it used.  Returns its code, 0 after "--" or at the end, or
- * -1 with err naming the word at fault.  No prefix of a long name is taken for it (getopt
- * would take --step for --steps). */
-static int options_next(int argc, char **argv, int *i, const char **arg, char *err,
-                        size_t errlen)
-{
-    if (*i >= argc)
-        return 0;
-    const char *w = argv[*i], *val = NULL;
-    int ch = 0;
-    *arg = NULL;
-    if (strcmp(w, "--") == 0) {
-        (*i)++;
-        return 0;
-    }
-    if (w[0] != '-' || !w[1])
-        return util_err(err, errlen, "unexpected argument '%s' (see --help)", w);
-    if (w[1] == '-') {
-        const char *name = w + 2, *eq = strchr(name, '=');
-        size_t len = eq ? (size_t)(eq - name) : strlen(name);
-        const struct option *lo = longopts;
-        while (lo->name && !(strlen(lo->name) == len && strncmp(lo->name, name, len) == 0))
-            lo++;
-        if (!lo->name)
-            return unknown_option(w, name, len, err, errlen);
-        if (eq && lo->has_arg == no_argument)
-            return util_err(err, errlen, "--%s takes no value (given '%s')", lo->name, w);
-        ch = lo->val;
-        val = eq ? eq + 1 : NULL;
-    } else {
-        for (int k = 0; shortopts[k].name && !ch; k++)
-            if (strcmp(shortopts[k].name, w + 1) == 0)
-                ch = shortopts[k].val;
-        for (int k = 0; shortopts[k].name && !ch; k++) /* -n16: a one-letter form's value */
-            if (!shortopts[k].name[1] && shortopts[k].name[0] == w[1] &&
-                option_has_arg(shortopts[k].val) != no_argument && w[2] >= '0' && w[2] <= '9')
-                ch = shortopts[k].val, val = w + 2;
-        if (!ch) { /* -steps: the long option of that name, else as an unknown long one */
-            size_t len = strlen(w + 1);
-            for (const struct option *lo = longopts; lo->name; lo++)
-                if (strcmp(lo->name, w + 1) == 0)
-                    return util_err(err, errlen, "unknown option '%s' (did you mean --%s?) "
-                                    "(see --help)", w, lo->name);
-            return unknown_option(w, w + 1, len, err, errlen);
-        }
-    }
-    if (ch == O_PARALLEL) /* llama-server's slots reflex; mpirun's -np is the ranks */
-        return util_err(err, errlen, "-np/--parallel N (server slots) is not supported yet; "
-                        "HeadSplit serves one request at a time; the number of ranks is "
-                        "mpirun's -np (mpirun -np N headsplit ...)");
-    if (option_has_arg(ch) != no_argument && !val) {
-        if (*i + 1 >= argc)
-            return util_err(err, errlen, "%s needs a value (see --help)", w);
-        val = argv[++*i];
-    }
-    (*i)++;
-    *arg = val;
-    return ch;
-}
-
 int options_parse(Options *o, int argc, char **argv, char *err, size_t errlen)
 {
     options_defaults(o);
     int i = 1, ch;
     const char *arg;
-    while ((ch = options_next(argc, argv, &i, &arg, err, errlen)) > 0) {
+    while ((ch = argparse_next(longopts, shortopts, argc, argv, &i, &arg, err, errlen)) > 0) {
+        if (ch == O_PARALLEL) /* llama-server's slots reflex; mpirun's -np is the ranks */
+            return util_err(err, errlen, "-np/--parallel N (server slots) is not supported "
+                            "yet; HeadSplit serves one request at a time; the number of ranks "
+                            "is mpirun's -np (mpirun -np N headsplit ...)");
         if (ch == O_HELP)
             return 1;
         if (ch == O_VERSION)

@@ -1,7 +1,7 @@
-/* test_options.c: headsplit's command line (src/app/options.c, compiled into this test; no
- * MPI): llama.cpp's short forms mean what they mean there, -np/--parallel are refused with
- * what to use instead, no long option is taken from a prefix, and every error names the word
- * that was typed. */
+/* test_options.c: headsplit's command line (src/app/options.c and argparse.c, compiled into
+ * this test; no MPI): llama.cpp's short forms mean what they mean there, -np/--parallel are
+ * refused with what to use instead, no long option is taken from a prefix, and every error
+ * names the word that was typed. */
 #include "test_helpers.h"
 
 #include <stdlib.h>
