@@ -559,7 +559,7 @@ int options_parse(Options *o, int argc, char **argv, char *err, size_t errlen)
         if (rc < 0)
             return -1;
         if (rc == 1) /* in the table but parsed nowhere: a programming error */
-            return util_err(err, errlen, "option '%s' is not handled", argv[i - 1]);
+            return util_err(err, errlen, "option code %d has no parser in options.c", ch);
     }
     if (ch < 0)
         return -1;
