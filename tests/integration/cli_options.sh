@@ -8,7 +8,8 @@
 # with and without --no-special (and the two differ, so that the check can fail).  On a
 # terminal, a single process's load bar ends at 100% and the converter's has its total and
 # ends before its summary.
-# HEADSPLIT_TEST_QUICK=1: the mpirun -np 2 case is left out.
+# A chat whose context fills goes on, on one rank and three alike.
+# HEADSPLIT_TEST_QUICK=1: the mpirun -np 2 case and the chat on three ranks are left out.
 . "$(dirname "$0")/common.sh"
 stories_model "$T/m.h5" 11
 TOKENIZE="$BUILD/headsplit-tokenize"
@@ -45,6 +46,19 @@ printf '%s\n/exit\n' "$P" | run_hs 1 -m "$T/m.h5" -cnv --chat-template zephyr -n
   > "$T/out" 2> "$T/err" || { cat "$T/err"; fail "-cnv"; }
 grep -q "headsplit: chat (zephyr template)" "$T/err" || { cat "$T/err"; fail "-cnv did not chat"; }
 grep -q "chat: 1 reply" "$T/err" || { cat "$T/err"; fail "-cnv: no reply"; }
+# A chat whose context fills (the first turn dropped at the second message), /reset, then
+# the first message again: on three ranks the same replies as in one process (the workers'
+# KV caches are overwritten from the kept prefix on).
+printf '%s\nTell me more\nAnd then?\n/reset\n%s\n/exit\n' "$P" "$P" > "$T/chat.in"
+for np in 1 $(quick "" 3); do
+  run_hs $np -m "$T/m.h5" -cnv --chat-template zephyr --system "You tell stories." -n 24 -c 96 \
+    -t 1 < "$T/chat.in" > "$T/chat$np.out" 2> "$T/chat$np.err" || { cat "$T/chat$np.err"; fail "chat on $np rank(s)"; }
+  grep -q "dropped the 1 oldest turn" "$T/chat$np.err" || { cat "$T/chat$np.err"; fail "chat on $np rank(s): no turn dropped"; }
+  grep -q "chat: 4 replies" "$T/chat$np.err" || { cat "$T/chat$np.err"; fail "chat on $np rank(s): not 4 replies"; }
+done
+if ! is_quick; then
+  cmp "$T/chat1.out" "$T/chat3.out" || { diff "$T/chat1.out" "$T/chat3.out"; fail "chat: 3 ranks differ from 1"; }
+fi
 
 # -np and --parallel: what they are and what to use instead
 np_msg="-np/--parallel N (server slots) is not supported yet; HeadSplit serves one request at a time; the number of ranks is mpirun's -np"
