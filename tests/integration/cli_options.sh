@@ -82,7 +82,7 @@ expect_error "-npx" "unknown option '-npx'" run_hs 1 -m "$T/m.h5" -npx 3
 expect_error "-steps 8" "unknown option '-steps' (did you mean --steps?)" run_hs 1 -m "$T/m.h5" -steps 8
 expect_error "-n x" "-n/--n-predict: 'x' is not a count" run_hs 1 -m "$T/m.h5" -n x
 expect_error "--chat=yes" "--chat takes no value" run_hs 1 -m "$T/m.h5" --chat=yes
-"$HS" --help > "$T/help.txt"
+run_hs 1 --help > "$T/help.txt" 2> "$T/err" || { cat "$T/err"; fail "--help"; }
 for w in "-m, --model" "-cnv, --chat" "-ub, --ubatch" "-md, --draft" "-np/--parallel"; do
   grep -q -- "$w" "$T/help.txt" || fail "--help does not list '$w'"
 done
