@@ -66,6 +66,20 @@ int convert_make_synthetic(const char *spec, uint64_t seed, int layers, const ch
  * to out.  Returns 0, or -1 with err set (main prints it and exits 1). */
 int convert_run_cli(int argc, char **argv, FILE *out, char *err, size_t errlen);
 
+/* Where a conversion shows how far it is (headsplit-convert's progress bar). */
+typedef struct {
+    /* The work begins: total bytes to read (writes 0: the input files, each read once as
+     * the conversion streams) or to write (writes 1: --synthetic, an estimate). */
+    void (*start)(void *ctx, uint64_t total, int writes);
+    /* The work has ended (ok: completed), before the summary line is printed. */
+    void (*stop)(void *ctx, int ok);
+    void *ctx;
+} ConvertProgress;
+
+/* convert_run_cli reporting to progress (NULL: nowhere). */
+int convert_run_cli_progress(int argc, char **argv, FILE *out, const ConvertProgress *progress,
+                             char *err, size_t errlen);
+
 /* The --help text. */
 const char *convert_usage_text(void);
 

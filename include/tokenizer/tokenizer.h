@@ -75,6 +75,12 @@ int tokenizer_encode_opts(const Tokenizer *t, const char *text, size_t len, int 
  * (BOS once, at the start).  src/tokenizer/tokenizer_special.c. */
 int tokenizer_encode_special(const Tokenizer *t, const char *text, size_t len, int **ids,
                              size_t *n_ids, char *err, size_t errlen);
+/* A prompt as the engine encodes it (generate_run, --chat, --serve) and headsplit-tokenize
+ * prints it: special 1, tokenizer_encode_special (special-token text becomes the token;
+ * headsplit's default, --no-special turns it off), else tokenizer_encode; add_special 0
+ * leaves out BOS and the post-processor's tokens (headsplit-tokenize --no-bos). */
+int tokenizer_encode_prompt(const Tokenizer *t, const char *text, size_t len, int special,
+                            int add_special, int **ids, size_t *n_ids, char *err, size_t errlen);
 /* 1 when piece id counts as special for tokenizer_encode_special. */
 int tokenizer_is_special(const Tokenizer *t, int id);
 

@@ -1,10 +1,23 @@
 /* convert.c: main() of headsplit-convert.  All the work is in src/convert (convert_run_cli);
- * this prints the one-line error and sets the exit status. */
+ * this draws the progress bar, prints the one-line error and sets the exit status. */
 #include "version.h"
 #include "convert.h"
 #include "progress.h"
 
 #include <stdio.h>
+
+/* ConvertProgress's ends: the bar on stderr (progress.h), ctx a Progress **. */
+static void bar_start(void *ctx, uint64_t total, int writes)
+{
+    *(Progress **)ctx = progress_start(writes ? "headsplit-convert: writing"
+                                              : "headsplit-convert: reading", total, writes);
+}
+
+static void bar_stop(void *ctx, int ok)
+{
+    progress_stop(*(Progress **)ctx, ok);
+    *(Progress **)ctx = NULL;
+}
 
 int main(int argc, char **argv)
 {
@@ -14,9 +27,10 @@ int main(int argc, char **argv)
     }
     char err[2048];
     err[0] = '\0';
-    Progress *bar = progress_start("headsplit-convert: writing", 0, 1);
-    int rc = convert_run_cli(argc, argv, stdout, err, sizeof err);
-    progress_stop(bar);
+    Progress *bar = NULL;
+    ConvertProgress pg = {bar_start, bar_stop, &bar};
+    int rc = convert_run_cli_progress(argc, argv, stdout, &pg, err, sizeof err);
+    bar_stop(&bar, 0); /* where it was not stopped (nothing: it was) */
     if (rc < 0) {
         for (char *p = err; *p; p++) /* one line, whatever a lower layer wrote */
             if (*p == '\n' || *p == '\r')

@@ -88,6 +88,21 @@ static void format_hint(const char *path, char *err, size_t errlen)
     snprintf(err + used, errlen - used, "; %s looks like %s", path, msg);
 }
 
+static uint64_t file_bytes(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+/* The load's bar: the whole file for a single process, else the controller's share (no
+ * total: the plan decides it). */
+static Progress *load_bar_start(const Run *run)
+{
+    char label[1100];
+    snprintf(label, sizeof label, "loading %s", run->o.model);
+    return progress_start(label, run->distributed ? 0 : file_bytes(run->o.model), 0);
+}
+
 /* Open: the model's configuration on every rank (the same file everywhere), the tokenizer,
  * embeddings and LM head on the controller. */
 static int run_open(Run *run)
@@ -115,6 +130,10 @@ static int run_open(Run *run)
     if (!o->steps_set && (o->n_predict || o->chat || o->serve || o->ctx_size))
         run->o.steps = run->kv_cap;
     if (run->cm.rank == 0) {
+        /* a single process's bar counts every byte of the file, so it starts before the
+         * tokenizer, the embeddings and the LM head are read */
+        if (!run->distributed)
+            run->load_bar = load_bar_start(run);
         if (tokenizer_h5_read(&run->tok, run->file, o->model, err, sizeof err) == 0 &&
             tokenizer_vocab_size(run->tok) != run->cfg.vocab_size)
             util_err(err, sizeof err, "%s: tokenizer has %d pieces, config vocab_size is %d",
@@ -123,6 +142,10 @@ static int run_open(Run *run)
             model_load_head(&run->head, &run->cfg, run->file, o->model, err, sizeof err);
         if (!err[0])
             session_choose_template(run, err, sizeof err);
+        if (err[0]) { /* the bar's line ends before the error is printed */
+            progress_stop(run->load_bar, 0);
+            run->load_bar = NULL;
+        }
     }
     return startup_agree(&run->cm, err);
 }
@@ -394,25 +417,15 @@ static int load_draft(Run *run)
     return bad;
 }
 
-static uint64_t file_bytes(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
-}
-
 static int run_load(Run *run)
 {
-    /* a bar on the controller's terminal: the whole file for a single process, the
-     * controller's own share otherwise */
-    Progress *bar = NULL;
-    if (run->cm.rank == 0) {
-        char label[1100];
-        snprintf(label, sizeof label, "loading %s", run->o.model);
-        bar = progress_start(label, run->distributed ? 0 : file_bytes(run->o.model),
-                             0);
-    }
+    /* a bar on the controller's terminal: the whole file for a single process (started in
+     * run_open), the controller's own share otherwise */
+    if (run->cm.rank == 0 && run->distributed)
+        run->load_bar = load_bar_start(run);
     int rc = run->distributed ? load_dist(run) : load_local(run);
-    progress_stop(bar);
+    progress_stop(run->load_bar, rc == 0);
+    run->load_bar = NULL;
     if (rc == 0 && run->o.draft)
         rc = load_draft(run);
     H5Fclose(run->file);
@@ -523,6 +536,7 @@ static int run_generate(Run *run)
 
 static void run_free(Run *run)
 {
+    progress_stop(run->load_bar, 0); /* a load that failed before run_load */
     free(run->all_j);
     free(run->hist);
     options_free(&run->o);

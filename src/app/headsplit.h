@@ -12,6 +12,7 @@
 #include "inputs.h"
 #include "kernels.h"
 #include "plan.h"
+#include "progress.h"
 #include "startup.h"
 #include "tokenizer.h"
 
@@ -94,6 +95,14 @@ void options_version(FILE *out, const char *program);
 /* The "config" object of the metrics. */
 json_t *options_json(const Options *o, int n_ranks);
 
+/* --chat's figures over the whole session (the closing summary, the metrics' "chat"). */
+typedef struct {
+    int turns, dropped, resets; /* replies; turns dropped to fit the context; /reset */
+    long prompt_tokens, gen_tokens; /* prompt positions run; new tokens */
+    long gen_timed;     /* new tokens after each reply's first (the rate's count) */
+    double prompt_ms, gen_ms;
+} ChatTotals;
+
 /* One run, filled phase by phase; run_free releases whatever was made. */
 typedef struct {
     Options o;
@@ -109,6 +118,7 @@ typedef struct {
     PlanRequest req;        /* distributed: what the plan was built from */
     Plan plan;
     double predicted_ms;
+    Progress *load_bar;     /* controller: the load's progress bar (run_open to run_load) */
     LocalModel *local;      /* single process */
     DistEngine *dist;       /* distributed */
     double load_s, gen_s;
@@ -127,6 +137,7 @@ typedef struct {
     LocalModel *dlocal;
     RemoteDraft *rdraft;    /* --draft-rank R > 0 (every rank) */
     GenDraft *draft;        /* NULL: no draft */
+    ChatTotals chat_sum;    /* --chat: the whole session, for the closing summary */
 } Run;
 
 /* session.c: generations that continue what the KV caches hold (--chat, --serve). */

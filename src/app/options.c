@@ -2,6 +2,7 @@
  * option, and the options' JSON form for the metrics. */
 #include "headsplit.h"
 
+#include "argparse.h"
 #include "chat.h"
 #include "quant.h"
 #include "draft.h"
@@ -9,7 +10,6 @@
 #include "version.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,8 +18,8 @@ void options_usage(FILE *out)
 {
     fprintf(out,
         "usage: mpirun -np N headsplit --model M.h5 [options]\n"
-        "  --model FILE          model in HeadSplit HDF5 format (headsplit-convert)\n"
-        "  --prompt TEXT         prompt (default empty)\n"
+        "  -m, --model FILE      model in HeadSplit HDF5 format (headsplit-convert)\n"
+        "  -p, --prompt TEXT     prompt (default empty)\n"
         "  --steps N             positions to run, prompt included (default 256)\n"
         "  --partition layer|head|slice|auto  how the model is split over workers (default head):\n"
         "                        layer = whole layers (EdgeShard-style blocks), head = heads\n"
@@ -77,38 +77,43 @@ void options_usage(FILE *out)
         "  --min-acceptance A    auto: speculate where profiled acceptance >= A (0.7)\n"
         "  --adaptive            switch transitions on/off from the acceptance observed\n"
         "  --profile FILE        speculation profile (default MODEL.profile.json)\n"
-        "  --verbose             debug log (each speculation decision)\n"
+        "  -v, --verbose         debug log (each speculation decision)\n"
         "  --metrics FILE        write one JSON object of results and measurements\n"
         "  --logits-out FILE     write raw float32 logits of every position\n"
         "  --transcript FILE     write prompt and token ids as they are produced (flushed)\n"
         "  --resume FILE         continue from a transcript (same text as an uninterrupted run)\n"
         "  --inject-kill R:P     test aid: rank R kills itself at position P\n"
         "  --quiet               do not stream the text\n"
-        "  --help\n");
+        "  -h, --help\n"
+        "Options are spelt in full (no abbreviations).  llama.cpp's names where they mean\n"
+        "the same: -m -p -f -n -c -t -s -b -ub -md -cnv, --conversation, --model-draft,\n"
+        "--ubatch-size, --batch-size, --temp, --file, --predict.  -np/--parallel (server\n"
+        "slots) are not supported yet: one request at a time; the ranks are mpirun's -np.\n");
     fprintf(out, "prompts, sampling, chat and server:\n"
-        "  --prompt-file FILE    prompt from a file (- : standard input)\n"
+        "  -f, --prompt-file FILE  prompt from a file (- : standard input)\n"
         "  --no-special          encode special-token text such as </s> as plain text\n"
         "  -n, --n-predict N     new tokens to generate at most (prompt not counted)\n"
-        "  --ctx-size N          KV-cache positions (default: the model's context with -n,\n"
+        "  -c, --ctx-size N      KV-cache positions (default: the model's context with -n,\n"
         "                        --chat or --serve, else --steps)\n"
         "  --top-k K             keep the K most likely tokens (default 0 = off)\n"
         "  --min-p P             drop tokens below P x the most likely one's probability\n"
         "  --repeat-penalty F    llama.cpp's penalty on recent tokens (default 1 = off)\n"
         "  --repeat-last-n N     tokens the penalty looks back over (default 64)\n"
         "  --stop STRING         end the reply before STRING (repeatable)\n"
-        "  --chat                multi-turn chat at the terminal (/exit or end of input ends\n"
-        "                        it; Ctrl-C stops a reply)\n"
+        "  -cnv, --chat          multi-turn chat at the terminal (/exit or end of input ends\n"
+        "                        it; /reset, /help; Ctrl-C stops a reply; a full context\n"
+        "                        drops the oldest turns)\n"
         "  --chat-template NAME  zephyr|tinyllama|llama2|llama3|chatml|phi3|gemma (default:\n"
         "                        recognised from the template stored with the model)\n"
         "  --system TEXT         system message of --chat and of --prompt with a template\n"
         "  --serve ADDR:PORT     OpenAI-compatible HTTP server on the controller\n"
         "                        (/v1/chat/completions, /v1/completions, /v1/models, /health)\n"
         "  --api-key KEY         Bearer key of --serve (required unless ADDR is 127.0.0.1)\n"
-        "  --threads N           kernel threads per rank (default: the cores the rank may use)\n"
+        "  -t, --threads N       kernel threads per rank (default: the cores the rank may use)\n"
         "  --version             print the revision, build options and SIMD path\n"
         "  --temperature T       0 = greedy, lowest id on ties (default 0)\n"
         "  --top-p P             nucleus sampling mass (default 1 = off)\n"
-        "  --seed N              sampling and random-placement seed (default 42)\n"
+        "  -s, --seed N          sampling and random-placement seed (default 42)\n"
         "  --max-body BYTES      --serve: largest request body (default 1048576)\n"
         "  --shutdown-grace S    --serve: on SIGTERM/SIGINT a running reply may take S more\n"
         "                        seconds before it is cut (default 5)\n"
@@ -118,11 +123,11 @@ void options_usage(FILE *out)
         "                        (a --serve request without a temperature samples at\n"
         "                        --temperature when given, else at 0.8 as llama-server)\n");
     fprintf(out, "several positions per pass:\n"
-        "  --batch N             prompt positions per pass (default 64; 1: one at a time)\n"
-        "  --ubatch N|auto       rows per pass at most (0: a whole --batch); a layer-wise\n"
+        "  -b, --batch N         prompt positions per pass (default 64; 1: one at a time)\n"
+        "  -ub, --ubatch N|auto  rows per pass at most (0: a whole --batch); a layer-wise\n"
         "                        chain keeps one pass per stage in flight (default auto:\n"
         "                        there, a prompt chunk in one pass per stage, at least 16 rows)\n"
-        "  --draft FILE          speculative decoding: FILE, a small model with the same\n"
+        "  -md, --draft FILE     speculative decoding: FILE, a small model with the same\n"
         "                        tokenizer, drafts tokens on the controller that the model\n"
         "                        verifies several at a time (greedy output is unchanged)\n"
         "  --draft-tokens K|auto tokens drafted per round, 1..8 (default 4); auto adapts K\n"
@@ -139,7 +144,7 @@ enum { O_MODEL = 256, O_PROMPT, O_STEPS, O_TEMP, O_TOPP, O_SEED, O_METRICS, O_PA
    O_ASSUME_RTT, O_SLOWDOWN, O_WIRE, O_LMHEAD, O_PFILE, O_NPRED, O_CTX, O_TOPK, O_MINP,
    O_REPPEN, O_REPN, O_STOP, O_NOSPECIAL, O_CHATTPL, O_CHAT, O_SERVE, O_APIKEY, O_SYSTEM,
    O_THREADS, O_VERSION, O_MAXBODY, O_EXCHANGE, O_BATCH, O_UBATCH, O_DRAFT, O_DRAFT_TOKENS,
-   O_DRAFT_RANK, O_GRACE, O_QUEUE, O_ALIAS, O_KEYFILE };
+   O_DRAFT_RANK, O_GRACE, O_QUEUE, O_ALIAS, O_KEYFILE, O_PARALLEL };
 
 static const struct option longopts[] = {
     {"model", required_argument, 0, O_MODEL}, {"prompt", required_argument, 0, O_PROMPT},
@@ -186,7 +191,22 @@ static const struct option longopts[] = {
     {"draft-rank", required_argument, 0, O_DRAFT_RANK},
     {"shutdown-grace", required_argument, 0, O_GRACE}, {"queue", required_argument, 0, O_QUEUE},
     {"alias", required_argument, 0, O_ALIAS}, {"api-key-file", required_argument, 0, O_KEYFILE},
-    {"quiet", no_argument, 0, O_QUIET}, {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
+    {"quiet", no_argument, 0, O_QUIET}, {"help", no_argument, 0, O_HELP},
+    /* llama.cpp's long names where they mean the same as ours */
+    {"conversation", no_argument, 0, O_CHAT}, {"model-draft", required_argument, 0, O_DRAFT},
+    {"ubatch-size", required_argument, 0, O_UBATCH},
+    {"batch-size", required_argument, 0, O_BATCH}, {"temp", required_argument, 0, O_TEMP},
+    {"file", required_argument, 0, O_PFILE}, {"predict", required_argument, 0, O_NPRED},
+    {"parallel", required_argument, 0, O_PARALLEL}, /* refused: see options_parse */
+    {0, 0, 0, 0}};
+
+/* llama.cpp's short forms: each a whole word ("-np" is -np, never "-n p"), as llama.cpp
+ * reads them; the long option of the same code says whether a value follows. */
+static const ShortOption shortopts[] = {
+    {"m", O_MODEL},   {"p", O_PROMPT}, {"f", O_PFILE},     {"n", O_NPRED},   {"c", O_CTX},
+    {"t", O_THREADS}, {"s", O_SEED},   {"b", O_BATCH},     {"ub", O_UBATCH}, {"md", O_DRAFT},
+    {"cnv", O_CHAT},  {"v", O_VERBOSE}, {"h", O_HELP},     {"np", O_PARALLEL},
+    {0, 0}};
 
 /* A count option's value in lo..hi: 0, or -1 with err naming the option. */
 static int parse_count(const char *opt, const char *arg, long lo, long hi, int *out, char *err,
@@ -546,28 +566,31 @@ static int parse_runtime(Options *o, int ch, const char *arg, char *err, size_t 
 int options_parse(Options *o, int argc, char **argv, char *err, size_t errlen)
 {
     options_defaults(o);
-    opterr = 0;
-    int ch;
-    while ((ch = getopt_long(argc, argv, "n:", longopts, NULL)) != -1) {
+    int i = 1, ch;
+    const char *arg;
+    while ((ch = argparse_next(longopts, shortopts, argc, argv, &i, &arg, err, errlen)) > 0) {
+        if (ch == O_PARALLEL) /* llama-server's slots reflex; mpirun's -np is the ranks */
+            return util_err(err, errlen, "-np/--parallel N (server slots) is not supported "
+                            "yet; HeadSplit serves one request at a time; the number of ranks "
+                            "is mpirun's -np (mpirun -np N headsplit ...)");
         if (ch == O_HELP)
             return 1;
         if (ch == O_VERSION)
             return 2;
-        if (ch == 'n')
-            ch = O_NPRED;
-        int rc = parse_generation(o, ch, optarg, err, errlen);
+        int rc = parse_generation(o, ch, arg, err, errlen);
         if (rc == 1)
-            rc = parse_runtime(o, ch, optarg, err, errlen);
+            rc = parse_runtime(o, ch, arg, err, errlen);
         if (rc == 1)
-            rc = parse_front(o, ch, optarg, err, errlen);
+            rc = parse_front(o, ch, arg, err, errlen);
         if (rc < 0)
             return -1;
-        if (rc == 1)
-            return util_err(err, errlen, "unknown or incomplete option '%s' (see --help)",
-                            argv[optind - 1]);
+        if (rc == 1) /* in the table but parsed nowhere: a programming error */
+            return util_err(err, errlen, "option code %d has no parser in options.c", ch);
     }
-    if (optind < argc)
-        return util_err(err, errlen, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (ch < 0)
+        return -1;
+    if (i < argc)
+        return util_err(err, errlen, "unexpected argument '%s' (see --help)", argv[i]);
     if (!o->model)
         return util_err(err, errlen, "--model is required (see --help)");
     if (o->chat && o->serve)

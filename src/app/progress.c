@@ -37,11 +37,12 @@ static int64_t io_bytes(int writes)
     return v;
 }
 
+/* final: 1 the last line, 2 the last line of completed work (the total reached). */
 static void progress_draw(Progress *p, int final)
 {
     int64_t now = io_bytes(p->writes);
     uint64_t done = now > 0 && (uint64_t)now > p->base ? (uint64_t)now - p->base : 0;
-    if (p->total && done > p->total)
+    if (p->total && (done > p->total || final == 2))
         done = p->total;
     double dt = time_now() - p->t0;
     double rate = dt > 0 ? done / dt : 0;
@@ -51,11 +52,15 @@ static void progress_draw(Progress *p, int final)
         for (int i = 0; i < 20; i++)
             bar[i] = i < fill ? '#' : '.';
         bar[20] = '\0';
-        fprintf(stderr, "\r%s: [%s] %6.2f / %.2f GB  %6.1f MB/s%s", p->label, bar, done / 1e9,
-                p->total / 1e9, rate / 1e6, final ? "\n" : "  ");
+        /* GB from a gigabyte on, else MB */
+        double unit = p->total >= 1000000000 ? 1e9 : 1e6;
+        fprintf(stderr, "\r%s: [%s] %3d%%  %6.2f / %.2f %s  %6.1f MB/s%s", p->label, bar,
+                (int)(100.0 * (double)done / (double)p->total), done / unit, p->total / unit,
+                unit > 1e6 ? "GB" : "MB", rate / 1e6, final ? "\n" : "  ");
     } else {
-        fprintf(stderr, "\r%s: %6.2f GB  %6.1f MB/s%s", p->label, done / 1e9, rate / 1e6,
-                final ? "\n" : "  ");
+        double unit = done >= 1000000000 ? 1e9 : 1e6;
+        fprintf(stderr, "\r%s: %6.2f %s  %6.1f MB/s%s", p->label, done / unit,
+                unit > 1e6 ? "GB" : "MB", rate / 1e6, final ? "\n" : "  ");
     }
     fflush(stderr);
 }
@@ -102,7 +107,7 @@ Progress *progress_start(const char *label, uint64_t total, int writes)
     return p;
 }
 
-void progress_stop(Progress *p)
+void progress_stop(Progress *p, int complete)
 {
     if (!p)
         return;
@@ -111,7 +116,7 @@ void progress_stop(Progress *p)
     pthread_cond_signal(&p->cv);
     pthread_mutex_unlock(&p->mu);
     pthread_join(p->tid, NULL);
-    progress_draw(p, 1);
+    progress_draw(p, complete ? 2 : 1);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
     free(p);

@@ -12,7 +12,9 @@ typedef struct Progress Progress;
  * writes: count bytes written instead of read.  NULL (nothing drawn) when stderr is not a
  * terminal or the counters cannot be read. */
 Progress *progress_start(const char *label, uint64_t total, int writes);
-/* Draws the last figures, ends the line and frees p (NULL is fine). */
-void progress_stop(Progress *p);
+/* Draws the last figures, ends the line and frees p (NULL is fine).  complete: the work
+ * is done, so the last line shows the total reached whatever the counters saw (a file's
+ * bytes that nobody reads, a total that was an estimate). */
+void progress_stop(Progress *p, int complete);
 
 #endif

@@ -164,9 +164,31 @@ static json_t *metrics_json(const Run *run, json_t *dm, double ms, uint64_t sum)
             json_array_append_new(sp, json_real(run->ci.cluster.dev[r].speed_Bps / 1e9));
         json_object_set_new(m, "rank_speed_GBps", sp);
     }
+    if (run->o.chat) {
+        const ChatTotals *c = &run->chat_sum;
+        json_object_set_new(m, "chat", json_pack("{s:i,s:i,s:i,s:I,s:f,s:f,s:I,s:f,s:f}",
+            "replies", c->turns, "turns_dropped", c->dropped, "resets", c->resets,
+            "prompt_tokens", (json_int_t)c->prompt_tokens, "prompt_ms", c->prompt_ms,
+            "prompt_tokens_per_s", c->prompt_ms > 0 ? c->prompt_tokens * 1e3 / c->prompt_ms : 0,
+            "gen_tokens", (json_int_t)c->gen_tokens, "gen_ms", c->gen_ms,
+            "gen_tokens_per_s", c->gen_ms > 0 ? c->gen_timed * 1e3 / c->gen_ms : 0.0));
+    }
     energy_json(m, run);
     ranks_json(m, run, dm);
     return m;
+}
+
+/* --chat's closing figures: every reply of the session, as llama.cpp's are for one. */
+static void chat_summary(const Run *run)
+{
+    const ChatTotals *c = &run->chat_sum;
+    LOG_INFO("headsplit: chat: %d repl%s; prompt eval: %ld tokens in %.1f ms (%.2f tokens/s); "
+             "eval: %ld tokens in %.1f ms (%.2f tokens/s); %d turn%s dropped to fit the "
+             "context, %d reset%s; %s", c->turns, c->turns == 1 ? "y" : "ies", c->prompt_tokens,
+             c->prompt_ms, c->prompt_ms > 0 ? c->prompt_tokens * 1e3 / c->prompt_ms : 0,
+             c->gen_tokens, c->gen_ms, c->gen_ms > 0 ? c->gen_timed * 1e3 / c->gen_ms : 0,
+             c->dropped, c->dropped == 1 ? "" : "s", c->resets, c->resets == 1 ? "" : "s",
+             run->distributed ? "distributed" : "single process");
 }
 
 int report_write(Run *run, int rc)
@@ -174,17 +196,20 @@ int report_write(Run *run, int rc)
     json_t *dm = run->distributed ? dist_collect_metrics(run->dist, run->res.n_forward) : NULL;
     if (dm && run->cm.rank == 0 && !run->o.quiet)
         dist_print_layer_times(dm, stderr);
+    if (run->cm.rank == 0 && rc == 0 && run->o.chat)
+        chat_summary(run);
     if (run->cm.rank == 0 && rc == 0) {
         double ms = generate_ms_per_token(&run->res);
         uint64_t sum = tokens_checksum(run->res.tokens, run->res.n_tokens);
-        LOG_INFO("headsplit: %d positions, %.2f ms/token (median), checksum %016llx, %s",
-                 run->res.n_forward, ms, (unsigned long long)sum,
-                 run->distributed ? "distributed" : "single process");
+        if (!run->o.chat) /* a chat's figures are the session's (chat_summary) */
+            LOG_INFO("headsplit: %d positions, %.2f ms/token (median), checksum %016llx, %s",
+                     run->res.n_forward, ms, (unsigned long long)sum,
+                     run->distributed ? "distributed" : "single process");
         /* llama.cpp's closing figures: the prompt's positions (the last one chooses the
          * first new token) and the new tokens (the rate: those after the first, over the
          * time after it); the passes, and the draft's acceptance. */
         const GenResult *r = &run->res;
-        if (r->n_forward > 0)
+        if (r->n_forward > 0 && !run->o.chat) /* a chat's figures are the session's */
             LOG_INFO("headsplit: prompt eval: %d tokens in %.1f ms (%.2f tokens/s); eval: %d "
                      "tokens in %.1f ms (%.2f tokens/s); %d passes (%.2f new tokens per "
                      "pass); %d thread%s per rank", r->n_prompt_run, r->prompt_ms,

@@ -72,9 +72,8 @@ int session_generate(Run *run, const char *text, GenOptions *g, GenResult *res, 
 {
     int *ids = NULL;
     size_t n = 0;
-    int rc = g->special ? tokenizer_encode_special(run->tok, text, strlen(text), &ids, &n, err,
-                                                   errlen)
-                        : tokenizer_encode(run->tok, text, strlen(text), &ids, &n, err, errlen);
+    int rc = tokenizer_encode_prompt(run->tok, text, strlen(text), g->special, 1, &ids, &n, err,
+                                     errlen);
     if (rc < 0)
         return -1;
     if (n == 0) {
@@ -153,6 +152,121 @@ static void rstrip(char *s)
         s[--n] = '\0';
 }
 
+/* The conversation of --chat: messages[0..n), the strings it owns (NULL: borrowed). */
+typedef struct {
+    ChatMessage *msgs;
+    char **owned;
+    int n, cap;
+    int first; /* the first that may be dropped or reset (after the system message) */
+} ChatLog;
+
+static void chat_push(ChatLog *c, const char *role, char *text)
+{
+    if (c->n == c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 16;
+        c->msgs = xrealloc(c->msgs, (size_t)c->cap * sizeof *c->msgs);
+        c->owned = xrealloc(c->owned, (size_t)c->cap * sizeof *c->owned);
+    }
+    c->msgs[c->n] = (ChatMessage){role, text};
+    c->owned[c->n++] = text;
+}
+
+/* Drops k messages from index `first` on. */
+static void chat_drop(ChatLog *c, int k)
+{
+    for (int i = c->first; i < c->first + k; i++)
+        free(c->owned[i]);
+    memmove(c->msgs + c->first, c->msgs + c->first + k,
+            (size_t)(c->n - c->first - k) * sizeof *c->msgs);
+    memmove(c->owned + c->first, c->owned + c->first + k,
+            (size_t)(c->n - c->first - k) * sizeof *c->owned);
+    c->n -= k;
+}
+
+/* The conversation rendered by the template, its oldest turns (a user message and its reply)
+ * after the system message dropped until the prompt leaves `room` positions for the reply;
+ * *dropped counts the turns.  NULL with err when the newest message alone does not fit. */
+static char *chat_fit(Run *run, ChatLog *c, int room, int *dropped, char *err, size_t errlen)
+{
+    *dropped = 0;
+    for (;;) {
+        char *text = chat_format(run->tmpl, c->msgs, c->n, 1, err, errlen);
+        int *ids = NULL;
+        size_t n = 0;
+        if (!text || tokenizer_encode_prompt(run->tok, text, strlen(text), !run->o.no_special,
+                                             1, &ids, &n, err, errlen) < 0) {
+            free(text);
+            return NULL;
+        }
+        free(ids);
+        if ((long)n + room <= run->kv_cap)
+            return text;
+        free(text);
+        if (c->n - c->first < 3) { /* only the newest message is left */
+            util_err(err, errlen, "the message takes %zu positions with the template and %d "
+                     "more are kept for the reply; the context holds %d (--ctx-size)", n, room,
+                     run->kv_cap);
+            return NULL;
+        }
+        chat_drop(c, 2);
+        ++*dropped;
+    }
+}
+
+/* Positions kept free for a reply: -n's, at most half the context; else a quarter. */
+static int chat_room(const Run *run)
+{
+    int half = run->kv_cap / 2, n = run->o.n_predict;
+    int room = n > 0 ? (n < half ? n : half) : run->kv_cap / 4;
+    return room > 0 ? room : 1;
+}
+
+static const char chat_help[] =
+    "commands:\n"
+    "  /help    this list\n"
+    "  /reset   forget the conversation (the system message stays) and empty the KV caches\n"
+    "  /exit    end the chat (as does the end of input)\n"
+    "Ctrl-C stops a reply.  A line beginning with // is sent with one / less.  When the\n"
+    "context fills, the oldest turns are dropped (the system message stays).\n";
+
+/* A line that begins with '/' and a letter is a command: 1 /exit, 0 handled, -1 not one. */
+static int chat_command(Run *run, ChatLog *c, const char *line)
+{
+    if (line[0] != '/' || !((line[1] >= 'a' && line[1] <= 'z') ||
+                            (line[1] >= 'A' && line[1] <= 'Z')))
+        return -1;
+    if (strcmp(line, "/exit") == 0)
+        return 1;
+    if (strcmp(line, "/help") == 0) {
+        fputs(chat_help, stdout);
+    } else if (strcmp(line, "/reset") == 0) {
+        chat_drop(c, c->n - c->first);
+        run->n_hist = 0; /* nothing held: the next turn runs from position 0 */
+        if (run->draft)
+            run->draft->n_valid = 0;
+        run->chat_sum.resets++;
+        fprintf(stderr, "headsplit: conversation cleared%s\n",
+                c->first ? " (the system message is kept)" : "");
+    } else {
+        size_t w = strcspn(line, " \t");
+        fprintf(stderr, "headsplit: unknown command '%.*s' (not sent to the model; /help "
+                "lists the commands, // sends a line that begins with /)\n", (int)w, line);
+    }
+    return 0;
+}
+
+/* Adds one reply's figures to the session's. */
+static void chat_count(Run *run)
+{
+    const GenResult *r = &run->res;
+    run->chat_sum.turns++;
+    run->chat_sum.prompt_tokens += r->n_prompt_run;
+    run->chat_sum.prompt_ms += r->prompt_ms;
+    run->chat_sum.gen_tokens += r->n_gen;
+    run->chat_sum.gen_timed += r->n_gen > 1 ? r->n_gen - 1 : 0;
+    run->chat_sum.gen_ms += r->gen_ms;
+}
+
 int session_chat(Run *run)
 {
     const Options *o = &run->o;
@@ -161,20 +275,21 @@ int session_chat(Run *run)
     sa.sa_handler = chat_on_sigint;
     sa.sa_flags = SA_RESTART; /* a Ctrl-C at the prompt does not end the chat */
     sigaction(SIGINT, &sa, NULL);
-    int cap = 16, n = 0, rc = 0;
-    ChatMessage *msgs = xmalloc((size_t)cap * sizeof *msgs);
-    char **owned = xmalloc((size_t)cap * sizeof *owned);
+    int rc = 0;
+    ChatLog c;
+    memset(&c, 0, sizeof c);
     if (o->system_prompt) {
-        msgs[n] = (ChatMessage){"system", o->system_prompt};
-        owned[n++] = NULL;
+        chat_push(&c, "system", NULL);
+        c.msgs[0].content = o->system_prompt;
+        c.first = 1;
     }
     const char *stops[17];
     int n_stops = 0;
     stops[n_stops++] = run->tmpl_stop;
     for (int i = 0; i < o->n_stops; i++)
         stops[n_stops++] = o->stops[i];
-    fprintf(stderr, "headsplit: chat (%s template); /exit or end of input ends it, Ctrl-C "
-            "stops a reply\n", chat_template_name(run->tmpl));
+    fprintf(stderr, "headsplit: chat (%s template); /help lists the commands, /exit or end of "
+            "input ends it, Ctrl-C stops a reply\n", chat_template_name(run->tmpl));
     char *line = NULL;
     size_t lcap = 0;
     for (;;) {
@@ -184,20 +299,28 @@ int session_chat(Run *run)
         if (got < 0)
             break;
         rstrip(line);
-        if (strcmp(line, "/exit") == 0)
-            break;
         if (!line[0])
             continue;
-        if (n + 2 > cap) {
-            cap *= 2;
-            msgs = xrealloc(msgs, (size_t)cap * sizeof *msgs);
-            owned = xrealloc(owned, (size_t)cap * sizeof *owned);
-        }
-        owned[n] = xstrdup(line);
-        msgs[n] = (ChatMessage){"user", owned[n]};
-        n++;
+        int cmd = chat_command(run, &c, line);
+        if (cmd > 0)
+            break;
+        if (cmd == 0)
+            continue;
+        chat_push(&c, "user", xstrdup(line + (line[0] == '/' && line[1] == '/')));
         char err[1024] = "";
-        char *text = chat_format(run->tmpl, msgs, n, 1, err, sizeof err);
+        int dropped = 0;
+        char *text = chat_fit(run, &c, chat_room(run), &dropped, err, sizeof err);
+        if (!text) { /* this message cannot be answered; the chat goes on without it */
+            fprintf(stderr, "headsplit: error: %s; the message is not sent\n", err);
+            free(c.owned[--c.n]);
+            continue;
+        }
+        if (dropped) {
+            run->chat_sum.dropped += dropped;
+            fprintf(stderr, "headsplit: the context (%d positions) is full: dropped the %d "
+                    "oldest turn%s%s; reading the rest again\n", run->kv_cap, dropped,
+                    dropped == 1 ? "" : "s", c.first ? " (the system message is kept)" : "");
+        }
         GenOptions g;
         session_gen_options(run, &g);
         g.stream = stdout;
@@ -208,33 +331,31 @@ int session_chat(Run *run)
         g.steps = 0; /* up to the context, or -n per reply */
         chat_cancel = 0;
         generate_result_free(&run->res);
-        if (!text || session_generate(run, text, &g, &run->res, err, sizeof err) < 0) {
+        if (session_generate(run, text, &g, &run->res, err, sizeof err) < 0) {
             fprintf(stderr, "\nheadsplit: error: %s\n", err);
             free(text);
             rc = 1;
             break;
         }
         free(text);
+        chat_count(run);
         fputc('\n', stdout);
         if (chat_cancel)
             fputs("[stopped]\n", stdout);
         fflush(stdout);
         char *reply = xstrdup(run->res.gen_text ? run->res.gen_text : "");
         rstrip(reply);
-        owned[n] = reply;
-        msgs[n] = (ChatMessage){"assistant", reply};
-        n++;
-        if (!strcmp(run->res.stopped_by, "context")) {
-            fprintf(stderr, "headsplit: the conversation fills the context (%d positions)\n",
+        chat_push(&c, "assistant", reply);
+        if (!strcmp(run->res.stopped_by, "context"))
+            fprintf(stderr, "headsplit: the reply reached the end of the context (%d "
+                    "positions); the oldest turns are dropped at the next message\n",
                     run->kv_cap);
-            break;
-        }
     }
     free(line);
-    for (int i = 0; i < n; i++)
-        free(owned[i]);
-    free(owned);
-    free(msgs);
+    for (int i = 0; i < c.n; i++)
+        free(c.owned[i]);
+    free(c.owned);
+    free(c.msgs);
     session_end(run);
     return rc;
 }

@@ -3,8 +3,10 @@
  *                                               the engine feeds them)
  *   headsplit-tokenize --tokenizer tokenizer.json TEXT    the same from a Hugging Face file
  *   headsplit-tokenize --model M.h5 --decode 1 403 407    or   --decode "[1, 403, 407]"
- *   TEXT "-" reads standard input.  --no-bos leaves out BOS (the post-processor's special
- *   tokens); --hex reads TEXT as hexadecimal bytes; --batch FILE encodes each line of FILE
+ *   TEXT "-" reads standard input.  Special-token text ("</s>", "<|im_start|>") becomes the
+ *   token as headsplit's prompts do (tokenizer_encode_prompt, the engine's own function);
+ *   --no-special encodes it as plain text, as headsplit --no-special does.  --no-bos leaves
+ *   out BOS (the post-processor's special tokens); --hex reads TEXT as hexadecimal bytes; --batch FILE encodes each line of FILE
  *   ("-": standard input) and prints one JSON list per line.
  *   headsplit-tokenize --tokenizer tokenizer.json --save-h5 OUT.h5   writes the tokenizer alone
  *   as the /tokenizer group of a new HDF5 file (readable with --model). */
@@ -20,9 +22,9 @@
 static void usage(FILE *out)
 {
     fprintf(out, "usage: headsplit-tokenize (--model M.h5 | --tokenizer tokenizer.json) "
-                 "[--no-bos] [--hex] TEXT|-\n"
+                 "[--no-bos] [--no-special] [--hex] TEXT|-\n"
                  "       headsplit-tokenize (--model M.h5 | --tokenizer tokenizer.json) "
-                 "[--no-bos] [--hex] --batch FILE|-\n"
+                 "[--no-bos] [--no-special] [--hex] --batch FILE|-\n"
                  "       headsplit-tokenize (--model M.h5 | --tokenizer tokenizer.json) "
                  "--decode ID... | '[ID, ...]'\n"
                  "       headsplit-tokenize --tokenizer tokenizer.json --save-h5 OUT.h5\n");
@@ -93,8 +95,8 @@ static long hex_decode(char *s, size_t len)
 }
 
 /* Encodes one text and prints its ids as a JSON list; 0 or -1 with err. */
-static int encode_print(const Tokenizer *tok, char *text, size_t len, int hex, int add_special,
-                        char *err, size_t errlen)
+static int encode_print(const Tokenizer *tok, char *text, size_t len, int hex, int special,
+                        int add_special, char *err, size_t errlen)
 {
     if (hex) {
         long n = hex_decode(text, len);
@@ -104,7 +106,7 @@ static int encode_print(const Tokenizer *tok, char *text, size_t len, int hex, i
     }
     int *ids = NULL;
     size_t n = 0;
-    if (tokenizer_encode_opts(tok, text, len, add_special, &ids, &n, err, errlen) < 0)
+    if (tokenizer_encode_prompt(tok, text, len, special, add_special, &ids, &n, err, errlen) < 0)
         return -1;
     putchar('[');
     for (size_t i = 0; i < n; i++)
@@ -115,8 +117,8 @@ static int encode_print(const Tokenizer *tok, char *text, size_t len, int hex, i
 }
 
 /* --batch: every line of path ("-": standard input) is one text. */
-static int encode_batch(const Tokenizer *tok, const char *path, int hex, int add_special,
-                        char *err, size_t errlen)
+static int encode_batch(const Tokenizer *tok, const char *path, int hex, int special,
+                        int add_special, char *err, size_t errlen)
 {
     size_t len = 0;
     char *buf = util_read_file(strcmp(path, "-") == 0 ? "/dev/stdin" : path, &len, err, errlen);
@@ -128,7 +130,7 @@ static int encode_batch(const Tokenizer *tok, const char *path, int hex, int add
         char *nl = memchr(p, '\n', (size_t)(end - p));
         char *le = nl ? nl : end;
         line++;
-        if (encode_print(tok, p, (size_t)(le - p), hex, add_special, err, errlen) < 0) {
+        if (encode_print(tok, p, (size_t)(le - p), hex, special, add_special, err, errlen) < 0) {
             char msg[1024];
             snprintf(msg, sizeof msg, "%s", err);
             util_err(err, errlen, "%s: line %ld: %s", path, line, msg);
@@ -147,7 +149,7 @@ int main(int argc, char **argv)
         return 0;
     }
     const char *model = NULL, *tokfile = NULL, *batch = NULL, *save = NULL;
-    int decode = 0, first = -1, add_special = 1, hex = 0;
+    int decode = 0, first = -1, add_special = 1, hex = 0, special = 1;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0) {
             usage(stdout);
@@ -162,6 +164,8 @@ int main(int argc, char **argv)
             save = argv[++i];
         } else if (strcmp(argv[i], "--no-bos") == 0) {
             add_special = 0;
+        } else if (strcmp(argv[i], "--no-special") == 0) {
+            special = 0;
         } else if (strcmp(argv[i], "--hex") == 0) {
             hex = 1;
         } else if (strcmp(argv[i], "--decode") == 0) {
@@ -203,7 +207,7 @@ int main(int argc, char **argv)
         if (f >= 0 && H5Fclose(f) < 0 && rc == 0)
             rc = die("cannot close the --save-h5 file");
     } else if (batch && !decode) {
-        if (encode_batch(tok, batch, hex, add_special, err, sizeof err) < 0)
+        if (encode_batch(tok, batch, hex, special, add_special, err, sizeof err) < 0)
             rc = die(err);
     } else if (decode) {
         int *ids = NULL;
@@ -231,7 +235,7 @@ int main(int argc, char **argv)
             text = xstrdup(argv[first]);
             len = strlen(text);
         }
-        if (text && encode_print(tok, text, len, hex, add_special, err, sizeof err) < 0)
+        if (text && encode_print(tok, text, len, hex, special, add_special, err, sizeof err) < 0)
             rc = die(err);
         free(text);
     }

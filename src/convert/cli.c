@@ -3,10 +3,12 @@
 
 #include "util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 static const char usage[] =
     "usage: headsplit-convert --format llama2c --checkpoint F.bin --tokenizer T.bin --out M.h5\n"
@@ -133,7 +135,89 @@ static int parse_u64(const char *s, uint64_t *out)
     return 0;
 }
 
+static uint64_t file_size(const char *path)
+{
+    struct stat st;
+    return path && stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+/* The safetensors files of a Hugging Face directory, in bytes. */
+static uint64_t dir_safetensors_bytes(const char *dir)
+{
+    DIR *d = opendir(dir);
+    uint64_t total = 0;
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;) {
+        size_t n = strlen(e->d_name);
+        if (n > 12 && strcmp(e->d_name + n - 12, ".safetensors") == 0) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            total += file_size(path);
+        }
+    }
+    if (d)
+        closedir(d);
+    return total;
+}
+
+/* Bytes per weight of a --quantize mode (its base type's; the output layers some modes keep
+ * wider are not counted: an estimate). */
+static double quantize_bytes_per_weight(const char *q)
+{
+    if (!q || !strcasecmp(q, "f32"))
+        return 4;
+    if (!strcasecmp(q, "f16"))
+        return 2;
+    if (!strcasecmp(q, "q8_0"))
+        return 34.0 / 32;
+    if (!strcasecmp(q, "q4_0"))
+        return 18.0 / 32;
+    return 144.0 / 256; /* q4_k_m: Q4_K blocks */
+}
+
+/* The work of a conversion for its progress line: the input's bytes (*writes 0), or for
+ * --synthetic the matrices' bytes it will write (*writes 1); 0 when not known. */
+static uint64_t cli_work_bytes(const CliArgs *a, int *writes)
+{
+    *writes = 0;
+    if (a->synthetic) {
+        ModelConfig c;
+        char e[256];
+        uint64_t layers = a->layers ? strtoull(a->layers, NULL, 10) : 0;
+        if (convert_synthetic_config(a->synthetic, (int)layers, &c, e, sizeof e) < 0)
+            return 0;
+        double d = c.dim, hd = c.head_dim, ffn = c.ffn_dim;
+        double per_layer = d * hd * (c.n_heads * 2.0 + c.n_kv_heads * 2.0) +
+                           ffn * d * (c.arch == ARCH_GPT2 ? 2 : 3);
+        double n = per_layer * c.n_layers + (double)c.vocab_size * d *
+                                                (c.tied_embeddings ? 1 : 2);
+        *writes = 1;
+        return (uint64_t)(n * quantize_bytes_per_weight(a->quantize));
+    }
+    if (a->format && !strcmp(a->format, "llama2c"))
+        return file_size(a->checkpoint);
+    if (a->format && !strcmp(a->format, "gguf"))
+        return file_size(a->file);
+    if (a->format && !strcmp(a->format, "hf") && a->dir)
+        return dir_safetensors_bytes(a->dir);
+    return 0;
+}
+
+static void cli_begin(const ConvertProgress *progress, const CliArgs *a)
+{
+    int writes = 0;
+    if (progress) {
+        uint64_t total = cli_work_bytes(a, &writes);
+        progress->start(progress->ctx, total, writes);
+    }
+}
+
 int convert_run_cli(int argc, char **argv, FILE *out, char *err, size_t errlen)
+{
+    return convert_run_cli_progress(argc, argv, out, NULL, err, errlen);
+}
+
+int convert_run_cli_progress(int argc, char **argv, FILE *out, const ConvertProgress *progress,
+                             char *err, size_t errlen)
 {
     CliArgs a;
     int help;
@@ -174,6 +258,7 @@ int convert_run_cli(int argc, char **argv, FILE *out, char *err, size_t errlen)
         if (a.layers && (parse_u64(a.layers, &layers) < 0 || layers < 1 || layers > 4096))
             return util_err(err, errlen, "command line: --layers: '%s' is not a count in "
                             "1..4096", a.layers);
+        cli_begin(progress, &a); /* the command line is good: the work begins */
         rc = convert_make_synthetic(a.synthetic, seed, (int)layers, a.tokenizer, a.out,
                                     a.quantize, &st,
                                     err, errlen);
@@ -190,6 +275,7 @@ int convert_run_cli(int argc, char **argv, FILE *out, char *err, size_t errlen)
             return util_err(err, errlen, "command line: %s: missing (--format llama2c needs "
                             "--checkpoint and --tokenizer)",
                             a.checkpoint ? "--tokenizer" : "--checkpoint");
+        cli_begin(progress, &a);
         rc = convert_from_llama2c(a.checkpoint, a.tokenizer, a.out, a.quantize, &st, err,
                                   errlen);
     } else if (strcmp(a.format, "hf") == 0) {
@@ -201,6 +287,7 @@ int convert_run_cli(int argc, char **argv, FILE *out, char *err, size_t errlen)
         if (!a.dir)
             return util_err(err, errlen, "command line: --dir: missing (--format hf needs the "
                             "model directory)");
+        cli_begin(progress, &a);
         rc = convert_from_hf_tok(a.dir, a.tokenizer, a.out, a.quantize, &st, err, errlen);
     } else if (strcmp(a.format, "gguf") == 0) {
         if (reject(a.checkpoint, "--checkpoint", "--format gguf", err, errlen) < 0 ||
@@ -215,11 +302,14 @@ int convert_run_cli(int argc, char **argv, FILE *out, char *err, size_t errlen)
         if (!a.file)
             return util_err(err, errlen, "command line: --file: missing (--format gguf needs the "
                             "GGUF file)");
+        cli_begin(progress, &a);
         rc = convert_from_gguf(a.file, a.out, &st, err, errlen);
     } else {
         return util_err(err, errlen, "command line: --format: unknown format '%s' (expected "
                         "llama2c, hf or gguf)", a.format);
     }
+    if (progress)
+        progress->stop(progress->ctx, rc == 0);
     if (rc < 0)
         return -1;
     if (!a.quiet) {

@@ -162,11 +162,8 @@ static int gen_prompt_ids(const ModelConfig *c, const Tokenizer *tok, const GenO
         *n_prompt = (size_t)opt->n_prompt_ids;
         *prompt = xmalloc((*n_prompt + 1) * sizeof(int));
         memcpy(*prompt, opt->prompt_ids, *n_prompt * sizeof(int));
-    } else if ((opt->special
-                    ? tokenizer_encode_special(tok, text, strlen(text), prompt, n_prompt, err,
-                                               errlen)
-                    : tokenizer_encode(tok, text, strlen(text), prompt, n_prompt, err,
-                                       errlen)) < 0) {
+    } else if (tokenizer_encode_prompt(tok, text, strlen(text), opt->special, 1, prompt,
+                                       n_prompt, err, errlen) < 0) {
         return -1;
     }
     if (*n_prompt == 0) {

@@ -61,13 +61,14 @@ static int special_at(const Tokenizer *t, const char *text, size_t len, size_t *
     return -1;
 }
 
-/* Appends the encoding of a text segment, without the BOS that tokenizer_encode adds. */
-static int encode_segment(const Tokenizer *t, const char *s, size_t n, int **ids, size_t *n_ids,
-                          size_t *cap, char *err, size_t errlen)
+/* Appends the encoding of a text segment, without the BOS that tokenizer_encode adds (and,
+ * without add_special, without the post-processor's tokens). */
+static int encode_segment(const Tokenizer *t, const char *s, size_t n, int add_special,
+                          int **ids, size_t *n_ids, size_t *cap, char *err, size_t errlen)
 {
     int *seg = NULL;
     size_t ns = 0;
-    if (tokenizer_encode(t, s, n, &seg, &ns, err, errlen) < 0)
+    if (tokenizer_encode_opts(t, s, n, add_special, &seg, &ns, err, errlen) < 0)
         return -1;
     size_t from = ns > 0 && t->add_bos && seg[0] == t->bos ? 1 : 0;
     if (*n_ids + ns + 1 > *cap) {
@@ -80,9 +81,12 @@ static int encode_segment(const Tokenizer *t, const char *s, size_t n, int **ids
     return 0;
 }
 
-int tokenizer_encode_special(const Tokenizer *t, const char *text, size_t len, int **ids,
-                             size_t *n_ids, char *err, size_t errlen)
+/* tokenizer_encode_special; without add_special no BOS is put in front and the segments
+ * between special text are encoded without the post-processor's tokens. */
+static int encode_special(const Tokenizer *t, const char *text, size_t len, int add_special,
+                          int **ids, size_t *n_ids, char *err, size_t errlen)
 {
+    const int bos_front = add_special && t->add_bos && t->bos >= 0;
     /* Without special text this is tokenizer_encode exactly (BOS included). */
     size_t cap = 64, start = 0;
     int *out = xmalloc(cap * sizeof(int));
@@ -94,17 +98,17 @@ int tokenizer_encode_special(const Tokenizer *t, const char *text, size_t len, i
         if (id < 0 && i < len)
             continue;
         if (i > start || (segments == 0 && id < 0)) {
-            if (segments == 0 && t->add_bos && t->bos >= 0)
+            if (segments == 0 && bos_front)
                 out[n++] = t->bos; /* BOS once, in front */
-            if (i > start &&
-                encode_segment(t, text + start, i - start, &out, &n, &cap, err, errlen) < 0) {
+            if (i > start && encode_segment(t, text + start, i - start, add_special, &out, &n,
+                                            &cap, err, errlen) < 0) {
                 free(out);
                 return -1;
             }
             segments++;
         }
         if (id >= 0) {
-            if (segments == 0 && t->add_bos && t->bos >= 0 && id != t->bos)
+            if (segments == 0 && bos_front && id != t->bos)
                 out[n++] = t->bos;
             segments++;
             if (n + 1 >= cap)
@@ -117,4 +121,18 @@ int tokenizer_encode_special(const Tokenizer *t, const char *text, size_t len, i
     *ids = out;
     *n_ids = n;
     return 0;
+}
+
+int tokenizer_encode_special(const Tokenizer *t, const char *text, size_t len, int **ids,
+                             size_t *n_ids, char *err, size_t errlen)
+{
+    return encode_special(t, text, len, 1, ids, n_ids, err, errlen);
+}
+
+int tokenizer_encode_prompt(const Tokenizer *t, const char *text, size_t len, int special,
+                            int add_special, int **ids, size_t *n_ids, char *err, size_t errlen)
+{
+    if (!special)
+        return tokenizer_encode_opts(t, text, len, add_special, ids, n_ids, err, errlen);
+    return encode_special(t, text, len, add_special, ids, n_ids, err, errlen);
 }

@@ -45,6 +45,19 @@ stories_model() {
   fi
 }
 
+# text_model OUT SEED: the trained stories260K from ../shared as OUT, or where it is absent the
+# model this project ships in weights/ (austen-llama, trained here): a model whose replies are
+# text, for tests that read the generated text; sets P as stories_model does.
+text_model() {
+  if [ -e "$SHARED/stories260K/stories260K.bin" ]; then
+    stories_model "$@"
+  else
+    echo "note: $SHARED/stories260K absent; using weights/austen-llama.h5"
+    cp "$SRC/weights/austen-llama.h5" "$1"
+    P="It is a truth"
+  fi
+}
+
 fail() {
   echo "FAIL: $*" >&2
   exit 1

@@ -8,6 +8,11 @@
 # HEADSPLIT_TEST_QUICK=1 (the sanitizer build): the model file's /tokenizer written and read
 # back for llama3bos only (the other two store the same fields), and the GGUF tokenizers with
 # the special tokens only (--no-bos takes the lines of the tokenizer.json runs).
+# Every headsplit-tokenize here runs with --no-special: the tokenizer's own encoding (for a
+# tokenizer.json, Hugging Face's matching of its added tokens), which the JavaScript side
+# implements; without it headsplit-tokenize parses special-token text as headsplit's prompts
+# do (BOS once in front, llama.cpp's parse_special), checked against the engine in
+# cli_options.sh.
 . "$(dirname "$0")/common.sh"
 # No MPI program runs here, so under ASan it takes the fast unwinder: the slow one that
 # scripts/test.sh asks for (so that tests/lsan.supp can match Open MPI's leaks) made every load
@@ -23,9 +28,9 @@ n=$(wc -l < "$T/corpus.hex")
 status=0
 for name in llama3 qwen3 llama3bos; do
   json=$(cat "$T/$name.path")
-  "$BUILD/headsplit-tokenize" --tokenizer "$json" --hex --batch "$T/corpus.hex" \
+  "$BUILD/headsplit-tokenize" --tokenizer "$json" --no-special --hex --batch "$T/corpus.hex" \
     > "$T/$name.special.ours" || fail "$name: headsplit-tokenize failed"
-  "$BUILD/headsplit-tokenize" --tokenizer "$json" --no-bos --hex --batch "$T/corpus.hex" \
+  "$BUILD/headsplit-tokenize" --tokenizer "$json" --no-special --no-bos --hex --batch "$T/corpus.hex" \
     > "$T/$name.plain.ours" || fail "$name: headsplit-tokenize --no-bos failed"
   for which in special plain; do
     (cd "$NPMDIR" && node "$HERE/tokenizers_hf.mjs" compare "$T" "$name" "$which" \
@@ -40,7 +45,7 @@ for name in $(quick llama3bos "llama3 qwen3 llama3bos"); do
   json=$(cat "$T/$name.path")
   "$BUILD/headsplit-tokenize" --tokenizer "$json" --save-h5 "$T/$name.h5" \
     || fail "$name: cannot write the model file"
-  "$BUILD/headsplit-tokenize" --model "$T/$name.h5" --hex --batch "$T/corpus.hex" \
+  "$BUILD/headsplit-tokenize" --model "$T/$name.h5" --no-special --hex --batch "$T/corpus.hex" \
     > "$T/$name.h5.ours" || fail "$name: headsplit-tokenize --model failed"
   cmp "$T/$name.h5.ours" "$T/$name.special.ours" \
     || fail "$name: ids from the model file differ from those of tokenizer.json"
@@ -57,12 +62,12 @@ gguf_case() { # NAME PRE ADD_BOS BOS EOS REF
     "$bos" "$eos" || fail "$name: cannot write the GGUF file"
   "$CONVERT" --format gguf --file "$T/$name.gguf" --out "$T/$name-gguf.h5" --quiet \
     || fail "$name: GGUF conversion failed"
-  "$BUILD/headsplit-tokenize" --model "$T/$name-gguf.h5" --hex --batch "$T/corpus.hex" \
+  "$BUILD/headsplit-tokenize" --model "$T/$name-gguf.h5" --no-special --hex --batch "$T/corpus.hex" \
     > "$T/$name.gguf.special" || fail "$name (GGUF): headsplit-tokenize failed"
   (cd "$NPMDIR" && node "$HERE/tokenizers_hf.mjs" compare "$T" "$ref" special \
     "$T/$name.gguf.special") || status=1
   is_quick && return 0
-  "$BUILD/headsplit-tokenize" --model "$T/$name-gguf.h5" --no-bos --hex --batch \
+  "$BUILD/headsplit-tokenize" --model "$T/$name-gguf.h5" --no-special --no-bos --hex --batch \
     "$T/corpus.hex" > "$T/$name.gguf.plain" || fail "$name (GGUF): --no-bos failed"
   (cd "$NPMDIR" && node "$HERE/tokenizers_hf.mjs" compare "$T" "$ref" plain \
     "$T/$name.gguf.plain") || status=1
