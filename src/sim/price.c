@@ -37,7 +37,7 @@ double sim_layer_time(const ModelConfig *c, const Cluster *cl, const LayerPlan *
     SimFlow f;
     flow_init(&f, &d, c, cl, lp->n_parts);
     f.pos = pos;
-    flow_layer(&f, lp, 0, producer, -1);
+    flow_layer(&f, lp, 0, producer);
     double t = des_run(&d, 0, NULL);
     flow_free(&f);
     des_free(&d);
