@@ -338,7 +338,8 @@ static void test_solvers_analytic(void **state)
         assert_true(rel(solver_exact_brute(&one, &cl, &m, &sreq), st.cost_s) < 1e-9);
         plan_free(&p);
         /* A whole layer on rank 3: from the controller it costs one hop more than from rank
-         * 3 itself, which streams the weights at its speed. */
+         * 3 itself, which streams the weights and its two KV groups' one position at its
+         * speed. */
         LayerPlan lp = {0};
         AttnPart parts[2] = {{3, 0, 0, 2}, {3, 1, 0, 2}};
         lp.mode = LAYER_PIPE;
@@ -349,7 +350,7 @@ static void test_solvers_analytic(void **state)
         double from0 = cost_layer_s(&m, &lp, 0, &c), from3 = cost_layer_s(&m, &lp, 3, &c);
         assert_true(rel(from0 - from3, cost_hop_s(&m, 0, 3, &c)) < 1e-9);
         double w = 2.0 * (double)config_attn_unit_bytes(&c, 2) + (double)config_proj_bytes(&c) +
-                   (double)config_ffn_bytes(&c, c.ffn_dim);
+                   (double)config_ffn_bytes(&c, c.ffn_dim) + 2.0 * (double)config_kv_bytes(&c, 1);
         assert_true(rel(from3, w / (req.ref_Bps * dv[2].speed)) < 1e-9);
         assert_true(from3 > cost_ffn_s(&m, 3, &c));
         free(lat);
