@@ -98,7 +98,7 @@ double sim_cost_attn(const ModelConfig *c, const Cluster *cl, int rank, int n_q,
 double sim_cost_proj(const ModelConfig *c, const Cluster *cl, int rank);
 double sim_cost_ffn(const ModelConfig *c, const Cluster *cl, int rank);
 double sim_cost_controller(const ModelConfig *c, const Cluster *cl, int embed);
-/* A split LM head's share on a member: the final norm and `rows` rows. */
+/* A split LM head's share on a member: the final norm and `rows` rows (stored types). */
 double sim_cost_head_rows(const ModelConfig *c, const Cluster *cl, int rank, int rows);
 double sim_cost_msg(const Cluster *cl, int a, int b, double bytes);
 /* Bytes of one pipeline message (the 32-byte WireHdr + dim floats). */

@@ -199,7 +199,8 @@ static void plan_str(const Plan *p, char *out, size_t n)
 }
 
 /* The layer DP's and the exact solver's plans and costs under the simulator's model, as
- * recorded before the solvers moved into src/plan/ behind the cost interface. */
+ * recorded before the solvers moved into src/plan/ behind the cost interface (GPT-2's since
+ * 0.15 us more: the controller's final norm counts its bias too). */
 static void expect_plans(const char *name, const ModelConfig *c, const Cluster *cl, int kv,
                          const char *dp_plan, double dp_cost, const char *ex_plan,
                          double ex_cost)
@@ -252,9 +253,9 @@ static void test_recorded_plans(void **state)
     assert_int_equal(sim_cluster_set_links(&cl, "loopback", 3, err, sizeof err), 0);
     expect_plans("gpt2", &g, &cl, 128,
                  "444444444444:4:4|444444444444:4:4|111111111111:1:1|111111111111:1:1",
-                 0.012581514724362379,
+                 0.012581668324362378,
                  "222233444444:1:1|122223344444:1:1|222233444444:4:1|222233444444:4:1",
-                 0.011194568416441075);
+                 0.011194722016441073);
     cluster_free(&cl);
     /* The engine's path: measured inputs, stabilised, as the planner sees them. */
     assert_int_equal(sim_model_preset(&s, "tinyllama-1.1b", 5, err, sizeof err), 0);
