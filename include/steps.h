@@ -2,9 +2,11 @@
  * function: for every layer, in order, the work each rank does (COMPUTE: what, on which rank,
  * the bytes of its matrices by their stored type, the KV groups it reads, its kernel calls)
  * and the messages between ranks (SEND, BCAST, GATHER, ALLGATHER, REDUCE, SCATTER: the group,
- * the values each member sends, their wire form).  The engine's counted bytes, the
- * simulator's events (src/sim/flow.c) and the analytic cost model (src/plan/cost.c) are walks
- * of the same program, so hops, bytes and messages per token are sums over its steps.
+ * the values each member sends, their wire form).  The simulator's events (src/sim/flow.c),
+ * the analytic cost model (src/plan/cost.c) and the schedule's hops and bytes are walks of
+ * the same program, so hops, bytes and messages per token are sums over its steps; the
+ * engine (src/engine, still its own code per mode) sends what the program says, which
+ * tests/unit/test_engine.c checks message for message and byte for byte.
  *
  * Dependencies are explicit and read per rank: a step waits, on each rank r taking part, for
  * its dependencies that are computes on r and for its dependencies that are messages, as they

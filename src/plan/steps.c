@@ -146,8 +146,9 @@ static int gather(Emit *e, const ScheduleLayer *sl, int l, const int *a, StepBra
     return g;
 }
 
-/* A PIPE layer; spec_z: the speculative Z broadcast into it (-1: none). */
-static void pipe_layer(Emit *e, const Schedule *s, int l, int spec_z)
+/* A PIPE layer; spec_z: the speculative Z broadcast into it (-1: none).  Returns the one it
+ * sends into the next layer (-1: none). */
+static int pipe_layer(Emit *e, const Schedule *s, int l, int spec_z)
 {
     const ModelConfig *c = e->c;
     const LayerPlan *lp = &e->plan->layers[l];
@@ -220,7 +221,7 @@ static void pipe_layer(Emit *e, const Schedule *s, int l, int spec_z)
     int f = compute(e, STEP_WORK_FFN, l, lp->ffn_rank, (double)config_ffn_bytes(c, c->ffn_dim),
                     0, 1, zin);
     hold_only(e, &lp->ffn_rank, &f, 1);
-    e->tmp[0] = zspec; /* handed to the next layer */
+    return zspec;
 }
 
 /* Floats rank holds of the FFN's width in lp (its slices' columns). */
@@ -408,8 +409,7 @@ static void layer(Emit *e, const Schedule *s, int l, int *spec_z)
         *spec_z = -1;
         return;
     }
-    pipe_layer(e, s, l, *spec_z);
-    *spec_z = e->tmp[0];
+    *spec_z = pipe_layer(e, s, l, *spec_z);
 }
 
 void steps_build(StepProgram *prog, const Plan *p, const Schedule *s, const ModelConfig *c,
