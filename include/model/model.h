@@ -196,6 +196,10 @@ void model_logits_rows_n(const ModelConfig *c, const HeadW *w, Scratch *s,
  * layer of c's shapes (at least min_bytes of weights, so that they stream from memory) run
  * through the functions above; the median of `passes` timed passes after a warm-up. */
 double model_probe_layer_Bps(const ModelConfig *c, size_t min_bytes, int passes);
+/* The same, and *cpu_Bps (may be NULL): the bytes per second of this process's CPU time (all
+ * its threads), the rate a dilated rank is charged at (transport_dilation_owed). */
+double model_probe_layer_speeds(const ModelConfig *c, size_t min_bytes, int passes,
+                                double *cpu_Bps);
 
 /* Controller: x[dim] = embedding of token at pos. */
 void model_embed(const ModelConfig *c, const HeadW *w, int token, int pos, float *x);

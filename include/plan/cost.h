@@ -45,10 +45,21 @@ typedef struct {
 } CostModel;
 
 /* The analytic model over req's devices and links (plan_predict_ms); req must outlive it.
- * Its pieces: layer_s the critical path of one PIPE layer as plan_predict_ms walks it (no KV
- * reads), hop_s a message's latency and airtime, controller_s no embedding and req->fixed_ms
+ * Its pieces: layer_s the critical path of one PIPE layer as plan_predict_ms walks it, hop_s a message's latency and airtime, controller_s no embedding and req->fixed_ms
  * for the head, ffn_s the FFN's weights at the rank's speed. */
 CostModel cost_model_analytic(const PlanRequest *req);
+/* What a walk of a token's steps charged: bytes and messages put on the wire (WireHdr
+ * included), hops of its critical path. */
+typedef struct {
+    double bytes, messages;
+    int hops;
+} CostTally;
+
+/* The analytic model's walk of plan's step program (req's wire form and speculation mask;
+ * accept[l]: speculation into l kept, NULL: kept): ms of the token, and what it charged into
+ * *tally (may be NULL). */
+double cost_predict_tally(const Plan *plan, const ModelConfig *c, const PlanRequest *req,
+                          const unsigned char *accept, CostTally *tally);
 /* m's prediction for plan, ms per token. */
 double cost_token_ms(const CostModel *m, const Plan *plan, const ModelConfig *c);
 /* m's pieces (above), in seconds. */

@@ -129,6 +129,12 @@ typedef struct {
     /* Keep the LM head on the controller even where the last layer is sliced (--lm-head
      * controller); by default its members split it. */
     int head_on_controller;
+    /* Predictions only: ms of fixed overhead per kernel call on a worker (0: none), and the
+     * speculation the run uses: [n_layers] 1 where the transition into layer l speculates
+     * (NULL: none), kept with probability spec_accept. */
+    double op_ms;
+    const unsigned char *speculate;
+    double spec_accept;
 } PlanRequest;
 
 /* Builds a plan; returns 0 or -1 with err (e.g. a part that fits no device's budget). */
@@ -160,9 +166,11 @@ int plan_exact_rows(const Plan *plan, const ModelConfig *c, int layer, int rank,
 int plan_validate(const Plan *plan, const ModelConfig *c, char *err, size_t errlen);
 
 /* Predicted milliseconds per token of a plan under req's speeds and links: the critical path
- * of one token through every layer (weights streamed at each device's speed, one-way latency
- * plus size over bandwidth per message, plus the expected maximum of the latency spread
- * where a rank waits for several senders), plus req->fixed_ms. */
+ * of one token's step program (steps.h: weights by their stored types and KV reads streamed
+ * at each device's speed, req->op_ms per kernel call, one-way latency plus size over
+ * bandwidth per message in req's wire form, plus the expected maximum of the latency spread
+ * where a rank waits for several senders), the controller's LM head req->fixed_ms;
+ * speculation (req->speculate) as the mixture of kept and rejected. */
 double plan_predict_ms(const Plan *plan, const ModelConfig *c, const PlanRequest *req);
 /* (fixed_ms is the controller's LM head; a head_split plan replaces it with the members'
  * rows and the logits' way to the controller.) */

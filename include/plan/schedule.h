@@ -1,7 +1,8 @@
 /* schedule.h: what a plan means for one token, derived once by a pure function (no MPI, no
  * I/O): for every layer, who holds its input and who consumes it, the broadcast that closes
  * the gap, the gather of head outputs, the members of a SLICE exchange, which transitions may
- * speculate, the split LM head's rows, and the hops and bytes of a token.  The engine builds
+ * speculate, the split LM head's rows, and the hops and bytes of a token (sums over the
+ * token's step program, steps.h, which is emitted from this schedule).  The engine builds
  * its groups and buffers from it, the simulator emits its events from it. */
 #ifndef HEADSPLIT_SCHEDULE_H
 #define HEADSPLIT_SCHEDULE_H
@@ -39,7 +40,8 @@ typedef struct {
      * rank, and layer l+1's input is broadcast (some consumer is not that rank). */
     int spec_eligible;
     /* Network hops this entry adds to a token's critical path (input broadcast, gather, Z;
-     * or input broadcast and two exchanges) and bytes put on the wire (f32 partial sums). */
+     * or input broadcast and the exchanges' rounds; entry n_layers: the output, or the split
+     * head's logits) and bytes put on the wire: sums over its steps (steps.h) in f32. */
     int hops;
     uint64_t bytes;
 } ScheduleLayer;

@@ -52,4 +52,22 @@ _Static_assert(sizeof(WireHdr) == 32, "the header keeps the payload 32-byte alig
 enum { WIRE_TAG_Z = 1000, WIRE_TAG_PING = 900, WIRE_TAG_XCHG = 10000, WIRE_TAG_XSUM = 15000,
        WIRE_TAG_MIG = 20000, WIRE_TAG_SERVICE = 25000, WIRE_TAG_SERVICE_REPLY = 25001 };
 
+/* The form floats take on the wire (--wire f32|f16|q8): as they are, IEEE halves, or Q8_0
+ * blocks of 32 (a half scale and 32 int8: 34 bytes).  wire_form_bytes is the one size of a
+ * payload of n values in that form: the plan's steps, the simulator, the cost model and the
+ * engine's packers all take it from here. */
+typedef enum { WIRE_FORM_F32 = 0, WIRE_FORM_F16 = 1, WIRE_FORM_Q8 = 2 } WireForm;
+
+/* Bytes of n values in form f (q8: n a multiple of 32, as every dimension it carries is). */
+static inline uint64_t wire_form_bytes(WireForm f, int64_t n)
+{
+    if (n <= 0)
+        return 0;
+    return f == WIRE_FORM_Q8 ? (uint64_t)(n / 32) * 34u
+                             : (uint64_t)n * (f == WIRE_FORM_F16 ? 2u : 4u);
+}
+
+/* Values per block of form f: a payload cut into pieces is cut at multiples of this. */
+static inline int wire_form_block(WireForm f) { return f == WIRE_FORM_Q8 ? 32 : 1; }
+
 #endif

@@ -10,6 +10,7 @@
 #include "cost.h"
 #include "inputs.h"
 #include "plan.h"
+#include "wire.h"
 
 #include <jansson.h>
 #include <stdint.h>
@@ -97,7 +98,7 @@ double sim_cost_attn(const ModelConfig *c, const Cluster *cl, int rank, int n_q,
 double sim_cost_proj(const ModelConfig *c, const Cluster *cl, int rank);
 double sim_cost_ffn(const ModelConfig *c, const Cluster *cl, int rank);
 double sim_cost_controller(const ModelConfig *c, const Cluster *cl, int embed);
-/* A split LM head's share on a member: the final norm and `rows` rows. */
+/* A split LM head's share on a member: the final norm and `rows` rows (stored types). */
 double sim_cost_head_rows(const ModelConfig *c, const Cluster *cl, int rank, int rows);
 double sim_cost_msg(const Cluster *cl, int a, int b, double bytes);
 /* Bytes of one pipeline message (the 32-byte WireHdr + dim floats). */
@@ -130,6 +131,12 @@ double sim_plan_token_time(const ModelConfig *c, const Cluster *cl, const Plan *
                            int pos);
 double sim_layer_time(const ModelConfig *c, const Cluster *cl, const LayerPlan *lp,
                       int producer, int pos);
+/* The same token with the payloads in wire form `wire` and speculation into layer l where
+ * spec[l] (NULL: none), kept where accept[l] (NULL: kept): its time, and the bytes and
+ * messages its events put on the wire (*bytes, *messages; may be NULL). */
+double sim_plan_token_counts(const ModelConfig *c, const Cluster *cl, const Plan *plan,
+                             int pos, WireForm wire, const unsigned char *spec,
+                             const unsigned char *accept, double *bytes, double *messages);
 
 /* Calibration against the engine's --metrics JSON.  A measured run gives the model, the plan
  * it ran, its per-token latencies, the start-up RTT matrix and the --emulate-link spec; the

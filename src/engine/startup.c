@@ -111,12 +111,21 @@ static void measure_speeds(Transport *cm, const ModelConfig *c, Cluster *cl)
     double mine = 0;
     for (int r = 0; r < cm->size; r++) {
         if (r == cm->rank) {
-            mine = model_probe_layer_Bps(c, (size_t)256 << 20, 3) /
-                   (cm->slowdown > 1 ? cm->slowdown : 1);
-            /* an emulated board streams no faster than its memory, whatever its threads */
-            const double bw = device_env(r, "HEADSPLIT_DEVICE_BW_GBPS", 0, 1e6) * 1e9;
-            if (cm->slowdown > 1 && bw > 0 && mine > bw)
-                mine = bw;
+            double cpu_Bps = 0;
+            mine = model_probe_layer_speeds(c, (size_t)256 << 20, 3, &cpu_Bps);
+            if (cm->slowdown > 1) {
+                /* A dilated rank is charged slowdown x its CPU time over the board's cores
+                 * that its threads use, and at least its bytes over the board's bandwidth
+                 * (transport_dilation_owed): its speed is that, whatever the host's cores
+                 * (the wall-clock speed on a busy 2-core host understated a 4-core board). */
+                const double bw = device_env(r, "HEADSPLIT_DEVICE_BW_GBPS", 0, 1e6) * 1e9;
+                int cores = (int)device_env(r, "HEADSPLIT_DEVICE_CORES", 1, 1024);
+                int threads = kernels_get_threads();
+                int par = threads < cores ? threads : cores;
+                mine = cpu_Bps * (par > 1 ? par : 1) / cm->slowdown;
+                if (bw > 0 && mine > bw)
+                    mine = bw;
+            }
         }
         transport_barrier(cm);
     }

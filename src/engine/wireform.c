@@ -5,13 +5,15 @@
 
 #include "kernels.h"
 #include "quant.h"
+#include "wire.h"
 
 #include <string.h>
 
 size_t engine_wire_len(const DistEngine *e, int64_t n)
 {
-    return e->wire16 == 2 ? quant_row_bytes(QTYPE_Q8_0, n)
-                          : (size_t)n * (e->wire16 ? sizeof(uint16_t) : sizeof(float));
+    if (e->wire16 == 2)
+        (void)quant_row_bytes(QTYPE_Q8_0, n); /* checks n against the block size */
+    return (size_t)wire_form_bytes((WireForm)e->wire16, n);
 }
 
 size_t engine_wire_put(const DistEngine *e, const float *x, unsigned char *out, int64_t n)

@@ -123,6 +123,12 @@ static void layout(Arena *a, const ModelConfig *c, size_t copies, int kv_cap, At
 
 double model_probe_layer_Bps(const ModelConfig *c, size_t min_bytes, int passes)
 {
+    return model_probe_layer_speeds(c, min_bytes, passes, NULL);
+}
+
+double model_probe_layer_speeds(const ModelConfig *c, size_t min_bytes, int passes,
+                                double *cpu_Bps)
+{
     const int units = c->n_kv_heads, qpk = config_q_per_kv(c), hd = c->head_dim;
     const int dim = c->dim;
     const size_t layer = config_layer_bytes(c);
@@ -152,9 +158,9 @@ double model_probe_layer_Bps(const ModelConfig *c, size_t min_bytes, int passes)
     float *heads = xcalloc((size_t)c->n_heads * (size_t)hd, sizeof(float));
     for (int i = 0; i < dim; i++)
         x[i] = (float)((i * 37) % 101) * 0.01f - 0.5f;
-    double *t = xmalloc((size_t)passes * sizeof(double));
+    double *t = xmalloc(2 * (size_t)passes * sizeof(double)), *tc = t + passes;
     for (int pos = 0; pos <= passes; pos++) { /* position 0 warms up (the fill faulted in) */
-        double t0 = time_now();
+        double t0 = time_now(), c0 = time_cpu();
         for (size_t k = 0; k < copies; k++) {
             for (int u = 0; u < units; u++)
                 model_attn_part_forward(c, &parts[k * (size_t)units + (size_t)u], &s, x, pos,
@@ -162,10 +168,15 @@ double model_probe_layer_Bps(const ModelConfig *c, size_t min_bytes, int passes)
             model_proj_forward(c, &proj[k], &s, x, heads, z);
             model_ffn_forward(c, &ffn[k], &s, z, xo);
         }
-        if (pos > 0)
+        if (pos > 0) {
             t[pos - 1] = time_now() - t0;
+            tc[pos - 1] = time_cpu() - c0;
+        }
     }
     const double median = util_median(t, (size_t)passes);
+    const double cpu_median = util_median(tc, (size_t)passes);
+    if (cpu_Bps)
+        *cpu_Bps = (double)(copies * layer) / (cpu_median > 0 ? cpu_median : 1e-9);
     for (size_t i = 0; i < copies * (size_t)units; i++) {
         free(parts[i].k_cache);
         free(parts[i].v_cache);

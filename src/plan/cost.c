@@ -1,11 +1,14 @@
 /* cost.c: the analytic cost model shared by --partition auto and the link-aware placement:
- * predicted time of one token along the critical path of a plan; its pieces (one PIPE layer,
- * a hop, the controller's work) for the solvers; and the cost interface (cost.h) over any
- * model. */
+ * predicted time of one token along the critical path of a plan, a closed-form walk of the
+ * token's step program (steps.h: the one the simulator's events and the engine's messages
+ * come from); its pieces (one PIPE layer, a hop, the controller's work) for the solvers; and
+ * the cost interface (cost.h) over any model. */
 #include "cost.h"
 #include "netmodel.h"
 #include "plan.h"
 #include "plan_internal.h"
+#include "schedule.h"
+#include "steps.h"
 #include "util.h"
 
 #include <math.h>
@@ -19,10 +22,13 @@ typedef struct {
     NetLink net; /* the medium and bandwidth of req (netmodel.h) */
     int shared;
     double chan; /* shared medium: ms at which the channel is next free */
-    int *order;  /* [n] scratch: ranks in order of readiness */
-    int *members; /* [n] scratch: a SLICE layer's members */
-    int *need;    /* [n] scratch: the consumers of a layer's input */
-    double *arr, *at; /* [n] scratch: arrivals, readiness by rank */
+    int pos;     /* the position whose KV reads the work includes */
+    int *order;  /* [n] scratch: senders in order of readiness */
+    double *ready, *arr, *free_at; /* [n] scratch: a step's readiness and arrivals by rank;
+                                    * when each rank's compute is free */
+    int *n_in;   /* [n] messages each rank receives in a step */
+    double *at;  /* [n_steps * n] when rank r has step k's result (-1: not) */
+    CostTally *tally;
 } Cost;
 
 NetLink plan_cost_net(const PlanRequest *req)
@@ -91,280 +97,173 @@ static double queued_ms(Cost *k, int a, int b, double ready, double bytes)
     return net_queue_s(&k->chan, ready, net_airtime_s(&k->net, bytes) * 1e3) + lat_ms(k, a, b);
 }
 
-/* Sorts the ranks r[0..n) by at[r] ascending, ties in the given order (insertion sort: n is
- * a layer's members). */
-static void sort_by(int *r, int n, const double *at)
-{
-    for (int i = 1; i < n; i++) {
-        int v = r[i], j = i;
-        for (; j > 0 && at[r[j - 1]] > at[v]; j--)
-            r[j] = r[j - 1];
-        r[j] = v;
-    }
-}
-
-static double part_bytes(const ModelConfig *c, const AttnPart *p, int slice)
-{
-    double b = (double)config_attn_unit_bytes(c, p->q1 - p->q0);
-    if (slice)
-        b += (double)c->dim * (double)((p->q1 - p->q0) * c->head_dim) * 4.0;
-    return b;
-}
-
-/* One phase of messages: every rank of from[0..nf) sends `bytes` to every other rank of
- * to[0..nt) when it is ready (at[sender]); arr[receiver] becomes the last arrival (a rank in
- * both lists counts its own readiness).  Switched: each message its own hop; shared: the
- * transmissions queue on the channel in order of readiness.  Returns the last arrival. */
-static double phase_ms(Cost *k, const int *from, int nf, const double *at, const int *to,
-                       int nt, double bytes, double *arr)
-{
-    double t = 0;
-    for (int j = 0; j < nt; j++)
-        arr[to[j]] = 0;
-    for (int i = 0; i < nf; i++)
-        k->order[i] = from[i];
-    if (k->shared)
-        sort_by(k->order, nf, at);
-    for (int i = 0; i < nf; i++)
-        for (int j = 0; j < nt; j++) {
-            int a = k->order[i], b = to[j];
-            double v = a == b       ? at[a]
-                       : k->shared ? queued_ms(k, a, b, at[a], bytes)
-                                   : at[a] + hop_ms(k, a, b, bytes);
-            arr[b] = v > arr[b] ? v : arr[b];
-            t = v > t ? v : t;
-        }
-    return t;
-}
-
-/* A SLICE exchange of partial sums (xmsg bytes on the wire, payload wire_bytes per element,
- * the sums on their way back too): when the last member has the sum, without the spread of
- * the first wait (the caller's). */
-static double exchange_ms(Cost *k, SliceExchange x, const LayerPlan *lp, const double *busy,
-                          double wire_bytes)
-{
-    const int n = lp->n_slices;
-    const double dim = (double)k->c->dim;
-    int *m = k->members;
-    for (int j = 0; j < n; j++)
-        m[j] = lp->slices[j].rank;
-    if (n < 2 || x == EXCHANGE_AUTO || x == EXCHANGE_ALL)
-        return phase_ms(k, m, n, busy, m, n, 32.0 + wire_bytes * dim, k->arr);
-    if (x == EXCHANGE_REDUCE) {
-        /* to the first member, which adds once all have arrived and sends the sum back */
-        double root = phase_ms(k, m + 1, n - 1, busy, m, 1, 32.0 + wire_bytes * dim, k->arr);
-        root = root > busy[m[0]] ? root : busy[m[0]];
-        k->at[m[0]] = root + spread_ms(k, n - 1);
-        return phase_ms(k, m, 1, k->at, m, n, 32.0 + wire_bytes * dim, k->arr);
-    }
-    /* RSAG: chunks of dim/n to their owners, each owner's sum to every member */
-    phase_ms(k, m, n, busy, m, n, 32.0 + wire_bytes * dim / n, k->arr);
-    for (int j = 0; j < n; j++)
-        k->at[m[j]] = k->arr[m[j]] + spread_ms(k, n - 1);
-    return phase_ms(k, m, n, k->at, m, n, 32.0 + wire_bytes * dim / n, k->arr);
-}
-
-/* An --exchange exact SLICE layer whose members have its input at busy[] (in: ready; out:
- * scratch): attention, then four all-gather rounds (head outputs, Z rows, the FFN's hidden
- * slices, X' rows; every member sends its 1/n to every other), each after the member's
- * work (wo rows, gate/up rows, w_down rows).  Returns when the last member has X'. */
-static double exact_layer_ms(Cost *k, const Plan *plan, int l, double *busy)
-{
-    const ModelConfig *c = k->c;
-    const LayerPlan *lp = &plan->layers[l];
-    const int n = lp->n_slices, qd = c->n_heads * c->head_dim;
-    const double width[4] = {qd, c->dim, c->ffn_dim, c->dim}; /* the rounds' rows */
-    int *m = k->members;
-    for (int j = 0; j < n; j++)
-        m[j] = lp->slices[j].rank;
-    double t = 0;
-    for (int round = 0; round < 4; round++) {
-        if (round > 0)
-            for (int j = 0; j < n; j++) {
-                const int f = lp->slices[j].f1 - lp->slices[j].f0;
-                int d0 = 0, d1 = 0;
-                plan_exact_rows(plan, c, l, m[j], &d0, &d1);
-                double b = round == 1 ? (double)plan_rows_bytes(c, WKIND_WO, d1 - d0, qd)
-                           : round == 2
-                               ? (double)plan_rows_bytes(c, WKIND_W_UP, f, c->dim) +
-                                     (c->arch == ARCH_GPT2
-                                          ? 0
-                                          : (double)plan_rows_bytes(c, WKIND_W_GATE, f, c->dim))
-                               : (double)plan_rows_bytes(c, WKIND_W_DOWN, d1 - d0, c->ffn_dim);
-                busy[m[j]] = t + work_ms(k, m[j], b);
-            }
-        t = phase_ms(k, m, n, busy, m, n, 32.0 + 4.0 * width[round] / n, k->arr) +
-            spread_ms(k, n - 1);
-    }
-    return t;
-}
-
-/* A cost walk over n ranks (scratch allocated; cost_free frees it). */
+/* A walk over n ranks (scratch allocated; cost_free frees it). */
 static void cost_init(Cost *k, const ModelConfig *c, const PlanRequest *req, int n)
 {
-    *k = (Cost){c, req, n, plan_cost_net(req), 0, 0, NULL, NULL, NULL, NULL, NULL};
+    memset(k, 0, sizeof *k);
+    k->c = c;
+    k->req = req;
+    k->n = n;
+    k->net = plan_cost_net(req);
     k->shared = net_is_shared(&k->net);
     k->order = xcalloc((size_t)n, sizeof(int));
-    k->members = xcalloc((size_t)n, sizeof(int));
-    k->need = xcalloc((size_t)n, sizeof(int));
+    k->n_in = xcalloc((size_t)n, sizeof(int));
+    k->ready = xcalloc((size_t)n, sizeof(double));
     k->arr = xcalloc((size_t)n, sizeof(double));
-    k->at = xcalloc((size_t)n, sizeof(double));
+    k->free_at = xcalloc((size_t)n, sizeof(double));
 }
 
 static void cost_free(Cost *k)
 {
     free(k->order);
-    free(k->members);
-    free(k->need);
+    free(k->n_in);
+    free(k->ready);
     free(k->arr);
+    free(k->free_at);
     free(k->at);
 }
 
-/* When each rank has layer lp's input (ready[]): the holders (has[]) at t, the others from
- * root, the designated holder (on a shared medium the root's transmissions to the consumers
- * queue, in rank order). */
-static void layer_input(Cost *k, const LayerPlan *lp, int root, double t, const int *has,
-                        double *ready)
+/* When rank r has step st's dependencies (0: from the start). */
+static double ready_at(const Cost *k, const StepProgram *p, const Step *st, int r)
 {
-    const double msg = 32.0 + 4.0 * k->c->dim;
-    int *need = k->need;
-    if (!k->shared) {
-        for (int r = 0; r < k->n; r++)
-            ready[r] = has[r] ? t : t + hop_ms(k, root, r, msg);
-        return;
+    const int *d = steps_deps(p, st);
+    double t = 0;
+    for (int i = 0; i < st->n_deps; i++) {
+        double v = k->at[(size_t)d[i] * (size_t)k->n + (size_t)r];
+        t = v > t ? v : t;
     }
-    memset(need, 0, (size_t)k->n * sizeof(int));
-    if (lp->mode == LAYER_SLICE)
-        for (int j = 0; j < lp->n_slices; j++)
-            need[lp->slices[j].rank] = 1;
-    else
-        for (int p = 0; p < lp->n_parts; p++)
-            need[lp->parts[p].rank] = 1;
-    if (lp->mode != LAYER_SLICE)
-        need[lp->proj_rank] = 1;
-    for (int r = 0; r < k->n; r++)
-        ready[r] = has[r] || !need[r] ? t : queued_ms(k, root, r, t, msg);
+    return t;
 }
 
-/* A PIPE layer whose ranks have its input at ready[] (busy[]: scratch, zeroed): parts in
- * parallel across ranks, serial on one rank; the gather at the projection rank (on a shared
- * medium the senders' transmissions queue in order of readiness), Z, the FFN.  Returns when
- * the FFN ends. */
-static double pipe_layer(Cost *k, const LayerPlan *lp, const double *ready, double *busy)
+/* Ms of a compute step on its rank: the controller's LM head is req->fixed_ms (its measured
+ * speed), its embedding free; a worker streams the step's bytes (weights by stored type and
+ * KV reads) at its speed and pays req->op_ms per kernel call. */
+static double step_work_ms(const Cost *k, const Step *st)
 {
-    const ModelConfig *c = k->c;
-    const double msg = 32.0 + 4.0 * c->dim;
-    double gathered = ready[lp->proj_rank];
-    int senders = 0;
-    for (int r = 1; r < k->n; r++) {
-        double done = ready[r];
-        int any = 0;
-        for (int p = 0; p < lp->n_parts; p++)
-            if (lp->parts[p].rank == r) {
-                done += work_ms(k, r, part_bytes(c, &lp->parts[p], 0));
-                any = 1;
-            }
-        busy[r] = done;
-        if (!any)
+    if (st->rank == 0 && st->what == STEP_WORK_HEAD)
+        return k->req->fixed_ms > 0 ? k->req->fixed_ms : 0;
+    if (st->rank == 0 && st->what == STEP_WORK_EMBED)
+        return 0;
+    const double op = k->req->op_ms > 0 ? k->req->op_ms : 0;
+    return work_ms(k, st->rank, steps_work_bytes(st, k->c, k->pos)) + st->n_ops * op;
+}
+
+/* One message a -> b of `bytes` ready at `ready`: when it arrives (switched: its own hop;
+ * shared: queued on the channel). */
+static double send_ms(Cost *k, int a, int b, double ready, double bytes)
+{
+    if (k->tally) {
+        k->tally->bytes += bytes;
+        k->tally->messages += 1;
+    }
+    return k->shared ? queued_ms(k, a, b, ready, bytes) : ready + hop_ms(k, a, b, bytes);
+}
+
+/* A message step: every sender's messages leave when it has the step's dependencies (on a
+ * shared medium the senders take the channel in order of readiness, each to its receivers in
+ * member order); a receiver has the step when it has its own dependencies and every message
+ * to it, plus the expected spread of the slowest of several.  at[]: by rank. */
+static void walk_message(Cost *k, const StepProgram *p, const Step *st, double *at)
+{
+    const int n = st->n_members, *m = steps_members(p, st);
+    const int to_all = st->op == STEP_ALLGATHER || st->op == STEP_SCATTER;
+    const int one_to_many = st->op == STEP_BCAST || st->op == STEP_SEND;
+    for (int i = 0; i < n; i++) {
+        k->ready[m[i]] = ready_at(k, p, st, m[i]);
+        k->arr[m[i]] = k->ready[m[i]];
+        k->n_in[m[i]] = 0;
+        k->order[i] = i;
+    }
+    /* senders by readiness on a shared medium (insertion sort: stable, n is a group) */
+    for (int i = 1; k->shared && i < n; i++) {
+        int v = k->order[i], j = i;
+        for (; j > 0 && k->ready[m[k->order[j - 1]]] > k->ready[m[v]]; j--)
+            k->order[j] = k->order[j - 1];
+        k->order[j] = v;
+    }
+    for (int oi = 0; oi < n; oi++) {
+        const int i = k->order[oi];
+        if (one_to_many ? i != 0 : !to_all && i == 0)
             continue;
-        if (k->shared && r != lp->proj_rank) {
-            k->order[senders++] = r;
+        for (int j = 0; j < n; j++) {
+            if (j == i || (!to_all && !one_to_many && j != 0))
+                continue;
+            const int vi = one_to_many ? 0 : st->op == STEP_SCATTER ? j : i;
+            double v = send_ms(k, m[i], m[j], k->ready[m[i]],
+                               (double)steps_msg_bytes(p, st, vi));
+            k->arr[m[j]] = v > k->arr[m[j]] ? v : k->arr[m[j]];
+            k->n_in[m[j]]++;
+        }
+    }
+    for (int i = 0; i < n; i++)
+        at[m[i]] = k->arr[m[i]] + spread_ms(k, k->n_in[m[i]]);
+}
+
+/* Walks a step program: each step ends at its dependencies as its ranks have them (computes
+ * one after another on a rank); accept[l]: speculation into l kept (NULL: kept).  Returns
+ * when the controller has the last step's result, ms from 0. */
+static double walk(Cost *k, const StepProgram *p, const unsigned char *accept)
+{
+    const size_t n = (size_t)k->n;
+    free(k->at);
+    k->at = xmalloc(((size_t)p->n_steps * n + 1) * sizeof(double));
+    for (size_t i = 0; i < (size_t)p->n_steps * n; i++)
+        k->at[i] = -1;
+    memset(k->free_at, 0, n * sizeof(double));
+    for (int s = 0; s < p->n_steps; s++) {
+        const Step *st = &p->steps[s];
+        const int acc = !accept || st->layer < 0 || st->layer >= p->n_layers ||
+                        accept[st->layer];
+        if (!steps_taken(st, acc))
+            continue;
+        double *at = k->at + (size_t)s * n;
+        if (st->op != STEP_COMPUTE) {
+            walk_message(k, p, st, at);
+            if (k->tally)
+                k->tally->hops += steps_step_hops(p, st);
             continue;
         }
-        double v = done + hop_ms(k, r, lp->proj_rank, msg);
-        gathered = v > gathered ? v : gathered;
-        senders += r != lp->proj_rank;
+        const int r = st->rank;
+        double t0 = ready_at(k, p, st, r);
+        t0 = t0 > k->free_at[r] ? t0 : k->free_at[r];
+        at[r] = k->free_at[r] = t0 + step_work_ms(k, st);
     }
-    if (k->shared) {
-        sort_by(k->order, senders, busy);
-        for (int i = 0; i < senders; i++) {
-            double v = queued_ms(k, k->order[i], lp->proj_rank, busy[k->order[i]], msg);
-            gathered = v > gathered ? v : gathered;
-        }
-    }
-    gathered += spread_ms(k, senders);
-    double z = gathered + work_ms(k, lp->proj_rank, (double)config_proj_bytes(c));
-    z = k->shared ? queued_ms(k, lp->proj_rank, lp->ffn_rank, z, msg)
-                  : z + hop_ms(k, lp->proj_rank, lp->ffn_rank, msg);
-    return z + work_ms(k, lp->ffn_rank, (double)config_ffn_bytes(c, c->ffn_dim));
+    const Step *last = &p->steps[p->last];
+    const int r = last->op == STEP_COMPUTE ? last->rank : steps_members(p, last)[0];
+    return k->at[(size_t)p->last * n + (size_t)r];
+}
+
+double cost_predict_tally(const Plan *plan, const ModelConfig *c, const PlanRequest *req,
+                          const unsigned char *accept, CostTally *tally)
+{
+    Cost k;
+    cost_init(&k, c, req, plan->n_workers + 1);
+    k.tally = tally;
+    if (tally)
+        memset(tally, 0, sizeof *tally);
+    Schedule s;
+    plan_schedule(&s, plan, c);
+    const StepOptions o = {steps_wire_of_bytes(req->wire_bytes), req->speculate};
+    StepProgram prog;
+    steps_build(&prog, plan, &s, c, &o);
+    double t = walk(&k, &prog, accept);
+    steps_free(&prog);
+    schedule_free(&s);
+    cost_free(&k);
+    return t;
 }
 
 double plan_predict_ms(const Plan *plan, const ModelConfig *c, const PlanRequest *req)
 {
-    Cost k;
-    cost_init(&k, c, req, plan->n_workers + 1);
-    const double msg = 32.0 + 4.0 * c->dim;
-    /* a SLICE partial sum's elements as --wire sends them */
-    const double wire = req->wire_bytes > 0 ? req->wire_bytes : 4.0;
-    double *ready = xcalloc((size_t)k.n, sizeof(double)); /* when each rank has X */
-    double *busy = xcalloc((size_t)k.n, sizeof(double));  /* when each rank is free */
-    int *has = xcalloc((size_t)k.n, sizeof(int));         /* holds the current X */
-    has[0] = 1;
-    double t = 0; /* time X of the current layer exists at its holders */
-    for (int l = 0; l < plan->n_layers; l++) {
-        const LayerPlan *lp = &plan->layers[l];
-        layer_input(&k, lp, l == 0 ? 0 : plan->layers[l - 1].ffn_rank, t, has, ready);
-        memset(busy, 0, (size_t)k.n * sizeof(double));
-        if (lp->mode == LAYER_SLICE) {
-            double t1, t2;
-            const int exact = plan->exchange == EXCHANGE_EXACT; /* wo by rows, not columns */
-            for (int j = 0; j < lp->n_slices; j++) {
-                int r = lp->slices[j].rank;
-                busy[r] = ready[r];
-                for (int p = 0; p < lp->n_parts; p++)
-                    if (lp->parts[p].rank == r)
-                        busy[r] += work_ms(&k, r, part_bytes(c, &lp->parts[p], !exact));
-            }
-            if (exact) {
-                t = exact_layer_ms(&k, plan, l, busy);
-                memset(has, 0, (size_t)k.n * sizeof(int));
-                for (int j = 0; j < lp->n_slices; j++)
-                    has[lp->slices[j].rank] = 1;
-                continue;
-            }
-            t1 = exchange_ms(&k, plan->exchange, lp, busy, wire) +
-                 spread_ms(&k, lp->n_slices - 1);
-            for (int j = 0; j < lp->n_slices; j++) {
-                int r = lp->slices[j].rank;
-                busy[r] = t1 + work_ms(&k, r, (double)config_ffn_bytes(c, lp->slices[j].f1 -
-                                                                       lp->slices[j].f0));
-            }
-            t2 = exchange_ms(&k, plan->exchange, lp, busy, wire) +
-                 spread_ms(&k, lp->n_slices - 1);
-            memset(has, 0, (size_t)k.n * sizeof(int));
-            for (int j = 0; j < lp->n_slices; j++)
-                has[lp->slices[j].rank] = 1;
-            t = t2;
-            continue;
-        }
-        t = pipe_layer(&k, lp, ready, busy);
-        memset(has, 0, (size_t)k.n * sizeof(int));
-        has[lp->ffn_rank] = 1;
-    }
-    /* Back to the controller: X' for its LM head, or each member's rows of logits. */
-    int last = plan->layers[plan->n_layers - 1].ffn_rank, v0, v1, members = 0;
-    if (plan->head_split) {
-        double done = t;
-        for (int r = 1; r < k.n; r++)
-            if (plan_head_rows(plan, c, r, &v0, &v1)) {
-                /* its rows and the final norm's weights, as the simulator counts
-                 * (sim_cost_head_rows) and the memory accounting holds */
-                double rows = (double)(v1 - v0);
-                double w = t + work_ms(&k, r, (rows + 1.0) * c->dim * 4.0);
-                double v = k.shared ? queued_ms(&k, r, 0, w, 32.0 + 4.0 * rows)
-                                    : w + hop_ms(&k, r, 0, 32.0 + 4.0 * rows);
-                done = v > done ? v : done;
-                members++;
-            }
-        t = done + spread_ms(&k, members);
-    } else {
-        t = has[0] ? t : k.shared ? queued_ms(&k, last, 0, t, msg) : t + hop_ms(&k, last, 0, msg);
-        t += req->fixed_ms > 0 ? req->fixed_ms : 0;
-    }
-    free(ready);
-    free(busy);
-    free(has);
-    cost_free(&k);
+    if (!req->speculate)
+        return cost_predict_tally(plan, c, req, NULL, NULL);
+    /* speculation: kept with probability spec_accept at every transition that speculates,
+     * priced as the mixture of all kept and all rejected */
+    unsigned char *rej = xcalloc((size_t)plan->n_layers + 1, 1);
+    const double p = req->spec_accept >= 0 && req->spec_accept <= 1 ? req->spec_accept : 1;
+    double t = p * cost_predict_tally(plan, c, req, NULL, NULL) +
+               (1 - p) * cost_predict_tally(plan, c, req, rej, NULL);
+    free(rej);
     return t;
 }
 
@@ -385,15 +284,14 @@ static double analytic_layer_s(const void *ctx, const LayerPlan *lp, int produce
     const PlanRequest *req = ctx;
     Cost k;
     cost_init(&k, c, req, req->n_workers + 1);
-    double *ready = xcalloc((size_t)k.n, sizeof(double));
-    double *busy = xcalloc((size_t)k.n, sizeof(double));
-    int *has = xcalloc((size_t)k.n, sizeof(int));
-    has[producer] = 1;
-    layer_input(&k, lp, producer, 0, has, ready);
-    double t = pipe_layer(&k, lp, ready, busy);
-    free(ready);
-    free(busy);
-    free(has);
+    ScheduleLayer sl;
+    schedule_layer(&sl, lp, 0, &producer, 1, producer, c);
+    const StepOptions o = {steps_wire_of_bytes(req->wire_bytes), NULL};
+    StepProgram prog;
+    steps_build_layer(&prog, lp, &sl, 0, k.n, c, &o);
+    double t = walk(&k, &prog, NULL);
+    steps_free(&prog);
+    schedule_layer_free(&sl);
     cost_free(&k);
     return t / 1e3;
 }

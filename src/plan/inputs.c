@@ -30,10 +30,12 @@ void inputs_free(ClusterInputs *ci)
     memset(ci, 0, sizeof *ci);
 }
 
-/* The controller's work per token in ms at its speed: final norm and LM head. */
+/* The controller's work per token in ms at its speed: the final norm and the LM head's rows
+ * in their stored type (the head step of steps.h). */
 static double controller_ms(const ModelConfig *c, double speed_Bps)
 {
-    double bytes = ((double)c->vocab_size + 2.0) * (double)c->dim * sizeof(float);
+    double bytes = (double)config_head_rows_bytes(c, c->vocab_size) +
+                   (c->arch == ARCH_GPT2 ? 2.0 : 1.0) * (double)c->dim * sizeof(float);
     return speed_Bps > 0 ? bytes / speed_Bps * 1e3 : 0;
 }
 

@@ -6,6 +6,7 @@
  * producer broadcasts it to [producer, the other consumers ascending]. */
 #include "schedule.h"
 
+#include "steps.h"
 #include "util.h"
 #include "wire.h"
 
@@ -136,47 +137,28 @@ static void fill_gather(ScheduleLayer *sl, const LayerPlan *lp, const ModelConfi
     sl->n_gparts = np;
 }
 
-/* Hops and bytes of an entry's input broadcast and, for a layer, its work. */
-static void fill_cost(ScheduleLayer *sl, const LayerPlan *lp, size_t msg, SliceExchange x,
-                      const ModelConfig *c)
+/* Adds a step's hops and bytes to its layer's entry (as steps_hops and steps_bytes count). */
+static void add_step(ScheduleLayer *sl, const StepProgram *prog, const Step *st)
 {
-    const int dim = c->dim;
-    sl->hops = sl->n_bcast > 1;
-    sl->bytes = sl->n_bcast > 1 ? (uint64_t)(sl->n_bcast - 1) * msg : 0;
-    if (!lp)
-        return;
-    if (lp->mode == LAYER_SLICE) {
-        const uint64_t n = (uint64_t)sl->n_members, hdr = sizeof(WireHdr);
-        if (lp->n_slices > 1 && x == EXCHANGE_EXACT) {
-            /* four all-gathers, every member's rows to every other: head outputs, Z, the
-             * FFN's hidden activations, X' */
-            const uint64_t floats = (uint64_t)c->n_heads * (uint64_t)c->head_dim +
-                                    2 * (uint64_t)dim + (uint64_t)c->ffn_dim;
-            sl->hops += 4;
-            sl->bytes += (n - 1) * (4 * n * hdr + floats * sizeof(float));
-        } else if (lp->n_slices > 1 && x == EXCHANGE_REDUCE) {
-            sl->hops += 4; /* twice: to the first member and back */
-            sl->bytes += 2 * 2 * (n - 1) * msg;
-        } else if (lp->n_slices > 1 && x == EXCHANGE_RSAG) {
-            sl->hops += 4; /* twice: chunks to their owners, sums to every member */
-            sl->bytes += 2 * 2 * (n - 1) * (n * hdr + (uint64_t)dim * sizeof(float));
-        } else if (lp->n_slices > 1) {
-            sl->hops += 2; /* two direct exchanges of partial sums */
-            sl->bytes += 2 * n * (n - 1) * msg;
-        }
-        return;
-    }
-    for (int m = 1; m < sl->n_gather; m++)
-        sl->bytes += (uint64_t)sl->g_counts[m];
-    sl->hops += sl->n_gather > 1;
-    if (lp->proj_rank != lp->ffn_rank) {
-        sl->hops++;
-        sl->bytes += msg;
-    }
+    sl->bytes += steps_step_bytes(prog, st);
+    sl->hops += steps_step_hops(prog, st);
 }
 
-static void fill_layer(ScheduleLayer *sl, const LayerPlan *lp, const ModelConfig *c,
-                       size_t msg, SliceExchange x)
+/* Ranks a one-layer program spans: one past the highest rank it names. */
+static int n_ranks_of(const int *holders, int n_holders, const ScheduleLayer *sl,
+                      const LayerPlan *lp)
+{
+    int n = lp->ffn_rank + 1;
+    for (int i = 0; i < n_holders; i++)
+        n = holders[i] + 1 > n ? holders[i] + 1 : n;
+    for (int i = 0; i < sl->n_consumers; i++)
+        n = sl->consumers[i] + 1 > n ? sl->consumers[i] + 1 : n;
+    for (int i = 0; i < sl->n_bcast; i++)
+        n = sl->bcast[i] + 1 > n ? sl->bcast[i] + 1 : n;
+    return n;
+}
+
+static void fill_layer(ScheduleLayer *sl, const LayerPlan *lp, const ModelConfig *c)
 {
     sl->mode = lp->mode;
     sl->proj_rank = lp->proj_rank;
@@ -187,17 +169,21 @@ static void fill_layer(ScheduleLayer *sl, const LayerPlan *lp, const ModelConfig
     } else {
         fill_gather(sl, lp, c);
     }
-    fill_cost(sl, lp, msg, x, c);
 }
 
 void schedule_layer(ScheduleLayer *out, const LayerPlan *lp, int layer, const int *holders,
                     int n_holders, int producer, const ModelConfig *c)
 {
-    (void)layer;
     memset(out, 0, sizeof *out);
     int *cons, nc = layer_consumers(lp, &cons);
     fill_input(out, dup_ints(holders, n_holders), n_holders, cons, nc, producer);
-    fill_layer(out, lp, c, sizeof(WireHdr) + (size_t)c->dim * sizeof(float), EXCHANGE_ALL);
+    fill_layer(out, lp, c);
+    /* its hops and bytes: the sums over its steps (partial sums exchanged all-to-all) */
+    StepProgram prog;
+    steps_build_layer(&prog, lp, out, layer, n_ranks_of(holders, n_holders, out, lp), c, NULL);
+    for (int k = 0; k < prog.n_steps; k++)
+        add_step(out, &prog, &prog.steps[k]);
+    steps_free(&prog);
 }
 
 void schedule_layer_free(ScheduleLayer *sl)
@@ -277,22 +263,23 @@ void plan_schedule(Schedule *s, const Plan *p, const ModelConfig *c)
         if (l < L) {
             int *cons, nc = layer_consumers(&p->layers[l], &cons);
             fill_input(sl, h, nh, cons, nc, producer);
-            fill_layer(sl, &p->layers[l], c, s->msg_bytes, p->exchange);
+            fill_layer(sl, &p->layers[l], c);
         } else {
             fill_input(sl, h, nh, dup_ints((int[]){0}, 1), 1, producer);
-            fill_cost(sl, NULL, s->msg_bytes, p->exchange, c);
         }
     }
     for (int l = 0; l < L; l++)
         s->layers[l].spec_eligible = spec_rule(p, l, s->layers[l + 1].n_bcast);
     fill_head(s, p, c);
-    for (int l = 0; l <= L; l++) {
-        s->hops_per_token += s->layers[l].hops;
-        if (l < L || !p->head_split)
-            s->bytes_per_token += s->layers[l].bytes;
-    }
-    for (int m = 1; m < s->n_head; m++) /* the members send logits instead of X' */
-        s->bytes_per_token += (uint64_t)s->h_counts[m];
+    /* hops and bytes: sums over the token's steps (f32, no speculation), by layer */
+    StepProgram prog;
+    steps_build(&prog, p, s, c, NULL);
+    for (int k = 0; k < prog.n_steps; k++)
+        if (prog.steps[k].layer >= 0)
+            add_step(&s->layers[prog.steps[k].layer], &prog, &prog.steps[k]);
+    s->bytes_per_token = steps_bytes(&prog, NULL);
+    s->hops_per_token = steps_hops(&prog);
+    steps_free(&prog);
 }
 
 void schedule_free(Schedule *s)

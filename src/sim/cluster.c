@@ -312,17 +312,25 @@ double sim_cost_ffn(const ModelConfig *c, const Cluster *cl, int rank)
     return on_device(cl, rank, (double)config_ffn_bytes(c, c->ffn_dim));
 }
 
+/* The final norm's weights (GPT-2: and its bias), as the head step counts them (steps.c). */
+static double final_norm_bytes(const ModelConfig *c)
+{
+    return (c->arch == ARCH_GPT2 ? 2.0 : 1.0) * (double)c->dim * sizeof(float);
+}
+
 double sim_cost_controller(const ModelConfig *c, const Cluster *cl, int embed)
 {
-    /* Embedding: one row.  Head: final norm and the LM head over the vocabulary. */
-    double bytes = embed ? (double)c->dim * sizeof(float)
-                         : ((double)c->vocab_size + 1.0) * c->dim * sizeof(float);
+    /* Embedding: one row.  Head: final norm and the LM head over the vocabulary.  Both in
+     * their stored types, as the token's embed and head steps (steps.h). */
+    double bytes = embed ? (double)quant_row_bytes((QType)c->wtype[WKIND_EMBED], c->dim)
+                         : (double)config_head_rows_bytes(c, c->vocab_size) +
+                               final_norm_bytes(c);
     return on_device(cl, 0, bytes);
 }
 
 double sim_cost_head_rows(const ModelConfig *c, const Cluster *cl, int rank, int rows)
 {
-    return on_device(cl, rank, ((double)rows + 1.0) * c->dim * sizeof(float));
+    return on_device(cl, rank, (double)config_head_rows_bytes(c, rows) + final_norm_bytes(c));
 }
 
 double sim_cost_msg(const Cluster *cl, int a, int b, double bytes)

@@ -6,6 +6,11 @@
  * simulator only through the CostModel they are given. */
 #include "sim_internal.h"
 
+#include "util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
 int sim_plan_max_parts(const Plan *p)
 {
     int m = 1;
@@ -29,6 +34,34 @@ double sim_plan_token_time(const ModelConfig *c, const Cluster *cl, const Plan *
     return t;
 }
 
+double sim_plan_token_counts(const ModelConfig *c, const Cluster *cl, const Plan *plan,
+                             int pos, WireForm wire, const unsigned char *spec,
+                             const unsigned char *accept, double *bytes, double *messages)
+{
+    SimDes d;
+    des_init(&d, cl, NULL, NULL);
+    SimFlow f;
+    flow_init(&f, &d, c, cl, sim_plan_max_parts(plan));
+    f.pos = pos;
+    f.wire = wire;
+    unsigned char *fs = xcalloc((size_t)plan->n_layers + 1, 1);
+    for (int l = 1; spec && l < plan->n_layers; l++)
+        fs[l] = !spec[l] ? FLOW_SPEC_NONE
+                : !accept || accept[l] ? FLOW_SPEC_KEEP : FLOW_SPEC_REJECT;
+    flow_token(&f, plan, fs);
+    SimResult acc;
+    memset(&acc, 0, sizeof acc);
+    double t = des_run(&d, 0, &acc);
+    if (bytes)
+        *bytes = acc.bytes_sent;
+    if (messages)
+        *messages = acc.messages;
+    free(fs);
+    flow_free(&f);
+    des_free(&d);
+    return t;
+}
+
 double sim_layer_time(const ModelConfig *c, const Cluster *cl, const LayerPlan *lp,
                       int producer, int pos)
 {
@@ -37,7 +70,7 @@ double sim_layer_time(const ModelConfig *c, const Cluster *cl, const LayerPlan *
     SimFlow f;
     flow_init(&f, &d, c, cl, lp->n_parts);
     f.pos = pos;
-    flow_layer(&f, lp, 0, producer, -1);
+    flow_layer(&f, lp, 0, producer);
     double t = des_run(&d, 0, NULL);
     flow_free(&f);
     des_free(&d);

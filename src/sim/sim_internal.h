@@ -4,6 +4,7 @@
 #define HEADSPLIT_SIM_INTERNAL_H
 
 #include "sim.h"
+#include "steps.h"
 
 /* An operation of the token's task graph: compute on a device (seconds), a message between
  * two ranks (bytes), or a join that completes as soon as its predecessors have. */
@@ -71,15 +72,12 @@ typedef struct {
     const ModelConfig *c;
     const Cluster *cl;
     int pos;
+    WireForm wire;   /* the form of layer inputs, speculative Z and SLICE sums (--wire) */
     int cap;
-    /* scratch, [cap] each */
-    int *members, *cons, *recv, *spec_recv, *ready, *g1, *tmp;
-    int *hold;   /* [n] op after which a rank holds the layer input (-1: from t0),
-                  * -2: not a holder */
-    int *got;    /* [n] op after which a consumer has the input */
-    int *got_z;  /* [n] op after which a consumer has the speculative Z (-2: none) */
-    SliceExchange exchange; /* SLICE layers' exchange pattern (flow_token: the plan's) */
-    const Plan *plan;       /* flow_token's plan (an exact layer's rows) */
+    int *recv;       /* [cap] scratch of a broadcast */
+    int *at;         /* [cap_at] op after which rank r has step k's result, at[k * n + r]
+                      * (-1: none, or from t0) */
+    int cap_at;
 } SimFlow;
 
 void flow_init(SimFlow *f, SimDes *d, const ModelConfig *c, const Cluster *cl, int max_parts);
@@ -90,12 +88,16 @@ void flow_bcast(SimFlow *f, SimTag tag, int layer, const int *members, int n, in
 /* 1 if transition l -> l+1 may speculate under the engine's rule: both layers PIPE, the
  * projection and FFN of l on one rank, and layer l+1's input is broadcast. */
 int flow_spec_eligible(const Plan *p, int l);
-/* One PIPE layer whose input is held by producer from op in_op (< 0: from t0), no
- * speculation; returns the FFN op (the solvers' layer cost). */
-int flow_layer(SimFlow *f, const LayerPlan *lp, int l, int producer, int in_op);
-/* A whole token: embedding, layers (PIPE or SLICE), output to the controller, LM head.
- * spec: [n_layers] FLOW_SPEC_* for the transition into each layer (NULL: none).  Returns the
- * final op. */
+/* The events of a step program (steps.h), one or more per step: a compute op per COMPUTE,
+ * the messages of a message step (a broadcast shaped as the cluster says), with the steps'
+ * dependencies; accept[l]: speculation into layer l kept (NULL: kept).  Returns the op of the
+ * program's last step. */
+int flow_steps(SimFlow *f, const StepProgram *prog, const unsigned char *accept);
+/* One PIPE layer whose input is held by producer from t0, no speculation; returns the FFN
+ * op (the solvers' layer cost). */
+int flow_layer(SimFlow *f, const LayerPlan *lp, int l, int producer);
+/* A whole token of plan p: its step program (speculation per spec[l], FLOW_SPEC_* for the
+ * transition into each layer; NULL: none).  Returns the final op. */
 int flow_token(SimFlow *f, const Plan *p, const unsigned char *spec);
 
 /* The most attention parts of any layer of p (at least 1): the flow's scratch size. */

@@ -4,7 +4,10 @@
  * single-process backend (src/model/local.c): PIPE bit for bit, SLICE within 1e-5, SLICE with
  * --exchange exact bit for bit (f32, GPT-2's biases, and Q8_0 / Q4_0 weights); and again
  * with passes of several positions (forward_n), split and padded as the broadcast size
- * agreed between passes requires. */
+ * agreed between passes requires.  For a matrix of plans (layer-wise with speculation
+ * rejected and kept, head-level, SLICE with each exchange and --wire f32|f16|q8), the bytes
+ * and messages per token the engine counts, the simulator's and the analytic cost model's
+ * are equal: they come from one step program (steps.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +15,7 @@
 #include <cmocka.h>
 
 #include "config_io.h"
+#include "cost.h"
 #include "convert.h"
 #include "dist.h"
 #include "generate.h"
@@ -19,6 +23,8 @@
 #include "model.h"
 #include "plan.h"
 #include "schedule.h"
+#include "sim.h"
+#include "steps.h"
 #include "transport.h"
 #include "util.h"
 
@@ -34,6 +40,7 @@ enum { RANKS = 3, STEPS = 6, KV_CAP = 16 };
 static const int tokens[STEPS] = {1, 17, 300, 42, 511, 7};
 
 static char model_path[64];
+static int g_positions = STEPS; /* positions the controller drives (tests of counts) */
 static char g_quant[16]; /* the next synthetic model's --quantize ("": float32) */
 static ModelConfig cfg;
 
@@ -55,6 +62,8 @@ typedef struct {
     const int *hints;    /* next_n hint of each pass */
     int max_batch;
     int service_rank;    /* 0: none; else the controller calls it before every pass */
+    int wire;            /* dist_set_wire's mode (0: f32) */
+    float tolerance;     /* speculation's (0: always re-executed) */
     int service_calls;   /* calls answered correctly (rank 0) */
 } Run;
 
@@ -118,6 +127,13 @@ static int setup_q4(void **state)
     (void)state;
     return setup_quant("q4_0");
 }
+/* llama.cpp's Q4_K_M mix at this width (rows of 64: Q5_0, Q8_0 and f16 stand in for the
+ * K-quants), matrices of several stored types. */
+static int setup_q4_k_m(void **state)
+{
+    (void)state;
+    return setup_quant("q4_k_m");
+}
 
 static int teardown_model(void **state)
 {
@@ -131,7 +147,7 @@ static void drive(LayerBackend *b, const HeadW *head, Outputs *out)
 {
     Scratch s;
     model_scratch_init(&s, &cfg, KV_CAP);
-    for (int pos = 0; pos < STEPS; pos++) {
+    for (int pos = 0; pos < g_positions; pos++) {
         float *x = out->x[pos], *logits = out->logits + (size_t)pos * (size_t)cfg.vocab_size;
         model_embed(&cfg, head, tokens[pos], pos, x);
         b->forward(b->ctx, x, pos, tokens[pos]);
@@ -224,7 +240,9 @@ static void *rank_main(void *p)
     DistEngine *e;
     CHECK(dist_setup(&e, &t, &cfg, run->plan, f, model_path, KV_CAP) == 0, "dist_setup failed");
     if (run->spec)
-        dist_set_speculation(e, run->spec, 0.0f, 0.5f, 0);
+        dist_set_speculation(e, run->spec, run->tolerance, 0.5f, 0);
+    if (run->wire)
+        dist_set_wire(e, run->wire);
     if (run->max_batch > 1)
         dist_set_max_batch(e, run->max_batch);
     int me = a->rank;
@@ -276,6 +294,8 @@ static const int chunks_hinted[] = {1, 3, 2, 0}, hints_exact[] = {3, 2, 0};
 static const int chunks_unhinted[] = {2, 4, 0}, hints_none[] = {0, 0};
 static const int *g_chunks, *g_hints; /* the next run_plan's */
 static int g_service;
+static int g_wire;        /* the next run_plan's dist_set_wire mode */
+static float g_tolerance; /* the next run_plan's speculation tolerance */
 
 static void run_plan(const Plan *plan, const unsigned char *spec, Outputs *out, Run *run)
 {
@@ -284,6 +304,8 @@ static void run_plan(const Plan *plan, const unsigned char *spec, Outputs *out, 
     run->hints = g_hints;
     run->max_batch = g_chunks ? 4 : 1;
     run->service_rank = g_service;
+    run->wire = g_wire;
+    run->tolerance = g_tolerance;
     run->plan = plan;
     run->spec = spec;
     run->world = transport_inproc_world(RANKS);
@@ -523,6 +545,121 @@ static void test_batched(void **state)
     g_chunks = g_hints = NULL;
 }
 
+/* Bytes and messages per token the engine counts (every rank's): the difference between a
+ * run of STEPS positions and one of 2, over the STEPS - 2 positions between. */
+static void engine_per_token(const Plan *p, const unsigned char *spec, double *bytes,
+                             double *msgs)
+{
+    double b[2] = {0, 0}, m[2] = {0, 0};
+    const int n[2] = {STEPS, 2};
+    for (int i = 0; i < 2; i++) {
+        Outputs got;
+        Run run;
+        g_positions = n[i];
+        run_plan(p, spec, &got, &run);
+        for (int r = 0; r < RANKS; r++) {
+            b[i] += run.metrics.rank[r].bytes_sent;
+            m[i] += run.metrics.rank[r].messages_sent;
+        }
+        dist_metrics_free(&run.metrics);
+        free(got.logits);
+    }
+    g_positions = STEPS;
+    *bytes = (b[0] - b[1]) / (STEPS - 2);
+    *msgs = (m[0] - m[1]) / (STEPS - 2);
+}
+
+/* One plan of the matrix below: partition, placement, exchange, --wire (0 f32, 1 f16, 2
+ * q8), speculation 0 -> 1 (0: none, 1: always rejected, 2: always kept), LM head on the
+ * controller. */
+typedef struct {
+    Partition part;
+    PlacementKind place;
+    SliceExchange x;
+    int wire, spec, hoc;
+} CountCase;
+
+/* The engine's counted bytes and messages per token, the simulator's events' and the
+ * analytic model's walk: equal, because all three come from the plan's step program. */
+static void expect_counts(const CountCase *k)
+{
+    g_exchange = k->x;
+    Plan p;
+    build(&p, k->part, k->place, k->hoc);
+    g_exchange = EXCHANGE_AUTO;
+    const int L = p.n_layers;
+    unsigned char mask[8] = {0}, into[8] = {0}, accept[8];
+    memset(accept, 1, sizeof accept);
+    if (k->spec) {
+        assert_true(schedule_spec_eligible(&p, 0));
+        mask[0] = 1; /* the engine's transition 0 -> 1 is the steps' speculation into 1 */
+        into[1] = 1;
+        accept[1] = k->spec == 2;
+    }
+    g_wire = k->wire;
+    g_tolerance = k->spec == 2 ? 1e30f : 0.0f;
+    double eb, em;
+    engine_per_token(&p, k->spec ? mask : NULL, &eb, &em);
+    g_wire = 0;
+    g_tolerance = 0;
+    /* the step program */
+    Schedule s;
+    plan_schedule(&s, &p, &cfg);
+    const StepOptions so = {(WireForm)k->wire, into};
+    StepProgram prog;
+    steps_build(&prog, &p, &s, &cfg, &so);
+    const double want_b = (double)steps_bytes(&prog, accept);
+    const double want_m = (double)steps_messages(&prog, accept);
+    /* the simulator */
+    Cluster cl;
+    sim_cluster_init(&cl, RANKS - 1);
+    for (int r = 0; r < cl.n; r++)
+        cl.dev[r].speed_Bps = 1e9;
+    double sb, sm;
+    sim_plan_token_counts(&cfg, &cl, &p, 3, (WireForm)k->wire, into, accept, &sb, &sm);
+    /* the analytic model */
+    PlanRequest req = {.n_workers = RANKS - 1, .ref_Bps = 1e9, .speculate = into,
+                       .wire_bytes = k->wire == 2 ? 34.0 / 32 : k->wire ? 2 : 4};
+    CostTally tally;
+    cost_predict_tally(&p, &cfg, &req, accept, &tally);
+    if (eb != want_b || em != want_m || sb != want_b || sm != want_m ||
+        tally.bytes != want_b || tally.messages != want_m || want_m < 1)
+        fail_msg("%s/%s exchange %s wire %d spec %d hoc %d (%d layers): bytes/messages per "
+                 "token: engine %.1f/%.1f, steps %.0f/%.0f, simulator %.0f/%.0f, analytic "
+                 "%.0f/%.0f", plan_partition_name(p.partition), plan_placement_name(p.placement),
+                 plan_exchange_name(p.exchange), k->wire, k->spec, k->hoc, L, eb, em, want_b,
+                 want_m, sb, sm, tally.bytes, tally.messages);
+    if (!k->spec) /* the schedule's hops are without speculation */
+        assert_int_equal(tally.hops, s.hops_per_token);
+    steps_free(&prog);
+    schedule_free(&s);
+    cluster_free(&cl);
+    plan_free(&p);
+}
+
+static void test_counts_agree(void **state)
+{
+    (void)state;
+    const CountCase cases[] = {
+        {PARTITION_LAYER, PLACEMENT_LAYER, EXCHANGE_AUTO, 0, 0, 0},
+        {PARTITION_LAYER, PLACEMENT_LAYER, EXCHANGE_AUTO, 1, 1, 0},
+        {PARTITION_LAYER, PLACEMENT_LAYER, EXCHANGE_AUTO, 2, 2, 0},
+        {PARTITION_HEAD, PLACEMENT_GREEDY, EXCHANGE_AUTO, 0, 0, 0},
+        {PARTITION_HEAD, PLACEMENT_SPREAD, EXCHANGE_AUTO, 0, 0, 0},
+        {PARTITION_HEAD, PLACEMENT_ROUNDROBIN, EXCHANGE_AUTO, 1, 0, 0},
+        {PARTITION_SLICE, PLACEMENT_GREEDY, EXCHANGE_ALL, 0, 0, 0},
+        {PARTITION_SLICE, PLACEMENT_GREEDY, EXCHANGE_ALL, 2, 0, 1},
+        {PARTITION_SLICE, PLACEMENT_GREEDY, EXCHANGE_REDUCE, 1, 0, 0},
+        {PARTITION_SLICE, PLACEMENT_GREEDY, EXCHANGE_REDUCE, 2, 0, 1},
+        {PARTITION_SLICE, PLACEMENT_GREEDY, EXCHANGE_RSAG, 0, 0, 1},
+        {PARTITION_SLICE, PLACEMENT_GREEDY, EXCHANGE_RSAG, 2, 0, 0},
+        {PARTITION_SLICE, PLACEMENT_GREEDY, EXCHANGE_EXACT, 0, 0, 0},
+        {PARTITION_SLICE, PLACEMENT_GREEDY, EXCHANGE_EXACT, 1, 0, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_counts(&cases[i]);
+}
+
 int main(void)
 {
     hbool_t ts = 0;
@@ -539,20 +676,32 @@ int main(void)
         cmocka_unit_test(test_slice_exact_uneven),
         cmocka_unit_test(test_batched),
         cmocka_unit_test(test_service),
+        cmocka_unit_test(test_counts_agree),
     };
     const struct CMUnitTest gpt2[] = {
         cmocka_unit_test(test_pipe_heads),
         cmocka_unit_test(test_slice_split_head),
         cmocka_unit_test(test_slice_exact),
         cmocka_unit_test(test_batched),
+        cmocka_unit_test(test_counts_agree),
     };
     const struct CMUnitTest quantized[] = {
         cmocka_unit_test(test_pipe_heads),
         cmocka_unit_test(test_slice_exact),
         cmocka_unit_test(test_slice_exact_uneven),
+        cmocka_unit_test(test_counts_agree),
+    };
+    /* mixed stored types: the plan accounts each kind at its widest type, more than some
+     * layers load, so test_slice_exact's check of the loaded bytes is not for this one */
+    const struct CMUnitTest mixed[] = {
+        cmocka_unit_test(test_pipe_heads),
+        cmocka_unit_test(test_slice_exact_uneven),
+        cmocka_unit_test(test_counts_agree),
     };
     int failed = cmocka_run_group_tests_name("llama", llama, setup_llama, teardown_model);
     failed += cmocka_run_group_tests_name("gpt2", gpt2, setup_gpt2, teardown_model);
     failed += cmocka_run_group_tests_name("q8_0", quantized, setup_q8, teardown_model);
-    return failed + cmocka_run_group_tests_name("q4_0", quantized, setup_q4, teardown_model);
+    failed += cmocka_run_group_tests_name("q4_0", quantized, setup_q4, teardown_model);
+    return failed + cmocka_run_group_tests_name("q4_k_m", mixed, setup_q4_k_m,
+                                                teardown_model);
 }

@@ -199,7 +199,8 @@ static void plan_str(const Plan *p, char *out, size_t n)
 }
 
 /* The layer DP's and the exact solver's plans and costs under the simulator's model, as
- * recorded before the solvers moved into src/plan/ behind the cost interface. */
+ * recorded before the solvers moved into src/plan/ behind the cost interface (GPT-2's since
+ * 0.15 us more: the controller's final norm counts its bias too). */
 static void expect_plans(const char *name, const ModelConfig *c, const Cluster *cl, int kv,
                          const char *dp_plan, double dp_cost, const char *ex_plan,
                          double ex_cost)
@@ -252,9 +253,9 @@ static void test_recorded_plans(void **state)
     assert_int_equal(sim_cluster_set_links(&cl, "loopback", 3, err, sizeof err), 0);
     expect_plans("gpt2", &g, &cl, 128,
                  "444444444444:4:4|444444444444:4:4|111111111111:1:1|111111111111:1:1",
-                 0.012581514724362379,
+                 0.012581668324362378,
                  "222233444444:1:1|122223344444:1:1|222233444444:4:1|222233444444:4:1",
-                 0.011194568416441075);
+                 0.011194722016441073);
     cluster_free(&cl);
     /* The engine's path: measured inputs, stabilised, as the planner sees them. */
     assert_int_equal(sim_model_preset(&s, "tinyllama-1.1b", 5, err, sizeof err), 0);
@@ -338,7 +339,8 @@ static void test_solvers_analytic(void **state)
         assert_true(rel(solver_exact_brute(&one, &cl, &m, &sreq), st.cost_s) < 1e-9);
         plan_free(&p);
         /* A whole layer on rank 3: from the controller it costs one hop more than from rank
-         * 3 itself, which streams the weights at its speed. */
+         * 3 itself, which streams the weights and its two KV groups' one position at its
+         * speed. */
         LayerPlan lp = {0};
         AttnPart parts[2] = {{3, 0, 0, 2}, {3, 1, 0, 2}};
         lp.mode = LAYER_PIPE;
@@ -349,7 +351,7 @@ static void test_solvers_analytic(void **state)
         double from0 = cost_layer_s(&m, &lp, 0, &c), from3 = cost_layer_s(&m, &lp, 3, &c);
         assert_true(rel(from0 - from3, cost_hop_s(&m, 0, 3, &c)) < 1e-9);
         double w = 2.0 * (double)config_attn_unit_bytes(&c, 2) + (double)config_proj_bytes(&c) +
-                   (double)config_ffn_bytes(&c, c.ffn_dim);
+                   (double)config_ffn_bytes(&c, c.ffn_dim) + 2.0 * (double)config_kv_bytes(&c, 1);
         assert_true(rel(from3, w / (req.ref_Bps * dv[2].speed)) < 1e-9);
         assert_true(from3 > cost_ffn_s(&m, 3, &c));
         free(lat);
