@@ -57,6 +57,9 @@ double time_now(void);
 double time_cpu(void);
 /* Peak resident set size of this process in bytes (from /proc/self/status). */
 size_t util_peak_rss(void);
+/* Resets the peak to the present resident size (Linux's /proc/self/clear_refs "5"), so that
+ * a transient buffer already freed no longer counts; 0, or -1 where the kernel refuses. */
+int util_reset_peak_rss(void);
 
 /* SplitMix64-seeded xoshiro-style generator; state passed explicitly. */
 uint64_t rng_next(uint64_t *state);
