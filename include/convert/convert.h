@@ -22,6 +22,9 @@ typedef struct {
     ModelConfig config;
     int n_tensors;
     uint64_t tensor_bytes;
+    /* In: where --synthetic prints a progress line (bytes of the total, rate) every few
+     * seconds of a long conversion; NULL: none.  The converters leave it as it is. */
+    FILE *progress;
 } ConvertStats;
 
 /* llama2.c legacy checkpoint (7-int header; negative vocab = separate classifier) plus its
@@ -66,7 +69,7 @@ int convert_make_synthetic(const char *spec, uint64_t seed, int layers, const ch
  * to out.  Returns 0, or -1 with err set (main prints it and exits 1). */
 int convert_run_cli(int argc, char **argv, FILE *out, char *err, size_t errlen);
 
-/* The --help text. */
-const char *convert_usage_text(void);
+/* Writes the --help text to out. */
+void convert_print_usage(FILE *out);
 
 #endif

@@ -63,6 +63,9 @@ int util_reset_peak_rss(void);
 
 /* SplitMix64-seeded xoshiro-style generator; state passed explicitly. */
 uint64_t rng_next(uint64_t *state);
+/* Advances state by n draws of rng_next at once (SplitMix64 steps by a constant), so that a
+ * stream can be cut into pieces generated apart, bit for bit as drawn in order. */
+void rng_skip(uint64_t *state, uint64_t n);
 /* Uniform float in [0, 1). */
 float rng_float(uint64_t *state);
 /* Standard normal (Box-Muller). */

@@ -2,6 +2,7 @@
  * this prints the one-line error and sets the exit status. */
 #include "version.h"
 #include "convert.h"
+#include "kernels.h"
 #include "progress.h"
 
 #include <stdio.h>
@@ -14,6 +15,7 @@ int main(int argc, char **argv)
     }
     char err[2048];
     err[0] = '\0';
+    kernels_set_threads(kernels_default_threads()); /* generation and quantization */
     Progress *bar = progress_start("headsplit-convert: writing", 0, 1);
     int rc = convert_run_cli(argc, argv, stdout, err, sizeof err);
     progress_stop(bar);

@@ -197,15 +197,19 @@ int util_reset_peak_rss(void)
     return ok ? 0 : -1;
 }
 
+#define SPLITMIX_GAMMA 0x9E3779B97F4A7C15ull
+
 static uint64_t splitmix64(uint64_t *x)
 {
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    uint64_t z = (*x += SPLITMIX_GAMMA);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
 
 uint64_t rng_next(uint64_t *state) { return splitmix64(state); }
+
+void rng_skip(uint64_t *state, uint64_t n) { *state += n * SPLITMIX_GAMMA; }
 
 float rng_float(uint64_t *state) { return (float)(rng_next(state) >> 40) / 16777216.0f; }
 
