@@ -37,6 +37,11 @@ void *xrealloc(void *p, size_t n);
  * kernel is not limited by TLB misses on 4 KiB pages.  Freed with free(). */
 void *xmalloc_big(size_t n);
 void *xcalloc_big(size_t count, size_t size);
+/* For KV caches: zeroed memory whose pages become resident only as they are written (calloc:
+ * glibc maps a large block fresh and does not clear it), so that a cache for the whole
+ * context costs the positions used; no huge pages (one write would fault in 2 MiB).  Freed
+ * with free(). */
+void *xcalloc_lazy(size_t count, size_t size);
 char *xstrdup(const char *s);
 
 /* Overflow-checked size arithmetic: return 0 on success, -1 on overflow. */

@@ -93,6 +93,13 @@ void *xcalloc_big(size_t count, size_t size) { return zeroed(xmalloc_big, count,
 
 void *xcalloc(size_t count, size_t size) { return zeroed(xmalloc, count, size); }
 
+void *xcalloc_lazy(size_t count, size_t size)
+{
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    CHECK(p, "out of memory allocating %zu x %zu bytes", count, size);
+    return p;
+}
+
 void *xrealloc(void *p, size_t n)
 {
     void *q = realloc(p, n ? n : 1);

@@ -4,7 +4,7 @@
 # 100 MB (issue 25's bounds).  Before the start-up speed probe's 256 MiB stopped counting, an
 # idle worker reported about 300 MB.  Resident bytes do not depend on the host's load (no
 # timing enters them), so the bounds hold on a busy host; measured here: ~30 MB per idle
-# rank.  Under the sanitizers (ASan's shadow and quarantine) only the keys are checked.
+# rank.  KV caches are resident only for the positions written.  Under the sanitizers (ASan's shadow and quarantine) only the keys are checked.
 . "$(dirname "$0")/common.sh"
 "$CONVERT" --synthetic llama:dim=256,layers=2,heads=8,kv_heads=4,ffn=688,vocab=2048 \
   --quantize q8_0 --seed 3 --out "$T/m.h5" --quiet
@@ -35,4 +35,11 @@ jq -e '[.ranks[] | select(.rank > 0 and .weight_bytes == 0)] | length >= 1' "$T/
 check "4 ranks" "$T/four.json"
 jq -c .tokens "$T/four.json" | cmp -s - <(jq -c .tokens "$T/three.json") \
   || fail "3 and 4 ranks generate different tokens"
+# -n sizes the KV caches for the whole context (65536 positions here: 256 MiB of them per
+# worker), but only the positions written become resident, as the accounting counts them.
+"$CONVERT" --synthetic llama:dim=512,layers=2,heads=8,ctx=65536,vocab=512 --quantize q8_0 \
+  --seed 3 --out "$T/long.h5" --quiet
+run_hs 3 --model "$T/long.h5" --prompt "hi" -n 4 --quiet --rtt-pings 1 --partition layer \
+  --metrics "$T/long.json" || fail "65536-position context: run failed"
+check "65536-position context, -n 4" "$T/long.json"
 echo "PASS: every worker within weights + KV + 150 MB, idle workers under 100 MB"
