@@ -32,9 +32,10 @@ void util_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 
 void *xmalloc(size_t n);
 void *xcalloc(size_t count, size_t size);
 void *xrealloc(void *p, size_t n);
-/* For weights and KV caches: buffers of 2 MiB or more are 2 MiB-aligned and ask for
+/* For weights: buffers of 2 MiB or more are 2 MiB-aligned and ask for
  * transparent huge pages (MADV_HUGEPAGE), so that streaming them through the matrix-vector
- * kernel is not limited by TLB misses on 4 KiB pages.  Freed with free(). */
+ * kernel is not limited by TLB misses on 4 KiB pages (the whole huge pages of the n bytes;
+ * the tail past them keeps 4 KiB pages).  Freed with free(). */
 void *xmalloc_big(size_t n);
 void *xcalloc_big(size_t count, size_t size);
 /* For KV caches: zeroed memory whose pages become resident only as they are written (calloc:
