@@ -22,6 +22,9 @@ typedef struct {
     ModelConfig config;
     int n_tensors;
     uint64_t tensor_bytes;
+    /* In: where --synthetic prints a progress line (bytes of the total, rate) every few
+     * seconds of a long conversion; NULL: none.  The converters leave it as it is. */
+    FILE *progress;
 } ConvertStats;
 
 /* llama2.c legacy checkpoint (7-int header; negative vocab = separate classifier) plus its
@@ -80,7 +83,7 @@ typedef struct {
 int convert_run_cli_progress(int argc, char **argv, FILE *out, const ConvertProgress *progress,
                              char *err, size_t errlen);
 
-/* The --help text. */
-const char *convert_usage_text(void);
+/* Writes the --help text to out. */
+void convert_print_usage(FILE *out);
 
 #endif

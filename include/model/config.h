@@ -66,8 +66,22 @@ static inline int config_q_per_kv(const ModelConfig *c) { return c->n_heads / c-
  * and HDF5).  Returns 0, or -1 with err naming the offending field. */
 int config_validate(const ModelConfig *c, char *err, size_t errlen);
 
-/* The shape named tinyllama-1.1b, gpt2-small or stories260k; -1 for another name. */
+/* The shape named tinyllama-1.1b, gpt2-small, stories260k, llama2-7b or llama3-8b (Llama
+ * 3.1's RoPE scaling as its rope_freq_factors); -1 for another name. */
 int config_preset(const char *name, ModelConfig *out);
+
+/* Llama 3.1's rope_scaling (HF config.json, rope_type "llama3"). */
+typedef struct {
+    double factor, low_freq_factor, high_freq_factor, original_max_positions;
+} RopeScalingLlama3;
+
+/* Llama 3.1 8B's figures: factor 8, low 1, high 4, 8192 original positions. */
+RopeScalingLlama3 config_rope_scaling_llama31(void);
+/* c's rope_freq_factors from s for its head_dim and rope_theta, as llama.cpp's
+ * convert_hf_to_gguf.py makes rope_freqs.weight (frequency i divided by 1 above high_freq
+ * wavelengths, by factor below low_freq ones, smoothly between); -1 when head_dim / 2 is
+ * outside 1..CONFIG_MAX_ROPE_PAIRS. */
+int config_set_rope_scaling_llama3(ModelConfig *c, const RopeScalingLlama3 *s);
 
 const char *config_arch_name(Arch a);
 const char *config_rope_name(RopeStyle r);

@@ -32,11 +32,17 @@ void util_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 
 void *xmalloc(size_t n);
 void *xcalloc(size_t count, size_t size);
 void *xrealloc(void *p, size_t n);
-/* For weights and KV caches: buffers of 2 MiB or more are 2 MiB-aligned and ask for
+/* For weights: buffers of 2 MiB or more are 2 MiB-aligned and ask for
  * transparent huge pages (MADV_HUGEPAGE), so that streaming them through the matrix-vector
- * kernel is not limited by TLB misses on 4 KiB pages.  Freed with free(). */
+ * kernel is not limited by TLB misses on 4 KiB pages (the whole huge pages of the n bytes;
+ * the tail past them keeps 4 KiB pages).  Freed with free(). */
 void *xmalloc_big(size_t n);
 void *xcalloc_big(size_t count, size_t size);
+/* For KV caches: zeroed memory whose pages become resident only as they are written (calloc:
+ * glibc maps a large block fresh and does not clear it), so that a cache for the whole
+ * context costs the positions used; no huge pages (one write would fault in 2 MiB).  Freed
+ * with free(). */
+void *xcalloc_lazy(size_t count, size_t size);
 char *xstrdup(const char *s);
 
 /* Overflow-checked size arithmetic: return 0 on success, -1 on overflow. */
@@ -57,9 +63,15 @@ double time_now(void);
 double time_cpu(void);
 /* Peak resident set size of this process in bytes (from /proc/self/status). */
 size_t util_peak_rss(void);
+/* Resets the peak to the present resident size (Linux's /proc/self/clear_refs "5"), so that
+ * a transient buffer already freed no longer counts; 0, or -1 where the kernel refuses. */
+int util_reset_peak_rss(void);
 
 /* SplitMix64-seeded xoshiro-style generator; state passed explicitly. */
 uint64_t rng_next(uint64_t *state);
+/* Advances state by n draws of rng_next at once (SplitMix64 steps by a constant), so that a
+ * stream can be cut into pieces generated apart, bit for bit as drawn in order. */
+void rng_skip(uint64_t *state, uint64_t n);
 /* Uniform float in [0, 1). */
 float rng_float(uint64_t *state);
 /* Standard normal (Box-Muller). */

@@ -2,6 +2,7 @@
  * this draws the progress bar, prints the one-line error and sets the exit status. */
 #include "version.h"
 #include "convert.h"
+#include "kernels.h"
 #include "progress.h"
 
 #include <stdio.h>
@@ -27,6 +28,7 @@ int main(int argc, char **argv)
     }
     char err[2048];
     err[0] = '\0';
+    kernels_set_threads(kernels_default_threads()); /* generation and quantization */
     Progress *bar = NULL;
     ConvertProgress pg = {bar_start, bar_stop, &bar};
     int rc = convert_run_cli_progress(argc, argv, stdout, &pg, err, sizeof err);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static const char usage[] =
     "usage: headsplit-convert --format llama2c --checkpoint F.bin --tokenizer T.bin --out M.h5\n"
@@ -44,12 +45,23 @@ static const char usage[] =
     "                                     vocab 50257, ctx 1024, tied\n"
     "                     stories260k     llama, dim 64, ffn 172, 5 layers, 8 heads,\n"
     "                                     4 KV heads, vocab 512, ctx 512, tied, interleaved\n"
+    "                     llama2-7b       llama, dim 4096, ffn 11008, 32 layers, 32 heads\n"
+    "                                     (MHA), vocab 32000, ctx 4096, untied, half\n"
+    "                     llama3-8b       llama, dim 4096, ffn 14336, 32 layers, 32 heads,\n"
+    "                                     8 KV heads, vocab 128256, ctx 8192, untied, half,\n"
+    "                                     theta 500000, Llama 3.1's RoPE scaling (rope_freqs)\n"
+    "                     PRESET:KEY=V,...  a preset with some keys changed (those below;\n"
+    "                       the rest keep the preset's values), e.g. a small test model of\n"
+    "                       Llama 3's vocabulary: llama3-8b:dim=256,ffn=512,layers=2\n"
     "                     llama:KEY=V,... or gpt2:KEY=V,...  with keys dim, layers, heads,\n"
     "                       kv_heads, head_dim, ffn, vocab, ctx, tied (0/1), eps, theta,\n"
     "                       rope (half/interleaved, llama).  Unset keys: dim 64, layers 2,\n"
     "                       heads 8 (gpt2: 4), kv_heads = heads, head_dim = dim/heads,\n"
     "                       ffn 4*dim, vocab 512, ctx 512 (gpt2: 128), tied 1, eps 1e-5,\n"
     "                       theta 10000, rope interleaved.\n"
+;
+
+static const char usage_options[] =
     "  --seed N           Seed of the synthetic weights (default 1); same seed, same weights.\n"
     "  --layers N         Synthetic: override the number of layers.\n"
     "  --tokenizer FILE   llama2c: the tokenizer.bin.  Synthetic: optional real tokenizer of\n"
@@ -66,7 +78,11 @@ static const char usage[] =
     "Errors are one line on stderr, \"headsplit-convert: error: <file>: <field>: <what>\",\n"
     "with exit status 1.\n";
 
-const char *convert_usage_text(void) { return usage; }
+void convert_print_usage(FILE *out)
+{
+    fputs(usage, out);
+    fputs(usage_options, out);
+}
 
 typedef struct {
     const char *format, *checkpoint, *tokenizer, *dir, *out, *synthetic, *seed, *layers;
@@ -226,13 +242,16 @@ int convert_run_cli_progress(int argc, char **argv, FILE *out, const ConvertProg
     if (parse_args(argc, argv, &a, &help, err, errlen) < 0)
         return -1;
     if (help) {
-        fputs(usage, out);
+        convert_print_usage(out);
         return 0;
     }
     if (!a.out)
         return util_err(err, errlen, "command line: --out: missing (the output model file)");
     ConvertStats st;
     memset(&st, 0, sizeof st);
+    /* On a terminal headsplit-convert draws its bar (ConvertProgress); in a log, a line every
+     * few seconds instead. */
+    st.progress = a.quiet || isatty(STDERR_FILENO) ? NULL : stderr;
     if (a.quantize) {
         /* Checked before any work, so that a typo costs nothing. */
         const char *ok[] = {"f32", "f16", "q8_0", "q4_0", "q4_k_m"};

@@ -11,6 +11,7 @@
 #include <hdf5.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* Largest block handed to a fill callback: 4 Mi floats = 16 MiB. */
 #define WRITER_BLOCK_FLOATS ((uint64_t)4 << 20)
@@ -50,6 +51,13 @@ typedef struct {
     ModelConfig config;   /* as written */
     unsigned char *qbuf;  /* quantized rows of one block */
     int n_fallback;       /* matrices kept wider than the mode's type (row lengths) */
+    /* Progress: with dry set, writer_stream_tensor only adds a tensor's stored bytes to
+     * total (a first pass over the tensors); then, where progress is set, a line every few
+     * seconds of the bytes written of that total. */
+    int dry;
+    uint64_t total;
+    FILE *progress;
+    double t_open, t_shown;
 } ModelWriter;
 
 /* Validates c, creates OUT.partial and writes /config with the source attribute; matrices

@@ -147,27 +147,10 @@ static int cfg_rope_scaling(const CfgReader *g, ModelConfig *c)
         return util_err(g->err, g->errlen, "%s: rope_scaling: factor %g, low_freq_factor %g, "
                         "high_freq_factor %g, original_max_position_embeddings %g out of range",
                         g->file, factor, lo, hi, orig);
-    const int n = c->head_dim / 2;
-    if (n < 1 || n > CONFIG_MAX_ROPE_PAIRS)
+    const RopeScalingLlama3 s = {factor, lo, hi, orig};
+    if (config_set_rope_scaling_llama3(c, &s) < 0)
         return util_err(g->err, g->errlen, "%s: rope_scaling: heads of %d values are not "
                         "supported with it", g->file, c->head_dim);
-    /* The frequencies in float32 as transformers computes inv_freq, the rest in double, then
-     * rounded to float32: the factors of the llama.cpp-written reference file exactly. */
-    const double lo_wl = orig / lo, hi_wl = orig / hi;
-    for (int i = 0; i < n; i++) {
-        float freq = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)c->head_dim);
-        double wavelen = 2 * M_PI / (double)freq, r;
-        if (wavelen < hi_wl) {
-            r = 1;
-        } else if (wavelen > lo_wl) {
-            r = factor;
-        } else {
-            double smooth = (orig / wavelen - lo) / (hi - lo);
-            r = 1 / ((1 - smooth) / factor + smooth);
-        }
-        c->rope_freq_factors[i] = (float)r;
-    }
-    c->n_rope_freq_factors = n;
     return 0;
 }
 

@@ -6,6 +6,7 @@
 #include "convert.h"
 
 #include "convert_internal.h"
+#include "kernels.h"
 #include "util.h"
 
 #include <errno.h>
@@ -15,16 +16,18 @@
 #define SYN_STD 0.02f
 
 
-/* Parses "key=value,key=value" after "llama:" or "gpt2:" into c. */
-static int parse_spec(const char *spec, ModelConfig *c, char *err, size_t errlen)
+/* Parses "key=value,key=value" after "llama:" or "gpt2:" into c, or after "PRESET:" over
+ * the preset's shape in c (base 1: the keys not given keep the preset's values). */
+static int parse_spec(const char *spec, int base, ModelConfig *c, char *err, size_t errlen)
 {
-    int is_gpt2 = strncmp(spec, "gpt2:", 5) == 0;
-    *c = (ModelConfig){.arch = is_gpt2 ? ARCH_GPT2 : ARCH_LLAMA, .dim = 64, .n_layers = 2,
-                       .n_heads = is_gpt2 ? 4 : 8, .vocab_size = 512,
-                       .context_length = is_gpt2 ? 128 : 512, .norm_eps = 1e-5f,
-                       .rope_theta = 10000.0f,
-                       .rope_style = is_gpt2 ? ROPE_NONE : ROPE_INTERLEAVED,
-                       .tied_embeddings = 1, .bos_id = -1, .eos_id = -1};
+    int is_gpt2 = base ? c->arch == ARCH_GPT2 : strncmp(spec, "gpt2:", 5) == 0;
+    if (!base)
+        *c = (ModelConfig){.arch = is_gpt2 ? ARCH_GPT2 : ARCH_LLAMA, .dim = 64, .n_layers = 2,
+                           .n_heads = is_gpt2 ? 4 : 8, .vocab_size = 512,
+                           .context_length = is_gpt2 ? 128 : 512, .norm_eps = 1e-5f,
+                           .rope_theta = 10000.0f,
+                           .rope_style = is_gpt2 ? ROPE_NONE : ROPE_INTERLEAVED,
+                           .tied_embeddings = 1, .bos_id = -1, .eos_id = -1};
     char *buf = xstrdup(strchr(spec, ':') + 1);
     int rc = 0;
     for (char *save = NULL, *kv = strtok_r(buf, ",", &save); kv && rc == 0;
@@ -88,14 +91,29 @@ static int parse_spec(const char *spec, ModelConfig *c, char *err, size_t errlen
 int convert_synthetic_config(const char *spec, int layers, ModelConfig *c, char *err,
                              size_t errlen)
 {
-    const int named = config_preset(spec, c) == 0;
-    const int custom = strncmp(spec, "llama:", 6) == 0 || strncmp(spec, "gpt2:", 5) == 0;
+    /* "NAME" or "NAME:key=value,...", NAME a preset or llama / gpt2 */
+    const char *colon = strchr(spec, ':');
+    const size_t nlen = colon ? (size_t)(colon - spec) : strlen(spec);
+    char name[64] = "";
+    if (nlen < sizeof name)
+        memcpy(name, spec, nlen);
+    name[nlen < sizeof name ? nlen : 0] = '\0';
+    const int named = config_preset(name, c) == 0;
+    const int custom = colon && (strcmp(name, "llama") == 0 || strcmp(name, "gpt2") == 0);
     if (!named && !custom)
         return util_err(err, errlen, "--synthetic: %s: unknown model (tinyllama-1.1b, "
-                        "gpt2-small, stories260k, or llama:key=value,... / gpt2:key=value,...)",
-                        spec);
-    if (custom && parse_spec(spec, c, err, errlen) < 0)
+                        "gpt2-small, stories260k, llama2-7b, llama3-8b, PRESET:key=value,..., "
+                        "or llama:key=value,... / gpt2:key=value,...)", spec);
+    const int scaled = named && c->n_rope_freq_factors > 0;
+    if (colon && parse_spec(spec, named, c, err, errlen) < 0)
         return -1;
+    if (scaled) { /* Llama 3.1's factors, for the head_dim and theta given */
+        const RopeScalingLlama3 rs = config_rope_scaling_llama31();
+        if (config_set_rope_scaling_llama3(c, &rs) < 0)
+            return util_err(err, errlen, "--synthetic: %s: head_dim: %d is outside 2..%d with "
+                            "Llama 3.1's RoPE scaling", spec, c->head_dim,
+                            2 * CONFIG_MAX_ROPE_PAIRS);
+    }
     if (layers > 0)
         c->n_layers = layers;
     char verr[256];
@@ -105,25 +123,47 @@ int convert_synthetic_config(const char *spec, int layers, ModelConfig *c, char 
 }
 
 typedef struct {
-    uint64_t state;
-    float scale; /* 0: constant fill */
+    uint64_t state; /* before element 0; element i draws rng_next twice after 2i draws */
+    float scale;    /* 0: constant fill */
     float value;
 } RandSource;
 
+/* One block being filled by the kernel threads, in runs of SYN_RUN elements. */
+#define SYN_RUN 4096
+typedef struct {
+    const RandSource *r;
+    uint64_t elem0, n;
+    float *out;
+} FillJob;
+
+static void fill_runs(void *arg, int lo, int hi)
+{
+    const FillJob *j = arg;
+    for (int k = lo; k < hi; k++) {
+        uint64_t i0 = (uint64_t)k * SYN_RUN, i1 = i0 + SYN_RUN < j->n ? i0 + SYN_RUN : j->n;
+        uint64_t st = j->r->state;
+        rng_skip(&st, 2 * (j->elem0 + i0)); /* Box-Muller draws two per value */
+        for (uint64_t i = i0; i < i1; i++)
+            j->out[i] = j->r->scale * rng_normal(&st);
+    }
+}
+
+/* Elements [elem0, elem0 + n) of the tensor's stream; the same values whatever the blocks
+ * and threads (the generator jumps to elem0). */
 static int fill_random(void *ctx, uint64_t elem0, uint64_t n, float *out, char *err,
                        size_t errlen)
 {
-    (void)elem0; /* the writer asks for blocks in order, so the stream simply continues */
     (void)err;
     (void)errlen;
-    RandSource *r = ctx;
+    const RandSource *r = ctx;
     if (r->scale == 0.0f) {
         for (uint64_t i = 0; i < n; i++)
             out[i] = r->value;
-    } else {
-        for (uint64_t i = 0; i < n; i++)
-            out[i] = r->scale * rng_normal(&r->state);
+        return 0;
     }
+    FillJob j = {r, elem0, n, out};
+    const uint64_t runs = (n + SYN_RUN - 1) / SYN_RUN; /* n <= WRITER_BLOCK_FLOATS */
+    kernels_parallel_rows(fill_runs, &j, (int)runs, (long long)n * 64);
     return 0;
 }
 
@@ -171,6 +211,27 @@ static int syn_layer(ModelWriter *w, const ModelConfig *c, uint64_t seed, int l,
     return 0;
 }
 
+/* Every tensor but the tokenizer, layers first. */
+static int syn_tensors(ModelWriter *w, const ModelConfig *c, uint64_t seed, char *err,
+                       size_t errlen)
+{
+    uint64_t dim = (uint64_t)c->dim, V = (uint64_t)c->vocab_size;
+    for (int l = 0; l < c->n_layers; l++)
+        if (syn_layer(w, c, seed, l, err, errlen) < 0)
+            return -1;
+    int g2 = c->arch == ARCH_GPT2;
+    if (syn_tensor(w, seed, "/embed", SYN_WEIGHT, 2, V, dim, 0, err, errlen) < 0 ||
+        (g2 && syn_tensor(w, seed, "/pos_embed", SYN_WEIGHT, 2, (uint64_t)c->context_length,
+                          dim, 0, err, errlen) < 0) ||
+        syn_tensor(w, seed, "/final_norm", SYN_NORM, 1, dim, 0, 0, err, errlen) < 0 ||
+        (g2 && syn_tensor(w, seed, "/final_norm_bias", SYN_WEIGHT, 1, dim, 0, 0, err,
+                          errlen) < 0) ||
+        (!c->tied_embeddings &&
+         syn_tensor(w, seed, "/lm_head", SYN_WEIGHT, 2, V, dim, 0, err, errlen) < 0))
+        return -1;
+    return 0;
+}
+
 int convert_make_synthetic(const char *spec, uint64_t seed, int layers, const char *tokenizer,
                            const char *out, const char *quantize, ConvertStats *stats,
                            char *err, size_t errlen)
@@ -204,19 +265,12 @@ int convert_make_synthetic(const char *spec, uint64_t seed, int layers, const ch
     free(source);
     if (rc < 0)
         goto fail;
-    uint64_t dim = (uint64_t)c.dim, V = (uint64_t)c.vocab_size;
-    for (int l = 0; l < c.n_layers; l++)
-        if (syn_layer(&w, &c, seed, l, err, errlen) < 0)
-            goto fail;
-    int g2 = c.arch == ARCH_GPT2;
-    if (syn_tensor(&w, seed, "/embed", SYN_WEIGHT, 2, V, dim, 0, err, errlen) < 0 ||
-        (g2 && syn_tensor(&w, seed, "/pos_embed", SYN_WEIGHT, 2, (uint64_t)c.context_length,
-                          dim, 0, err, errlen) < 0) ||
-        syn_tensor(&w, seed, "/final_norm", SYN_NORM, 1, dim, 0, 0, err, errlen) < 0 ||
-        (g2 && syn_tensor(&w, seed, "/final_norm_bias", SYN_WEIGHT, 1, dim, 0, 0, err,
-                          errlen) < 0) ||
-        (!c.tied_embeddings &&
-         syn_tensor(&w, seed, "/lm_head", SYN_WEIGHT, 2, V, dim, 0, err, errlen) < 0) ||
+    /* A first pass counts the bytes to come, for the progress lines' total. */
+    w.progress = stats ? stats->progress : NULL;
+    w.dry = 1;
+    rc = syn_tensors(&w, &c, seed, err, errlen);
+    w.dry = 0;
+    if (rc < 0 || syn_tensors(&w, &c, seed, err, errlen) < 0 ||
         writer_put_tokenizer(&w, tok, err, errlen) < 0)
         goto fail;
     if (writer_finish_file(&w, &c, stats, err, errlen) < 0)

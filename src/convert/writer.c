@@ -5,6 +5,7 @@
 
 #include "config_io.h"
 #include "h5io.h"
+#include "kernels.h"
 #include "util.h"
 
 #include <errno.h>
@@ -136,6 +137,7 @@ int writer_open_file(ModelWriter *w, const char *out, const ModelConfig *c, cons
         goto fail;
     }
     w->buf = xmalloc(WRITER_BLOCK_FLOATS * sizeof(float));
+    w->t_open = w->t_shown = time_now();
     return 0;
 fail:
     writer_abort_file(w);
@@ -181,6 +183,39 @@ static int write_box(hid_t d, const hsize_t *start, const hsize_t *count, uint64
     return rc;
 }
 
+/* A line every 5 s while a long conversion goes: bytes of the total, rate, time left. */
+static void show_progress(ModelWriter *w)
+{
+    const double now = time_now();
+    if (!w->progress || now - w->t_shown < 5.0)
+        return;
+    w->t_shown = now;
+    const double mb = (double)w->bytes / 1e6, rate = mb / (now - w->t_open);
+    const double left = w->total > w->bytes ? (double)(w->total - w->bytes) / 1e6 : 0;
+    fprintf(w->progress, "headsplit-convert: %s: %.0f of %.0f MB (%.0f%%), %.1f MB/s, %.0f s "
+            "left\n", w->out_path, mb, (double)w->total / 1e6,
+            w->total ? 100.0 * (double)w->bytes / (double)w->total : 0.0, rate,
+            rate > 0 ? left / rate : 0.0);
+    fflush(w->progress);
+}
+
+/* Rows [r0, r0 + n) of a block quantized by the kernel threads. */
+typedef struct {
+    unsigned char *q;
+    const float *x;
+    QType t;
+    int64_t cols;
+    size_t rb;
+} QuantJob;
+
+static void quantize_rows(void *arg, int lo, int hi)
+{
+    const QuantJob *j = arg;
+    for (int r = lo; r < hi; r++)
+        quant_quantize_row(j->q + (size_t)r * j->rb, j->x + (size_t)r * (size_t)j->cols, j->t,
+                           j->cols);
+}
+
 /* A matrix in type t, row by row: blocks of whole rows filled, quantized and written. */
 static int stream_quantized(ModelWriter *w, const char *path, int rank, const uint64_t *dims,
                             QType t, WriterFillFn fill, void *ctx, char *err, size_t errlen)
@@ -203,16 +238,19 @@ static int stream_quantized(ModelWriter *w, const char *path, int rank, const ui
     for (uint64_t r0 = 0; r0 < rows && rc == 0; r0 += nr) {
         uint64_t n = rows - r0 < nr ? rows - r0 : nr;
         rc = fill(ctx, r0 * cols, n * cols, w->buf, err, errlen);
-        for (uint64_t r = 0; r < n && rc == 0; r++)
-            quant_quantize_row(w->qbuf + r * rb, w->buf + r * cols, t, (int64_t)cols);
+        QuantJob j = {w->qbuf, w->buf, t, (int64_t)cols, rb};
+        if (rc == 0) /* n <= WRITER_BLOCK_FLOATS rows */
+            kernels_parallel_rows(quantize_rows, &j, (int)n, (long long)(n * cols) * 16);
         if (rc == 0 && h5io_write_qrows(d, r0, n, w->qbuf, herr, sizeof herr) < 0)
             rc = util_err(err, errlen, "%s: %s: %s", w->out_path, path, herr);
+        if (rc == 0) {
+            w->bytes += n * rb;
+            show_progress(w);
+        }
     }
     H5Dclose(d);
-    if (rc == 0) {
-        w->bytes += rows * rb;
+    if (rc == 0)
         w->n_tensors++;
-    }
     return rc;
 }
 
@@ -222,6 +260,16 @@ int writer_stream_tensor(ModelWriter *w, const char *path, int rank, const uint6
     if (rank < 1 || rank > 3)
         return util_err(err, errlen, "%s: %s: rank %d not supported", w->out_path, path, rank);
     int layer, kind = w->quant != QUANTIZE_NONE && rank >= 2 ? matrix_kind(path, &layer) : -1;
+    uint64_t elems = 1;
+    for (int i = 0; i < rank; i++)
+        elems *= dims[i];
+    if (w->dry) {
+        QType t = kind >= 0 ? writer_pick_type(w->quant, &w->config, (WeightKind)kind, layer,
+                                               (int64_t)dims[rank - 1])
+                            : QTYPE_F32;
+        w->total += elems / dims[rank - 1] * quant_row_bytes(t, (int64_t)dims[rank - 1]);
+        return 0;
+    }
     if (kind >= 0) {
         QType t = writer_pick_type(w->quant, &w->config, (WeightKind)kind, layer,
                                    (int64_t)dims[rank - 1]);
@@ -272,6 +320,7 @@ int writer_stream_tensor(ModelWriter *w, const char *path, int rank, const uint6
     if (rc == 0) {
         w->bytes += total * sizeof(float);
         w->n_tensors++;
+        show_progress(w);
     }
     return rc;
 }

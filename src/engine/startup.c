@@ -126,6 +126,10 @@ static void measure_speeds(Transport *cm, const ModelConfig *c, Cluster *cl)
                 if (bw > 0 && mine > bw)
                     mine = bw;
             }
+            /* The probe's layers (256 MiB, freed above) are gone before any weight loads:
+             * the peak that metrics report starts here, so that it measures what the rank
+             * holds to run (weights, KV caches, buffers), not this transient. */
+            util_reset_peak_rss();
         }
         transport_barrier(cm);
     }

@@ -372,10 +372,43 @@ size_t config_kv_bytes(const ModelConfig *c, int n_positions)
     return 2 * (size_t)n_positions * (size_t)c->head_dim * sizeof(float);
 }
 
+RopeScalingLlama3 config_rope_scaling_llama31(void)
+{
+    return (RopeScalingLlama3){.factor = 8.0, .low_freq_factor = 1.0, .high_freq_factor = 4.0,
+                               .original_max_positions = 8192};
+}
+
+int config_set_rope_scaling_llama3(ModelConfig *c, const RopeScalingLlama3 *s)
+{
+    const int n = c->head_dim / 2;
+    if (n < 1 || n > CONFIG_MAX_ROPE_PAIRS)
+        return -1;
+    /* The frequencies in float32 as transformers computes inv_freq, the rest in double, then
+     * rounded to float32: the factors of the llama.cpp-written reference file exactly. */
+    const double orig = s->original_max_positions, lo = s->low_freq_factor;
+    const double hi = s->high_freq_factor, lo_wl = orig / lo, hi_wl = orig / hi;
+    for (int i = 0; i < n; i++) {
+        float freq = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)c->head_dim);
+        double wavelen = 2 * M_PI / (double)freq, r;
+        if (wavelen < hi_wl) {
+            r = 1;
+        } else if (wavelen > lo_wl) {
+            r = s->factor;
+        } else {
+            double smooth = (orig / wavelen - lo) / (hi - lo);
+            r = 1 / ((1 - smooth) / s->factor + smooth);
+        }
+        c->rope_freq_factors[i] = (float)r;
+    }
+    c->n_rope_freq_factors = n;
+    return 0;
+}
+
 /* The named shapes of real models (synthetic weights of these shapes serve for timing). */
 typedef struct {
     const char *name;
     ModelConfig c;
+    int llama31_rope; /* Llama 3.1's rope_freqs factors */
 } Preset;
 
 static const Preset presets[] = {
@@ -383,17 +416,30 @@ static const Preset presets[] = {
      {.arch = ARCH_LLAMA, .dim = 2048, .n_layers = 22, .n_heads = 32, .n_kv_heads = 4,
       .head_dim = 64, .ffn_dim = 5632, .vocab_size = 32000, .context_length = 2048,
       .norm_eps = 1e-5f, .rope_theta = 10000.0f, .rope_style = ROPE_HALF,
-      .tied_embeddings = 0, .bos_id = 1, .eos_id = 2}},
+      .tied_embeddings = 0, .bos_id = 1, .eos_id = 2}, 0},
     {"gpt2-small",
      {.arch = ARCH_GPT2, .dim = 768, .n_layers = 12, .n_heads = 12, .n_kv_heads = 12,
       .head_dim = 64, .ffn_dim = 3072, .vocab_size = 50257, .context_length = 1024,
       .norm_eps = 1e-5f, .rope_theta = 10000.0f, .rope_style = ROPE_NONE,
-      .tied_embeddings = 1, .bos_id = 50256, .eos_id = 50256}},
+      .tied_embeddings = 1, .bos_id = 50256, .eos_id = 50256}, 0},
     {"stories260k",
      {.arch = ARCH_LLAMA, .dim = 64, .n_layers = 5, .n_heads = 8, .n_kv_heads = 4,
       .head_dim = 8, .ffn_dim = 172, .vocab_size = 512, .context_length = 512,
       .norm_eps = 1e-5f, .rope_theta = 10000.0f, .rope_style = ROPE_INTERLEAVED,
-      .tied_embeddings = 1, .bos_id = 1, .eos_id = 2}},
+      .tied_embeddings = 1, .bos_id = 1, .eos_id = 2}, 0},
+    /* Llama 2 7B (meta-llama/Llama-2-7b-hf config.json): MHA. */
+    {"llama2-7b",
+     {.arch = ARCH_LLAMA, .dim = 4096, .n_layers = 32, .n_heads = 32, .n_kv_heads = 32,
+      .head_dim = 128, .ffn_dim = 11008, .vocab_size = 32000, .context_length = 4096,
+      .norm_eps = 1e-5f, .rope_theta = 10000.0f, .rope_style = ROPE_HALF,
+      .tied_embeddings = 0, .bos_id = 1, .eos_id = 2}, 0},
+    /* Llama 3 8B's shapes (GQA, 8 KV heads) with Llama 3.1's RoPE scaling; the context is
+     * Llama 3's 8192 (3.1's 131072 would make -n's default KV cache 16 GiB). */
+    {"llama3-8b",
+     {.arch = ARCH_LLAMA, .dim = 4096, .n_layers = 32, .n_heads = 32, .n_kv_heads = 8,
+      .head_dim = 128, .ffn_dim = 14336, .vocab_size = 128256, .context_length = 8192,
+      .norm_eps = 1e-5f, .rope_theta = 500000.0f, .rope_style = ROPE_HALF,
+      .tied_embeddings = 0, .bos_id = 128000, .eos_id = 128001}, 1},
 };
 
 int config_preset(const char *name, ModelConfig *out)
@@ -401,6 +447,11 @@ int config_preset(const char *name, ModelConfig *out)
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (strcmp(name, presets[i].name) == 0) {
             *out = presets[i].c;
+            if (presets[i].llama31_rope) {
+                const RopeScalingLlama3 s = config_rope_scaling_llama31();
+                CHECK(config_set_rope_scaling_llama3(out, &s) == 0, "preset %s: head_dim",
+                      name);
+            }
             return 0;
         }
     return -1;

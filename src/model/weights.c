@@ -174,8 +174,9 @@ int model_load_attn_part(AttnPartW *w, const ModelConfig *c, hid_t f, const char
             goto fail;
     }
     w->kv_cap = kv_cap;
-    w->k_cache = xcalloc_big((size_t)kv_cap * hd, sizeof(float));
-    w->v_cache = xcalloc_big((size_t)kv_cap * hd, sizeof(float));
+    /* resident as positions are written: -n's whole-context cache costs what it holds */
+    w->k_cache = xcalloc_lazy((size_t)kv_cap * hd, sizeof(float));
+    w->v_cache = xcalloc_lazy((size_t)kv_cap * hd, sizeof(float));
     return 0;
 fail:
     model_free_attn_part(w);

@@ -529,8 +529,26 @@ static void test_synthetic_configs(void **state)
     assert_true(c.dim == 32 && c.n_heads == 4 && c.n_kv_heads == 2 && c.head_dim == 8);
     assert_true(c.ffn_dim == 40 && c.vocab_size == 300 && !c.tied_embeddings);
     assert_true(c.rope_style == ROPE_HALF && c.rope_theta == 500000.0f && c.n_layers == 2);
+    assert_int_equal(convert_synthetic_config("llama2-7b", 0, &c, err, sizeof err), 0);
+    assert_true(c.dim == 4096 && c.ffn_dim == 11008 && c.n_layers == 32 && c.n_heads == 32);
+    assert_true(c.n_kv_heads == 32 && c.head_dim == 128 && c.vocab_size == 32000);
+    assert_true(!c.tied_embeddings && c.n_rope_freq_factors == 0);
+    assert_int_equal(convert_synthetic_config("llama3-8b", 0, &c, err, sizeof err), 0);
+    assert_true(c.dim == 4096 && c.ffn_dim == 14336 && c.n_layers == 32 && c.n_heads == 32);
+    assert_true(c.n_kv_heads == 8 && c.head_dim == 128 && c.vocab_size == 128256);
+    assert_true(c.rope_theta == 500000.0f && c.n_rope_freq_factors == 64);
+    /* Llama 3.1 8B's rope_freqs.weight: 1 for the high frequencies, 8 for the low ones */
+    assert_true(c.rope_freq_factors[0] == 1.0f && c.rope_freq_factors[28] == 1.0f);
+    assert_true(c.rope_freq_factors[35] == 8.0f && c.rope_freq_factors[63] == 8.0f);
+    assert_true(c.rope_freq_factors[29] > 1.0f && c.rope_freq_factors[34] < 8.0f);
+    /* a preset with keys changed keeps the rest; the factors follow the new head_dim */
+    assert_int_equal(convert_synthetic_config("llama3-8b:dim=256,ffn=512,head_dim=64", 2, &c,
+                                              err, sizeof err), 0);
+    assert_true(c.dim == 256 && c.ffn_dim == 512 && c.n_layers == 2 && c.n_kv_heads == 8);
+    assert_true(c.vocab_size == 128256 && c.head_dim == 64 && c.n_rope_freq_factors == 32);
     const char *bad[] = {"gpt3", "llama:dim=abc", "llama:heads=3", "llama:colour=red",
-                         "gpt2:kv_heads=2", "llama:dim=64,heads=8,kv_heads=3"};
+                         "gpt2:kv_heads=2", "llama:dim=64,heads=8,kv_heads=3",
+                         "llama3-8b:colour=red", "llama3-8b:head_dim=4096", "gpt3:dim=8"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_int_equal(convert_synthetic_config(bad[i], 0, &c, err, sizeof err), -1);
         assert_non_null(strstr(err, "--synthetic"));
