@@ -3,7 +3,9 @@
  * The threads are made once (kernels_set_threads) and wait between calls: each spins for a
  * while (POOL_SPIN_NS: a token's matrix-vector products follow each other within
  * microseconds, and a futex wake-up costs tens of them), then sleeps on a condition
- * variable, so an idle rank leaves its cores to others.
+ * variable, so an idle rank leaves its cores to others.  With more threads than the
+ * process's CPU affinity has cores, a waiting thread also yields its core (sched_yield) to
+ * the thread that has work.
  *
  * A job's rows are cut into chunks that every thread, the caller included, claims from one
  * counter until none is left (as ggml's threadpool does): a thread that the host's other
@@ -65,6 +67,7 @@ static struct {
     atomic_int sleepers;         /* helper threads asleep (or going to sleep) on wake */
     atomic_int caller_asleep;    /* the caller sleeps on done_cv */
     atomic_int quit;
+    int yield;                   /* more threads than cores: a waiting thread yields its core */
     PoolJob job;
 } pool = {.n = 1, .busy = PTHREAD_MUTEX_INITIALIZER, .mu = PTHREAD_MUTEX_INITIALIZER,
           .wake = PTHREAD_COND_INITIALIZER, .done_cv = PTHREAD_COND_INITIALIZER};
@@ -118,6 +121,8 @@ static void *pool_main(void *p)
             POOL_RELAX();
             if ((spins & 63) != 0)
                 continue;
+            if (pool.yield)
+                sched_yield();
             if (t0 == 0)
                 t0 = pool_now_ns();
             else if (pool_now_ns() - t0 > POOL_SPIN_NS) {
@@ -166,6 +171,7 @@ int kernels_set_threads(int n)
         made++;
     }
     pool.n = made;
+    pool.yield = made > kernels_affinity_cores();
     pthread_mutex_unlock(&pool.busy);
     return made;
 }
@@ -306,6 +312,8 @@ void kernels_parallel_rows(KernelsRowsFn fn, void *arg, int rows, long long work
         POOL_RELAX();
         if ((spins & 63) != 0)
             continue;
+        if (pool.yield)
+            sched_yield();
         if (t0 == 0)
             t0 = pool_now_ns();
         else if (pool_now_ns() - t0 > POOL_SPIN_NS) {
