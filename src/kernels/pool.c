@@ -4,8 +4,9 @@
  * while (POOL_SPIN_NS: a token's matrix-vector products follow each other within
  * microseconds, and a futex wake-up costs tens of them), then sleeps on a condition
  * variable, so an idle rank leaves its cores to others.  With more threads than the
- * process's CPU affinity has cores, a waiting thread also yields its core (sched_yield) to
- * the thread that has work.
+ * process's CPU affinity has cores, a waiting thread spins only 10 us and yields its core
+ * (sched_yield) to the thread that has work; so does it on an emulated board, whose CPU
+ * quota the spinning would spend.
  *
  * A job's rows are cut into chunks that every thread, the caller included, claims from one
  * counter until none is left (as ggml's threadpool does): a thread that the host's other
@@ -42,6 +43,7 @@
 
 #define POOL_MAX 64
 #define POOL_SPIN_NS 300000LL /* spin this long before sleeping (0.3 ms) */
+#define POOL_SPIN_SHARED_NS 10000LL /* ... where the threads share cores or a CPU quota */
 #define POOL_CHUNKS 8         /* chunks per thread of a large job */
 #define POOL_ALIGN 8          /* rows per chunk a multiple of this where rows allow */
 
@@ -68,9 +70,11 @@ static struct {
     atomic_int caller_asleep;    /* the caller sleeps on done_cv */
     atomic_int quit;
     int yield;                   /* more threads than cores: a waiting thread yields its core */
+    long long spin_ns;           /* how long a waiting thread spins before it sleeps */
     PoolJob job;
 } pool = {.n = 1, .busy = PTHREAD_MUTEX_INITIALIZER, .mu = PTHREAD_MUTEX_INITIALIZER,
-          .wake = PTHREAD_COND_INITIALIZER, .done_cv = PTHREAD_COND_INITIALIZER};
+          .wake = PTHREAD_COND_INITIALIZER, .done_cv = PTHREAD_COND_INITIALIZER,
+          .spin_ns = POOL_SPIN_NS};
 
 static long long pool_now_ns(void)
 {
@@ -125,7 +129,7 @@ static void *pool_main(void *p)
                 sched_yield();
             if (t0 == 0)
                 t0 = pool_now_ns();
-            else if (pool_now_ns() - t0 > POOL_SPIN_NS) {
+            else if (pool_now_ns() - t0 > pool.spin_ns) {
                 pthread_mutex_lock(&pool.mu);
                 atomic_fetch_add(&pool.sleepers, 1);
                 while (JW_GEN(atomic_load(&pool.word)) == seen && !atomic_load(&pool.quit))
@@ -164,6 +168,12 @@ int kernels_set_threads(int n)
         n = POOL_MAX;
     pthread_mutex_lock(&pool.busy);
     pool_stop();
+    /* Threads that share cores, or an emulated board's CPU quota (scripts/emulate-device),
+     * spin only briefly: a spinning thread would take the time of the one with work.  Set
+     * before the threads start, which read them. */
+    const char *board = getenv("HEADSPLIT_DEVICE_CORES");
+    pool.yield = n > kernels_affinity_cores();
+    pool.spin_ns = pool.yield || (board && board[0]) ? POOL_SPIN_SHARED_NS : POOL_SPIN_NS;
     int made = 1;
     for (int t = 1; t < n; t++) {
         if (pthread_create(&pool.tid[t], NULL, pool_main, (void *)(intptr_t)t) != 0)
@@ -171,7 +181,6 @@ int kernels_set_threads(int n)
         made++;
     }
     pool.n = made;
-    pool.yield = made > kernels_affinity_cores();
     pthread_mutex_unlock(&pool.busy);
     return made;
 }
@@ -316,7 +325,7 @@ void kernels_parallel_rows(KernelsRowsFn fn, void *arg, int rows, long long work
             sched_yield();
         if (t0 == 0)
             t0 = pool_now_ns();
-        else if (pool_now_ns() - t0 > POOL_SPIN_NS) {
+        else if (pool_now_ns() - t0 > pool.spin_ns) {
             /* a helper was descheduled inside a chunk: sleep until the last chunk is done */
             atomic_store(&pool.caller_asleep, 1);
             pthread_mutex_lock(&pool.mu);
