@@ -21,14 +21,26 @@ const char *kernels_blas_corename(void);
  * to 1..64). */
 int kernels_set_threads(int n);
 int kernels_get_threads(void);
-/* The cores this process may run on (sched_getaffinity), divided among the Open MPI ranks
- * that share the host (OMPI_COMM_WORLD_LOCAL_SIZE); at least 1.  An emulated board's
- * (HEADSPLIT_DEVICE_CORES, set by scripts/emulate-device): its cores. */
+/* The cores this process may run on (sched_getaffinity), at most its share of the host's
+ * cores among the Open MPI ranks that share it (OMPI_COMM_WORLD_LOCAL_SIZE); at least 1.
+ * An emulated board's (HEADSPLIT_DEVICE_CORES, set by scripts/emulate-device): its cores. */
 int kernels_default_threads(void);
 /* Runs fn(arg, lo, hi) over [0, rows) split among the pool's threads (work: the job's
  * multiply-adds; small jobs, or a pool busy with another caller, run on the caller alone). */
 typedef void (*KernelsRowsFn)(void *arg, int lo, int hi);
 void kernels_parallel_rows(KernelsRowsFn fn, void *arg, int rows, long long work);
+/* Cores in this process's CPU affinity (sched_getaffinity) and online on the host. */
+int kernels_affinity_cores(void);
+int kernels_host_cores(void);
+/* Whether a rank's threads fit its cores: asked = --threads (0: the default), affinity and
+ * host = the cores above, local_ranks = ranks on this host, launched = started by mpirun.
+ * Returns 1 with a message naming the fix (mpirun --bind-to none) when more threads are asked
+ * than the affinity has, or when the launcher bound a rank that takes the default to fewer
+ * cores than its share of the host; else 0.  kernels_binding_advice: the same for this
+ * process (none for an emulated board). */
+int kernels_binding_check(int asked, int affinity, int host, int local_ranks, int launched,
+                          char *msg, size_t len);
+int kernels_binding_advice(int asked, char *msg, size_t len);
 
 /* y[d] = W[d][n] x[n].  Every y[i] is summed in an order that depends only on n, never on d
  * or on which rows a rank holds, so row slices of W give bit-identical rows of y.

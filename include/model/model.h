@@ -76,7 +76,8 @@ typedef struct {
     float *xn;       /* [B][dim] normalised input */
     float *q;        /* [B][n_heads*hd] */
     float *k, *v;    /* [hd] */
-    float *att;      /* [kv_cap] scores */
+    float *att;      /* [n_heads][att_cap] scores, one row per head (heads run in parallel) */
+    int att_cap;     /* positions a row of att holds (the kv_cap it was made for) */
     float *hb, *hb2; /* [B][ffn] */
     float *tmp;      /* [B][dim] */
     /* The current matvec input quantized to each vec-dot type (Q8_0, Q8_1, Q8_K, F16,

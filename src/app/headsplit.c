@@ -49,6 +49,9 @@ static int run_parse(Run *run, int argc, char **argv)
         util_set_log_level(2);
     kernels_set_matvec(o->matvec);
     kernels_set_threads(o->threads ? o->threads : kernels_default_threads());
+    char bind[512];
+    if (kernels_binding_advice(o->threads, bind, sizeof bind))
+        fprintf(stderr, "headsplit: warning: rank %d: %s\n", run->cm.rank, bind);
     run->distributed = run->cm.size > 1;
     /* Between chat turns and requests the workers wait in the session's control broadcast,
      * which has no deadline; --timeout still bounds every wait within a generation. */

@@ -116,13 +116,57 @@ void model_attn_part_forward(const ModelConfig *c, AttnPartW *w, Scratch *s, con
         }
     }
     const float kq_scale = model_attn_q_scale(c, s->q, nq);
-    /* A sliding window (Mistral, Phi-3) shows the attention the last W positions only. */
-    int first = 0;
-    if (c->sliding_window > 0 && pos + 1 > c->sliding_window)
-        first = pos + 1 - c->sliding_window;
-    kernels_attention_scaled(out, s->q, w->k_cache + (size_t)first * (size_t)hd,
-                             w->v_cache + (size_t)first * (size_t)hd, s->att, nq, hd,
-                             pos + 1 - first, kq_scale);
+    layer_attention(c, s, out, (size_t)nq * (size_t)hd, s->q, (size_t)nq * (size_t)hd,
+                    w->k_cache, w->v_cache, nq, pos, 1, kq_scale);
+}
+
+/* An attention job for the pool: heads [lo, hi) of every position. */
+typedef struct {
+    float *out, *att;
+    const float *q, *k_cache, *v_cache;
+    size_t out_stride, q_stride, att_cap;
+    int hd, pos, n, window;
+    float scale;
+} AttJob;
+
+/* The first position that position p sees. */
+static int att_first(int p, int window)
+{
+    return window > 0 && p + 1 > window ? p + 1 - window : 0;
+}
+
+static void att_heads(void *arg, int lo, int hi)
+{
+    const AttJob *j = arg;
+    const size_t hd = (size_t)j->hd;
+    for (int i = 0; i < j->n; i++) {
+        const int p = j->pos + i, first = att_first(p, j->window);
+        kernels_attention_scaled(j->out + (size_t)i * j->out_stride + (size_t)lo * hd,
+                                 j->q + (size_t)i * j->q_stride + (size_t)lo * hd,
+                                 j->k_cache + (size_t)first * hd, j->v_cache + (size_t)first * hd,
+                                 j->att + (size_t)lo * j->att_cap, hi - lo, j->hd, p + 1 - first,
+                                 j->scale);
+    }
+}
+
+void layer_attention(const ModelConfig *c, Scratch *s, float *out, size_t out_stride,
+                     const float *q, size_t q_stride, const float *k_cache,
+                     const float *v_cache, int nq, int pos, int n, float scale)
+{
+    CHECK(pos + n <= s->att_cap && nq <= c->n_heads, "attention: positions up to %d and %d "
+          "heads, the scratch holds %d positions of %d heads", pos + n, nq, s->att_cap,
+          c->n_heads);
+    AttJob j = {out, s->att, q, k_cache, v_cache, out_stride, q_stride, (size_t)s->att_cap,
+                c->head_dim, pos, n, c->sliding_window, scale};
+    /* multiply-adds: q.k and the weighted sum of v, per head and visible position, counted
+     * four times against the pool's threshold (set for weights streamed from memory): the
+     * cache rows are read from cache and every score costs an exp besides, so the heads split
+     * from about 16 positions (measured: Q4_0 TinyLlama decode of 64 tokens 4-7% faster at 2
+     * threads than with the threshold of the products) */
+    long long work = 0;
+    for (int i = 0; i < n; i++)
+        work += 2LL * (pos + i + 1 - att_first(pos + i, c->sliding_window)) * c->head_dim;
+    kernels_parallel_rows(att_heads, &j, nq, 4 * work * nq);
 }
 
 float model_attn_q_scale(const ModelConfig *c, float *q, int n_q)

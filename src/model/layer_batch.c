@@ -25,7 +25,9 @@ void model_scratch_init_batch(Scratch *s, const ModelConfig *c, int kv_cap, int 
     s->q = xcalloc(B * qd, sizeof(float));
     s->k = xcalloc((size_t)c->head_dim, sizeof(float));
     s->v = xcalloc((size_t)c->head_dim, sizeof(float));
-    s->att = xcalloc((size_t)(kv_cap > 0 ? kv_cap : 1), sizeof(float));
+    s->att_cap = kv_cap > 0 ? kv_cap : 1;
+    s->att = xcalloc((size_t)s->att_cap * (size_t)(c->n_heads > 0 ? c->n_heads : 1),
+                     sizeof(float));
     s->hb = xcalloc(B * (size_t)c->ffn_dim, sizeof(float));
     s->hb2 = xcalloc(B * (size_t)c->ffn_dim, sizeof(float));
     s->tmp = xcalloc(B * (size_t)c->dim, sizeof(float));
@@ -126,19 +128,13 @@ void model_attn_part_forward_n(const ModelConfig *c, AttnPartW *w, Scratch *s, c
             }
         }
     }
-    /* Position p sees 0..p (the causal mask inside the batch), the last W with a window. */
-    for (int i = 0; i < n; i++) {
-        const int p = pos + i;
-        int first = 0;
-        if (c->sliding_window > 0 && p + 1 > c->sliding_window)
-            first = p + 1 - c->sliding_window;
-        float *qi = s->q + (size_t)i * qd;
-        const float kq_scale = model_attn_q_scale(c, qi, nq); /* phi3 scales q first */
-        kernels_attention_scaled(out + (size_t)i * (size_t)out_stride, qi,
-                                 w->k_cache + (size_t)first * (size_t)hd,
-                                 w->v_cache + (size_t)first * (size_t)hd, s->att, nq, hd,
-                                 p + 1 - first, kq_scale);
-    }
+    /* Position p sees 0..p (the causal mask inside the batch), the last W with a window;
+     * phi3 scales q first (position by position, before any attention reads it). */
+    float kq_scale = 1.0f;
+    for (int i = 0; i < n; i++)
+        kq_scale = model_attn_q_scale(c, s->q + (size_t)i * qd, nq);
+    layer_attention(c, s, out, (size_t)out_stride, s->q, qd, w->k_cache, w->v_cache, nq, pos,
+                    n, kq_scale);
 }
 
 void model_proj_forward_n(const ModelConfig *c, const ProjW *w, Scratch *s, const float *x,

@@ -15,4 +15,13 @@ int layer_act_slot(QType t);
 /* Euclidean norm in double (speculation's ratio does not depend on float rounding). */
 double layer_norm2(const float *x, int n);
 
+/* Attention of n positions pos..pos+n-1 (position p sees 0..p, the last sliding_window of
+ * them with a window) for nq query heads over one KV cache ([kv_cap][hd]): out row i
+ * (out_stride apart) from q row i (q_stride apart), each scaled by scale.  The heads are
+ * split over the kernel threads, each with its own row of s->att; every head's sums are
+ * kernels_attention_scaled's, so any thread count gives the same bits. */
+void layer_attention(const ModelConfig *c, Scratch *s, float *out, size_t out_stride,
+                     const float *q, size_t q_stride, const float *k_cache,
+                     const float *v_cache, int nq, int pos, int n, float scale);
+
 #endif

@@ -252,12 +252,60 @@ static void test_gpt2(void **state)
     run_shape(SHAPE_GPT2);
 }
 
+/* Attention over a long context splits its heads over the kernel threads: the outputs and
+ * caches of one position and of a pass of 32, at 1 and 3 threads, are the same bits (3 does
+ * not divide the 4 heads of a part evenly). */
+static void test_attention_heads_any_threads(void **state)
+{
+    (void)state;
+    enum { CAP = 600, N = 32 };
+    uint64_t rng = 99;
+    ModelConfig c = make_config(SHAPE_LLAMA, &rng);
+    c.context_length = CAP;
+    const int hd = c.head_dim, Q = config_q_per_kv(&c);
+    const size_t qd = (size_t)Q * (size_t)hd, cache = (size_t)CAP * (size_t)hd;
+    AttnPartW a = {.layer = 0, .unit = 1, .q0 = 0, .q1 = Q, .kv_cap = CAP};
+    a.norm_w = test_randv(DIM, 0.2f, 1.0f, &rng);
+    a.wq = test_qmat(QTYPE_F32, (int)qd, DIM, &rng);
+    a.wk = test_qmat(QTYPE_F32, hd, DIM, &rng);
+    a.wv = test_qmat(QTYPE_F32, hd, DIM, &rng);
+    float *k0 = test_randv(cache, 1.0f, 0.0f, &rng), *v0 = test_randv(cache, 1.0f, 0.0f, &rng);
+    a.k_cache = xmalloc(cache * sizeof(float));
+    a.v_cache = xmalloc(cache * sizeof(float));
+    float *x = test_randv((size_t)N * DIM, 1.0f, 0.0f, &rng);
+    float *out[2], *kc[2];
+    for (int r = 0; r < 2; r++) {
+        out[r] = xcalloc((size_t)(N + 1) * qd, sizeof(float));
+        kc[r] = xmalloc(cache * sizeof(float));
+    }
+    for (int r = 0; r < 2; r++) {
+        kernels_set_threads(r ? 3 : 1);
+        Scratch s;
+        model_scratch_init_batch(&s, &c, CAP, N);
+        memcpy(a.k_cache, k0, cache * sizeof(float));
+        memcpy(a.v_cache, v0, cache * sizeof(float));
+        model_attn_part_forward(&c, &a, &s, x, CAP - 1, out[r]);
+        model_attn_part_forward_n(&c, &a, &s, x, CAP - 1 - N, N, out[r] + qd, (int)qd);
+        memcpy(kc[r], a.k_cache, cache * sizeof(float));
+        model_scratch_free(&s);
+    }
+    kernels_set_threads(1);
+    if (memcmp(out[0], out[1], (size_t)(N + 1) * qd * sizeof(float)) != 0)
+        fail_msg("long-context attention with 3 threads differs from 1 thread");
+    assert_memory_equal(kc[0], kc[1], cache * sizeof(float));
+    for (int r = 0; r < 2; r++)
+        free(out[r]), free(kc[r]);
+    free(x), free(k0), free(v0);
+    model_free_attn_part(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_llama),
         cmocka_unit_test(test_llama_window_factors_bias),
         cmocka_unit_test(test_gpt2),
+        cmocka_unit_test(test_attention_heads_any_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
