@@ -157,6 +157,9 @@ void quant_x86_q8_matvec(int vnni, QType t, float *y, const uint8_t *w, size_t s
 void quant_x86_q8_matmul(int vnni, QType t, float *y, size_t ldy, const uint8_t *w,
                          size_t stride, const uint8_t *act, size_t astride, int64_t nb, int d,
                          int nact);
+/* The same product for Q8_0 in register tiles of rows x activations (quant_x86_mm.c). */
+void quant_x86_mm_q8_0(int vnni, float *y, size_t ldy, const uint8_t *w, size_t stride,
+                       const uint8_t *act, size_t astride, int64_t nb, int d, int nact);
 /* The same three for Q4_K, Q5_K, Q6_K rows with Q8_K activations. */
 float quant_x86_k_dot(QType t, const void *w, const BlockQ8_K *a, int64_t nb);
 void quant_x86_k_matvec(QType t, float *y, const uint8_t *w, size_t stride, const BlockQ8_K *a,
