@@ -7,11 +7,13 @@
  *
  * usage: qmatmul_bench [-r repeats] [-b activations] [-t threads] [-s shape] [-m] [TYPE...]
  *        TYPE: q8_0 q4_0 q4_0x8 q4_K q5_K q6_K (default: all); -s 0|1|2: one shape only;
- *        -m: the matmul only, no matvecs (for counting its cycles with perf stat) */
+ *        -m: the matmul only, no matvecs; -c: time by the thread's CPU clock (one thread;
+ *        steadier on a host shared with other work) */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kernels.h"
@@ -19,6 +21,18 @@
 #include "util.h"
 
 static volatile float sink;
+static int cpu_clock; /* -c: the calling thread's CPU time, not the wall clock */
+
+/* Seconds: the wall clock, or with -c this thread's CPU time (one kernel thread runs on the
+ * caller; time the scheduler gives to other processes on a busy host is not counted). */
+static double now_s(void)
+{
+    if (!cpu_clock)
+        return time_now();
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 typedef struct {
     const char *name;
@@ -50,7 +64,7 @@ static void fill_blocks(uint8_t *w, size_t bytes, QType t, uint64_t *rng)
 static double run_once(const QKind *k, float *y, const uint8_t *w, size_t rb, const uint8_t *act,
                        size_t ab, int n, int d, int nb, int as_matvecs)
 {
-    const double t0 = time_now();
+    const double t0 = now_s();
     if (as_matvecs) {
         for (int b = 0; b < nb; b++) {
             if (k->x8)
@@ -63,7 +77,7 @@ static double run_once(const QKind *k, float *y, const uint8_t *w, size_t rb, co
     } else {
         quant_matmul(y, w, k->type, rb, act, ab, n, d, nb, (size_t)d);
     }
-    const double t = time_now() - t0;
+    const double t = now_s() - t0;
     sink += y[(size_t)(nb - 1) * d];
     return t;
 }
@@ -71,29 +85,30 @@ static double run_once(const QKind *k, float *y, const uint8_t *w, size_t rb, co
 int main(int argc, char **argv)
 {
     int reps = 7, nb = 128, threads = 1, only_shape = -1, only_mm = 0, opt;
-    while ((opt = getopt(argc, argv, "r:b:t:s:m")) != -1) {
+    while ((opt = getopt(argc, argv, "r:b:t:s:mc")) != -1) {
         switch (opt) {
         case 's': only_shape = atoi(optarg); break;
         case 'm': only_mm = 1; break;
+        case 'c': cpu_clock = 1; break;
         case 'r': reps = atoi(optarg); break;
         case 'b': nb = atoi(optarg); break;
         case 't': threads = atoi(optarg); break;
         default:
             fprintf(stderr, "usage: %s [-r repeats] [-b activations] [-t threads] [-s shape] "
-                    "[-m] [TYPE...]\n", argv[0]);
+                    "[-m] [-c] [TYPE...]\n", argv[0]);
             return 2;
         }
     }
-    if (reps < 1 || nb < 1 || threads < 1) {
-        fprintf(stderr, "qmatmul_bench: -r, -b and -t take positive numbers\n");
+    if (reps < 1 || nb < 1 || threads < 1 || (cpu_clock && threads > 1)) {
+        fprintf(stderr, "qmatmul_bench: -r, -b and -t take positive numbers; -c wants -t 1\n");
         return 2;
     }
     kernels_set_threads(threads);
     /* TinyLlama: q/o (2048 x 2048), gate/up (5632 x 2048), down (2048 x 5632) */
     static const int shapes[][2] = {{2048, 2048}, {5632, 2048}, {2048, 5632}};
     uint64_t rng = 1;
-    printf("qmatmul_bench: %d activations, %d thread(s), %s path, median of %d\n", nb, threads,
-           quant_simd_name(), reps);
+    printf("qmatmul_bench: %d activations, %d thread(s), %s path, median of %d, %s\n", nb,
+           threads, quant_simd_name(), reps, cpu_clock ? "thread CPU time" : "wall clock");
     printf("%-7s %-11s %9s %9s %9s %9s %8s\n", "type", "d x n", "matmul ms", "GMAC/s", "best",
            "matvecs", "speedup");
     char json[4096];
