@@ -172,24 +172,28 @@ typedef struct {
     int8_t qs[32]; /* the activation's quants, 32-byte aligned */
 } ActBlk;
 
-/* Activation k's blocks at ab + k nb, its scales at da + k nb. */
+/* Activation k's blocks at ab + k nb; the scales of activations 4g .. 4g + 3 for block b at
+ * da + 4 (g nb + b), zero past the last activation. */
 static void pack_acts(ActBlk *ab, float *da, const uint8_t *act, size_t astride, int64_t nb,
                       int nact)
 {
+    memset(da, 0, sizeof(float) * 4 * (size_t)nb * (size_t)((nact + 3) / 4));
     for (int k = 0; k < nact; k++) {
         const BlockQ8_0 *a = act_blocks(act, astride, k);
         for (int64_t b = 0; b < nb; b++) {
             ActBlk *e = ab + (size_t)k * (size_t)nb + (size_t)b;
             const __m256i q = load32(a[b].qs);
             _mm256_store_si256((__m256i *)(void *)e->qs, q);
-            da[(size_t)k * (size_t)nb + (size_t)b] = h2f(a[b].d);
+            da[4 * ((size_t)(k / 4) * (size_t)nb + (size_t)b) + (size_t)(k % 4)] = h2f(a[b].d);
         }
     }
 }
 
 /* R rows x C activations (R <= 2, C <= 4): per (row, activation) and block the lanes of
  * |q| * sign(a, q) by vpmaddubsw + vpmaddwd (the decode kernel's exact lane sums; |q| up to
- * 128 as an unsigned byte), then acc = fma(dw * da, lanes, acc). */
+ * 128 as an unsigned byte), then acc = fma(dw * da, lanes, acc).  The products dw * da of a
+ * row and the four activations by one multiply, then broadcast from memory (load ports,
+ * not the vector ALUs that the integer sums keep busy). */
 static ALWAYS_INLINE void tile_avx2(const uint8_t *w, size_t stride, const ActBlk *ab,
                                     const float *da, int64_t nb, int R, int C, float *y,
                                     size_t ldy)
@@ -201,23 +205,23 @@ static ALWAYS_INLINE void tile_avx2(const uint8_t *w, size_t stride, const ActBl
             acc[r][c] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         __m256i wq[2], wm[2];
-        __m256 dw[2];
+        _Alignas(16) volatile float pd[2][4]; /* volatile: kept in memory, not shuffled */
+        const __m128 d4 = _mm_load_ps(da + 4 * (size_t)b);
         for (int r = 0; r < R; r++) {
             const uint8_t *blk = w + stride * (size_t)r + sizeof(BlockQ8_0) * (size_t)b;
             uint16_t h;
             memcpy(&h, blk, 2);
             wq[r] = load32(blk + 2);
             wm[r] = _mm256_sign_epi8(wq[r], wq[r]);
-            dw[r] = _mm256_set1_ps(h2f(h));
+            _mm_store_ps((float *)pd[r], _mm_mul_ps(_mm_set1_ps(h2f(h)), d4));
         }
         for (int c = 0; c < C; c++) {
             const ActBlk *e = ab + (size_t)c * (size_t)nb + (size_t)b;
             const __m256i a = _mm256_load_si256((const __m256i *)(const void *)e->qs);
-            const __m256 dac = _mm256_broadcast_ss(da + (size_t)c * (size_t)nb + (size_t)b);
             for (int r = 0; r < R; r++) {
                 const __m256i s = _mm256_madd_epi16(
                     _mm256_maddubs_epi16(wm[r], _mm256_sign_epi8(a, wq[r])), ones);
-                acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(dw[r], dac), _mm256_cvtepi32_ps(s),
+                acc[r][c] = _mm256_fmadd_ps(_mm256_set1_ps(pd[r][c]), _mm256_cvtepi32_ps(s),
                                             acc[r][c]);
             }
         }
@@ -245,7 +249,8 @@ static void mm_q8_0_avx2(float *y, size_t ldy, const uint8_t *w, size_t stride,
                          const uint8_t *act, size_t astride, int64_t nb, int d, int nact)
 {
     const size_t nab = (size_t)nact * (size_t)nb;
-    uint8_t *buf = mm_scratch((sizeof(ActBlk) + sizeof(float)) * nab);
+    uint8_t *buf = mm_scratch(sizeof(ActBlk) * nab + sizeof(float) * 4 * (size_t)nb *
+                                                        (size_t)((nact + 3) / 4));
     ActBlk *ab = (ActBlk *)(void *)buf;
     float *da = (float *)(void *)(buf + sizeof(ActBlk) * nab);
     pack_acts(ab, da, act, astride, nb, nact);
@@ -254,7 +259,7 @@ static void mm_q8_0_avx2(float *y, size_t ldy, const uint8_t *w, size_t stride,
         const int i1 = d - i0 < rc ? d : i0 + rc;
         for (int k = 0; k < nact; k += 4) {
             const ActBlk *ak = ab + (size_t)k * (size_t)nb;
-            const float *dk = da + (size_t)k * (size_t)nb;
+            const float *dk = da + 4 * (size_t)(k / 4) * (size_t)nb;
             float *yk = y + ldy * (size_t)k;
             int i = i0;
             for (; i + 2 <= i1; i += 2) {
