@@ -14,6 +14,7 @@
 #                   HeadSplit's figures alone.
 # LLAMA_CPP_LIB     directories put first on llama-bench's LD_LIBRARY_PATH (e.g. a build of
 #                   libggml-cpu.so without AMX, to compare the AVX-512 or AVX2 code paths).
+# HEADSPLIT         the headsplit binary timed (default: BUILD_DIR/headsplit, built first).
 # HEADSPLIT_BASE    a second headsplit binary (an older revision) timed interleaved, A/B.
 # MODELS            where the files are kept (default /tmp/headsplit-prompt; 4.4 GB of F32
 #                   GGUF while quantizing, then about 2.5 GB).
@@ -30,6 +31,7 @@ lbin=${LLAMA_CPP_BIN:-}
 types=("$@")
 [ ${#types[@]} -gt 0 ] || types=(Q8_0 Q4_0 Q4_K_M)
 cmake --build "$build" --target headsplit headsplit-convert >/dev/null
+hsbin=${HEADSPLIT:-$build/headsplit}
 mkdir -p "$models"
 lenv=()
 if [ -n "$lbin" ]; then
@@ -77,17 +79,17 @@ lb() {
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
-echo "prompt.sh: $(git rev-parse --short HEAD)$(git diff --quiet || echo +changes), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, $("$build/headsplit" --version 2>&1 | grep -o 'SIMD path: [^;]*' | head -1); $reps interleaved repeats"
+echo "prompt.sh: tree $(git rev-parse --short HEAD)$(git diff --quiet || echo +changes), $("$hsbin" --version 2>&1 | head -1), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, $("$hsbin" --version 2>&1 | grep -o 'SIMD path: [^;]*' | head -1); $reps interleaved repeats"
 echo "load before: $(uptime)"
 printf '%-8s %-22s %12s %12s\n' type engine "pp128 t=$threads" "tg32 t=1"
 for t in "${types[@]}"; do
   pp_hs=() pp_base=() pp_l=() tg_hs=() tg_base=() tg_l=()
   for ((i = 0; i < reps; i++)); do
-    pp_hs+=("$(hs "$build/headsplit" "$models/tl-$t.h5" "$threads" 1)")
+    pp_hs+=("$(hs "$hsbin" "$models/tl-$t.h5" "$threads" 1)")
     [ -z "${HEADSPLIT_BASE:-}" ] || pp_base+=("$(hs "$HEADSPLIT_BASE" "$models/tl-$t.h5" "$threads" 1)")
     [ -z "$lbin" ] || pp_l+=("$(lb "$models/tl-$t.gguf" "$threads" "-p 128 -n 0")")
     if [ "$decode" = 1 ]; then
-      tg_hs+=("$(hs "$build/headsplit" "$models/tl-$t.h5" 1 33)")
+      tg_hs+=("$(hs "$hsbin" "$models/tl-$t.h5" 1 33)")
       [ -z "${HEADSPLIT_BASE:-}" ] || tg_base+=("$(hs "$HEADSPLIT_BASE" "$models/tl-$t.h5" 1 33)")
       [ -z "$lbin" ] || tg_l+=("$(lb "$models/tl-$t.gguf" 1 "-p 0 -n 32")")
     fi
