@@ -5,8 +5,8 @@
  * acc = fma(dw * da, lanes, acc) over the 8 exact integer lane sums, then hsum_float_8.  So
  * every output is the matvec's bit for bit.
  *
- * The activations are first laid out once per call in the tile's form (a thread-local
- * buffer): with AVX-512 VNNI two activations share a 512-bit register (activation 2p in the
+ * The activations are first laid out once per call in the tile's form (a buffer per
+ * thread): with AVX-512 VNNI two activations share a 512-bit register (activation 2p in the
  * low half, 2p + 1 in the high half), with their -128 sum corrections and their scales
  * spread over the halves; a weight block is broadcast to both halves as q + 128 (the top bit
  * flipped) for vpdpbusd.  Tiles of 4 rows x 4 pairs (8 activations): 16 accumulators; per
@@ -17,26 +17,41 @@
  * activations pass over them. */
 #include "quant_x86_impl.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "util.h"
 
 #if defined(QUANT_HAVE_AVX2)
 
-/* A thread's buffer for the activations' tile form, grown as needed (never freed: one per
- * kernel thread, the pool's threads live as long as the process). */
-static _Thread_local void *mm_buf;
-static _Thread_local size_t mm_cap;
+/* A thread's buffer for the activations' tile form, grown as needed and freed when the
+ * thread ends (a pthread key's destructor; the pool's threads keep theirs between calls).
+ * The first 64 bytes hold the capacity. */
+static pthread_key_t mm_key;
+static pthread_once_t mm_once = PTHREAD_ONCE_INIT;
+
+static void mm_key_make(void)
+{
+    CHECK(pthread_key_create(&mm_key, free) == 0, "quant: no thread key for matmul scratch");
+}
 
 static void *mm_scratch(size_t bytes)
 {
-    if (bytes > mm_cap) {
-        free(mm_buf);
-        mm_cap = bytes + bytes / 4;
-        CHECK(posix_memalign(&mm_buf, 64, mm_cap) == 0, "quant: %zu bytes of matmul scratch",
-              mm_cap);
+    pthread_once(&mm_once, mm_key_make);
+    uint8_t *buf = pthread_getspecific(mm_key);
+    size_t cap = 0;
+    if (buf)
+        memcpy(&cap, buf, sizeof cap);
+    if (bytes > cap) {
+        free(buf);
+        cap = bytes + bytes / 4;
+        void *p = NULL;
+        CHECK(posix_memalign(&p, 64, 64 + cap) == 0, "quant: %zu bytes of matmul scratch", cap);
+        buf = p;
+        memcpy(buf, &cap, sizeof cap);
+        CHECK(pthread_setspecific(mm_key, buf) == 0, "quant: matmul scratch not kept");
     }
-    return mm_buf;
+    return buf + 64;
 }
 
 static ALWAYS_INLINE const BlockQ8_0 *act_blocks(const uint8_t *act, size_t astride, int k)
