@@ -676,7 +676,8 @@ static void test_kquant_matvec_rows(void **state)
  * byte rows (every quant, Q8_0's -128 included) with random fp16 scales, activations with
  * large values; row counts 1..13, 17 and 29 (every remainder of the 2- and 4-row tiles and
  * of the 8-row passes), 1..18 activations (every remainder of the 4- and 8-activation tiles,
- * odd pairs), rows padded past their bytes, the activations' stride wider than a row. */
+ * odd pairs), rows padded past their bytes, the activations' stride wider than a row (kept
+ * to the blocks' alignment: 2 bytes, 4 for Q8_K). */
 static void test_matmul_tiles(void **state)
 {
     (void)state;
@@ -688,7 +689,7 @@ static void test_matmul_tiles(void **state)
     for (int k = 0; k < COUNT(tt); k++) {
         const QType t = tt[k], vt = quant_vec_dot_type(t);
         const int64_t n = quant_block_size(t) == 256 ? 512 : 96;
-        const size_t stride = quant_row_bytes(t, n) + 6, ab = quant_row_bytes(vt, n) + 10;
+        const size_t stride = quant_row_bytes(t, n) + 6, ab = quant_row_bytes(vt, n) + 12;
         uint8_t *w = xmalloc(stride * DMAX), *xs = xmalloc(ab * AMAX);
         for (int i = 0; i < DMAX; i++)
             fill_random_row(w + stride * i, t, n, &rng);
