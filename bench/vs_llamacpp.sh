@@ -3,7 +3,7 @@
 # (tg64: llama-bench -n 64, headsplit -n 64) and prompt processing (pp128: llama-bench -p 128,
 # headsplit on a 128-token prompt), at each thread count, REPS interleaved repeats, medians
 # side by side.  The files are TinyLlama-1.1B-shaped with pseudo-random weights: an F32 GGUF
-# written by bench/gguf_synth.py, quantized by llama.cpp's own llama-quantize, each converted
+# written by bench/random_gguf.py, quantized by llama.cpp's own llama-quantize, each converted
 # with headsplit-convert --format gguf (its blocks kept byte for byte).
 #   LLAMA_CPP_BIN=/path/to/llama.cpp/build/bin bench/vs_llamacpp.sh [BUILD_DIR]
 # The project never vendors llama.cpp: without LLAMA_CPP_BIN this runs the project's own
@@ -39,7 +39,7 @@ fi
 mkdir -p "$DIR"
 f32="$DIR/tl$LAYERS-F32.gguf"
 if [ ! -e "$f32" ] || [ "${FORCE:-0}" = 1 ]; then
-  python3 bench/gguf_synth.py "$f32" --layers "$LAYERS" >&2
+  python3 bench/random_gguf.py "$f32" --layers "$LAYERS" >&2
 fi
 for t in $TYPES; do
   g="$DIR/tl$LAYERS-$t.gguf"

@@ -149,6 +149,10 @@ static ALWAYS_INLINE __m256i rows8_sums(__m512i s0, __m512i s1, int32_t off)
 #endif
 int quant_x86_k_rows4(QType t, float *y, const uint8_t *w, size_t stride, const BlockQ8_K *a,
                       int64_t nb, int d);
+/* The same passes against several activations (four at a time, each row's blocks unpacked
+ * once for them): Y[k][i] for rows [0, returned), a multiple of 4 (0 without the kernels). */
+int quant_x86_k_mm4(QType t, float *y, size_t ldy, const uint8_t *w, size_t stride,
+                    const uint8_t *act, size_t astride, int64_t nb, int d, int nact);
 
 /* y[d] = W a for a 32-value-type matrix of d rows, stride bytes apart. */
 void quant_x86_q8_matvec(int vnni, QType t, float *y, const uint8_t *w, size_t stride,
@@ -157,6 +161,9 @@ void quant_x86_q8_matvec(int vnni, QType t, float *y, const uint8_t *w, size_t s
 void quant_x86_q8_matmul(int vnni, QType t, float *y, size_t ldy, const uint8_t *w,
                          size_t stride, const uint8_t *act, size_t astride, int64_t nb, int d,
                          int nact);
+/* The same product for Q8_0 in register tiles of rows x activations (quant_x86_mm.c). */
+void quant_x86_mm_q8_0(int vnni, float *y, size_t ldy, const uint8_t *w, size_t stride,
+                       const uint8_t *act, size_t astride, int64_t nb, int d, int nact);
 /* The same three for Q4_K, Q5_K, Q6_K rows with Q8_K activations. */
 float quant_x86_k_dot(QType t, const void *w, const BlockQ8_K *a, int64_t nb);
 void quant_x86_k_matvec(QType t, float *y, const uint8_t *w, size_t stride, const BlockQ8_K *a,

@@ -317,15 +317,13 @@ __attribute__((noinline)) static void matmul_k(QType t, float *y, size_t ldy, co
                                                size_t astride, int64_t nsb, int d, int nact)
 {
 #if defined(QUANT_X86_K_ROWS4)
-    /* The four-row passes, once per activation, over chunks of rows (a multiple of 4) that
-     * stay in L2 while the activations pass: each Y[k] is matvec_k's, bit for bit. */
-    const int rc = quant_chunk_rows(stride) < 8 ? 4 : quant_chunk_rows(stride) / 4 * 4;
-    for (int i0 = 0; i0 < d; i0 += rc) {
-        const int n = d - i0 < rc ? d - i0 : rc;
+    /* Four rows by four activations per pass (quant_x86_k4.c), the last d % 4 rows by the
+     * one-row kernel once per activation: each Y[k] is matvec_k's, bit for bit. */
+    const int i4 = quant_x86_k_mm4(t, y, ldy, w, stride, act, astride, nsb, d, nact);
+    if (i4 < d)
         for (int k = 0; k < nact; k++)
-            matvec_k(t, y + ldy * (size_t)k + (size_t)i0, w + stride * (size_t)i0, stride,
-                     (const BlockQ8_K *)(const void *)(act + astride * (size_t)k), nsb, n);
-    }
+            matvec_k(t, y + ldy * (size_t)k + (size_t)i4, w + stride * (size_t)i4, stride,
+                     (const BlockQ8_K *)(const void *)(act + astride * (size_t)k), nsb, d - i4);
     return;
 #endif
     if (t == QTYPE_Q4_K)

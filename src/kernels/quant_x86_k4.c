@@ -119,9 +119,13 @@ static ALWAYS_INLINE __m512i bit_to_4(__m512i v, int j)
 #endif
 }
 
-/* Rows w .. w + 3 stride of Q4_K or Q5_K: y[r] = row_k_avx2's result for row r, bit for bit. */
+/* Rows w .. w + 3 stride of Q4_K or Q5_K against C activations a[0..C) (C <= 4, a constant
+ * where inlined; C = 1 is the matvec): y[k ldy + r] = row_k_avx2's result for row r and
+ * activation k, bit for bit.  Each row's quants, scales and mins are unpacked once per
+ * super-block for the C activations; each (row, activation) keeps its own accumulators. */
 static ALWAYS_INLINE void rows4_q45(QType t, const uint8_t *w, size_t stride,
-                                    const BlockQ8_K *a, int64_t nb, float *y)
+                                    const BlockQ8_K *const *a, int C, int64_t nb, float *y,
+                                    size_t ldy)
 {
     const size_t wb = t == QTYPE_Q4_K ? sizeof(BlockQ4_K) : sizeof(BlockQ5_K);
     const size_t qso = t == QTYPE_Q4_K ? offsetof(BlockQ4_K, qs) : offsetof(BlockQ5_K, qs);
@@ -134,9 +138,12 @@ static ALWAYS_INLINE void rows4_q45(QType t, const uint8_t *w, size_t stride,
     const __m512i dsel0 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
     const __m512i dsel1 = _mm512_setr_epi32(4, 4, 4, 4, 4, 4, 4, 4, 6, 6, 6, 6, 6, 6, 6, 6);
     const __m512i msel = _mm512_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7);
-    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-    __m512 acc_m = _mm512_setzero_ps(); /* Q4_K */
-    __m128 summs = _mm_setzero_ps();    /* Q5_K: row r in lane r */
+    __m512 acc[4][2], acc_m[4]; /* acc_m: Q4_K */
+    __m128 summs[4];             /* Q5_K: row r in lane r */
+    for (int k = 0; k < C; k++) {
+        acc[k][0] = acc[k][1] = acc_m[k] = _mm512_setzero_ps();
+        summs[k] = _mm_setzero_ps();
+    }
     const uint8_t *pfw = w + K_PF_ROWS * stride;
     size_t pf = 0;
     for (int64_t b = 0; b < nb; b++) {
@@ -146,91 +153,108 @@ static ALWAYS_INLINE void rows4_q45(QType t, const uint8_t *w, size_t stride,
         /* each row's scales in both 128-bit lanes of its half: rows 0, 1 and rows 2, 3 */
         const __m512i smp[2] = {_mm512_shuffle_i64x2(sm, sm, _MM_SHUFFLE(1, 1, 0, 0)),
                                 _mm512_shuffle_i64x2(sm, sm, _MM_SHUFFLE(3, 3, 2, 2))};
-        const __m256 dd = k_d_dmin_x4(blk, stride, a[b].d);
-        /* the activation's sub-block sums b_2s + b_2s+1 in every 128-bit lane */
-        const __m128i bs0 = _mm_loadu_si128((const __m128i *)(const void *)a[b].bsums);
-        const __m128i bs1 = _mm_loadu_si128((const __m128i *)(const void *)(a[b].bsums + 8));
-        const __m512i mm = _mm512_madd_epi16(_mm512_shuffle_epi8(sm, mins_sel),
-                                             _mm512_broadcast_i32x4(_mm_hadd_epi16(bs0, bs1)));
         __m512i hb[2];
         if (t == QTYPE_Q5_K)
             for (int p = 0; p < 2; p++)
                 hb[p] = load_pair(blk + stride * (size_t)(2 * p) + offsetof(BlockQ5_K, qh),
                                   blk + stride * (size_t)(2 * p + 1) + offsetof(BlockQ5_K, qh));
-        __m512i is[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+        __m512i is[4][2];
+        for (int k = 0; k < C; k++)
+            is[k][0] = is[k][1] = _mm512_setzero_si512();
         for (int c = 0; c < 4; c++) {
-            const __m512i a0 = _mm512_broadcast_i64x4(load32(a[b].qs + 64 * c));
-            const __m512i a1 = _mm512_broadcast_i64x4(load32(a[b].qs + 64 * c + 32));
             /* the 16-bit pairs (scale 2c, scale 2c + 1), zero-extended bytes of each row's */
             const __m512i ssel =
                 _mm512_set1_epi32((int)(0x80008000u | (uint32_t)(2 * c + 1) << 16 |
                                         (uint32_t)(2 * c)));
+            __m512i lo[2], hi[2], sc[2];
             for (int p = 0; p < 2; p++) {
                 const uint8_t *q = blk + stride * (size_t)(2 * p) + qso + 32 * c;
                 const __m512i raw = load_pair(q, q + stride);
-                __m512i lo, hi;
                 if (t == QTYPE_Q5_K) { /* bit 2c of qh[l] for value 64c + l, 2c + 1 for +32 */
-                    lo = low_nibble_or(raw, bit_to_4(hb[p], 2 * c));
-                    hi = low_nibble_or(_mm512_srli_epi16(raw, 4), bit_to_4(hb[p], 2 * c + 1));
+                    lo[p] = low_nibble_or(raw, bit_to_4(hb[p], 2 * c));
+                    hi[p] = low_nibble_or(_mm512_srli_epi16(raw, 4), bit_to_4(hb[p], 2 * c + 1));
                 } else {
-                    lo = _mm512_and_si512(raw, m4);
-                    hi = high_nibbles(raw);
+                    lo[p] = _mm512_and_si512(raw, m4);
+                    hi[p] = high_nibbles(raw);
                 }
-                /* sub-blocks 2c and 2c + 1 by vpdpbusd (lane l: values 4l .. 4l + 3, |sum| <=
-                 * 4 * 31 * 128 < 2^15), interleaved as 16-bit pairs, then both scaled and
-                 * added by one vpdpwssd: the same exact lane sums as the twin's */
-                const __m512i s0 = _mm512_dpbusd_epi32(zero, lo, a0);
-                const __m512i s1 = _mm512_dpbusd_epi32(zero, hi, a1);
-                const __m512i s01 = _mm512_ternarylogic_epi32(s0, low16, _mm512_slli_epi32(s1, 16),
-                                                              0xEA); /* (A & B) | C */
-                is[p] = _mm512_dpwssd_epi32(is[p], s01, _mm512_shuffle_epi8(smp[p], ssel));
+                sc[p] = _mm512_shuffle_epi8(smp[p], ssel);
+            }
+            for (int k = 0; k < C; k++) {
+                const __m512i a0 = _mm512_broadcast_i64x4(load32(a[k][b].qs + 64 * c));
+                const __m512i a1 = _mm512_broadcast_i64x4(load32(a[k][b].qs + 64 * c + 32));
+                for (int p = 0; p < 2; p++) {
+                    /* sub-blocks 2c and 2c + 1 by vpdpbusd (lane l: values 4l .. 4l + 3,
+                     * |sum| <= 4 * 31 * 128 < 2^15), interleaved as 16-bit pairs, then both
+                     * scaled and added by one vpdpwssd: the twin's exact lane sums */
+                    const __m512i s0 = _mm512_dpbusd_epi32(zero, lo[p], a0);
+                    const __m512i s1 = _mm512_dpbusd_epi32(zero, hi[p], a1);
+                    const __m512i s01 = _mm512_ternarylogic_epi32(
+                        s0, low16, _mm512_slli_epi32(s1, 16), 0xEA); /* (A & B) | C */
+                    is[k][p] = _mm512_dpwssd_epi32(is[k][p], s01, sc[p]);
+                }
             }
         }
-        const __m512 d16 = _mm512_castps256_ps512(dd);
-        acc[0] = _mm512_fmadd_ps(_mm512_permutexvar_ps(dsel0, d16), _mm512_cvtepi32_ps(is[0]),
-                                 acc[0]);
-        acc[1] = _mm512_fmadd_ps(_mm512_permutexvar_ps(dsel1, d16), _mm512_cvtepi32_ps(is[1]),
-                                 acc[1]);
-        if (t == QTYPE_Q4_K) {
-            acc_m = _mm512_fmadd_ps(_mm512_permutexvar_ps(msel, d16), _mm512_cvtepi32_ps(mm),
-                                    acc_m);
-        } else { /* each row's four mins sums to one (exact), row r in lane r */
-            const __m512i h = _mm512_add_epi32(mm, _mm512_shuffle_epi32(mm, _MM_PERM_BADC));
-            const __m512i m1 = _mm512_add_epi32(h, _mm512_shuffle_epi32(h, _MM_PERM_CDAB));
-            const __m128i m4r = _mm512_castsi512_si128(_mm512_permutexvar_epi32(
-                _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), m1));
-            const __m128 dmin4 = _mm256_castps256_ps128(
-                _mm256_permutevar8x32_ps(dd, _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7)));
-            summs = _mm_fmadd_ps(dmin4, _mm_cvtepi32_ps(m4r), summs);
+        const __m512i msm = _mm512_shuffle_epi8(sm, mins_sel);
+        for (int k = 0; k < C; k++) {
+            const BlockQ8_K *ak = &a[k][b];
+            const __m256 dd = k_d_dmin_x4(blk, stride, ak->d);
+            /* the activation's sub-block sums b_2s + b_2s+1 in every 128-bit lane */
+            const __m128i bs0 = _mm_loadu_si128((const __m128i *)(const void *)ak->bsums);
+            const __m128i bs1 = _mm_loadu_si128((const __m128i *)(const void *)(ak->bsums + 8));
+            const __m512i mm =
+                _mm512_madd_epi16(msm, _mm512_broadcast_i32x4(_mm_hadd_epi16(bs0, bs1)));
+            const __m512 d16 = _mm512_castps256_ps512(dd);
+            acc[k][0] = _mm512_fmadd_ps(_mm512_permutexvar_ps(dsel0, d16),
+                                        _mm512_cvtepi32_ps(is[k][0]), acc[k][0]);
+            acc[k][1] = _mm512_fmadd_ps(_mm512_permutexvar_ps(dsel1, d16),
+                                        _mm512_cvtepi32_ps(is[k][1]), acc[k][1]);
+            if (t == QTYPE_Q4_K) {
+                acc_m[k] = _mm512_fmadd_ps(_mm512_permutexvar_ps(msel, d16),
+                                           _mm512_cvtepi32_ps(mm), acc_m[k]);
+            } else { /* each row's four mins sums to one (exact), row r in lane r */
+                const __m512i h = _mm512_add_epi32(mm, _mm512_shuffle_epi32(mm, _MM_PERM_BADC));
+                const __m512i m1 = _mm512_add_epi32(h, _mm512_shuffle_epi32(h, _MM_PERM_CDAB));
+                const __m128i m4r = _mm512_castsi512_si128(_mm512_permutexvar_epi32(
+                    _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), m1));
+                const __m128 dmin4 = _mm256_castps256_ps128(
+                    _mm256_permutevar8x32_ps(dd, _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7)));
+                summs[k] = _mm_fmadd_ps(dmin4, _mm_cvtepi32_ps(m4r), summs[k]);
+            }
         }
     }
     k_prefetch_upto(pfw, pf, 4 * stride);
-    float fa[32], fm[16], sm4[4]; /* row r's lanes at fa + 8r, its mins at fm + 4r */
-    _mm512_storeu_ps(fa, acc[0]);
-    _mm512_storeu_ps(fa + 16, acc[1]);
-    _mm512_storeu_ps(fm, acc_m);
-    _mm_storeu_ps(sm4, summs);
-    for (int r = 0; r < 4; r++) {
-        if (t == QTYPE_Q4_K) {
-            __m128 m = _mm_loadu_ps(fm + 4 * r);
-            m = _mm_add_ps(m, _mm_movehl_ps(m, m));
-            m = _mm_add_ss(m, _mm_movehdup_ps(m));
-            y[r] = hsum_f8(_mm256_loadu_ps(fa + 8 * r)) + _mm_cvtss_f32(m);
-        } else {
-            y[r] = hsum_f8(_mm256_loadu_ps(fa + 8 * r)) + sm4[r];
+    for (int k = 0; k < C; k++) {
+        float fa[32], fm[16], sm4[4]; /* row r's lanes at fa + 8r, its mins at fm + 4r */
+        _mm512_storeu_ps(fa, acc[k][0]);
+        _mm512_storeu_ps(fa + 16, acc[k][1]);
+        _mm512_storeu_ps(fm, acc_m[k]);
+        _mm_storeu_ps(sm4, summs[k]);
+        for (int r = 0; r < 4; r++) {
+            if (t == QTYPE_Q4_K) {
+                __m128 m = _mm_loadu_ps(fm + 4 * r);
+                m = _mm_add_ps(m, _mm_movehl_ps(m, m));
+                m = _mm_add_ss(m, _mm_movehdup_ps(m));
+                y[ldy * (size_t)k + (size_t)r] = hsum_f8(_mm256_loadu_ps(fa + 8 * r)) +
+                                                 _mm_cvtss_f32(m);
+            } else {
+                y[ldy * (size_t)k + (size_t)r] = hsum_f8(_mm256_loadu_ps(fa + 8 * r)) + sm4[r];
+            }
         }
     }
 }
 
-/* Rows w .. w + 3 stride of Q6_K: y[r] = row_k_avx2's result for row r, bit for bit. */
-static ALWAYS_INLINE void rows4_q6(const uint8_t *w, size_t stride, const BlockQ8_K *a,
-                                   int64_t nb, float *y)
+/* Rows w .. w + 3 stride of Q6_K against C activations (as rows4_q45): y[k ldy + r] =
+ * row_k_avx2's result for row r and activation k, bit for bit. */
+static ALWAYS_INLINE void rows4_q6(const uint8_t *w, size_t stride, const BlockQ8_K *const *a,
+                                   int C, int64_t nb, float *y, size_t ldy)
 {
     const size_t wb = sizeof(BlockQ6_K);
     const __m512i k32 = _mm512_set1_epi8(32);
     const __m512i dsel0 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
     const __m512i dsel1 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    __m512 acc[4][2];
+    for (int k = 0; k < C; k++)
+        acc[k][0] = acc[k][1] = _mm512_setzero_ps();
     const uint8_t *pfw = w + K_PF_ROWS * stride;
     size_t pf = 0;
     for (int64_t b = 0; b < nb; b++) {
@@ -246,7 +270,9 @@ static ALWAYS_INLINE void rows4_q6(const uint8_t *w, size_t stride, const BlockQ
                 _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(s + stride))),
                 1);
         }
-        __m512i is[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+        __m512i is[4][2];
+        for (int k = 0; k < C; k++)
+            is[k][0] = is[k][1] = _mm512_setzero_si512();
         for (int h = 0; h < 2; h++) {
             __m512i q[2][4], sch[2];
             for (int p = 0; p < 2; p++) {
@@ -264,43 +290,64 @@ static ALWAYS_INLINE void rows4_q6(const uint8_t *w, size_t stride, const BlockQ
                 q[p][2] = low_nibble_or(_mm512_srli_epi16(ql0, 4), q6_high(qh, 2));
                 q[p][3] = low_nibble_or(_mm512_srli_epi16(ql1, 4), q6_high(qh, 3));
             }
-            for (int k = 0; k < 4; k++) {
-                const __m512i av = _mm512_broadcast_i64x4(load32(a[b].qs + 128 * h + 32 * k));
-                const __m512i a32 = _mm512_maddubs_epi16(k32, av); /* shared by the rows */
-                /* scale 2k of the half in the low 128 bits of each row, 2k + 1 in the high */
+            for (int g = 0; g < 4; g++) {
+                /* scale 2g of the half in the low 128 bits of each row, 2g + 1 in the high */
                 const __m512i ssel = _mm512_broadcast_i32x4(_mm_setr_epi8(
-                    (char)(4 * k), (char)(4 * k + 1), (char)(4 * k), (char)(4 * k + 1),
-                    (char)(4 * k), (char)(4 * k + 1), (char)(4 * k), (char)(4 * k + 1),
-                    (char)(4 * k), (char)(4 * k + 1), (char)(4 * k), (char)(4 * k + 1),
-                    (char)(4 * k), (char)(4 * k + 1), (char)(4 * k), (char)(4 * k + 1)));
+                    (char)(4 * g), (char)(4 * g + 1), (char)(4 * g), (char)(4 * g + 1),
+                    (char)(4 * g), (char)(4 * g + 1), (char)(4 * g), (char)(4 * g + 1),
+                    (char)(4 * g), (char)(4 * g + 1), (char)(4 * g), (char)(4 * g + 1),
+                    (char)(4 * g), (char)(4 * g + 1), (char)(4 * g), (char)(4 * g + 1)));
                 const __m512i sel = _mm512_add_epi8(
                     ssel, _mm512_setr_epi64(0, 0, 0x0202020202020202, 0x0202020202020202, 0, 0,
                                             0x0202020202020202, 0x0202020202020202));
-                for (int p = 0; p < 2; p++) {
-                    const __m512i pr = _mm512_sub_epi16(_mm512_maddubs_epi16(q[p][k], av), a32);
-                    is[p] = _mm512_dpwssd_epi32(is[p], pr, _mm512_shuffle_epi8(sch[p], sel));
+                const __m512i sg[2] = {_mm512_shuffle_epi8(sch[0], sel),
+                                       _mm512_shuffle_epi8(sch[1], sel)};
+                for (int k = 0; k < C; k++) {
+                    const __m512i av =
+                        _mm512_broadcast_i64x4(load32(a[k][b].qs + 128 * h + 32 * g));
+                    const __m512i a32 = _mm512_maddubs_epi16(k32, av); /* shared by the rows */
+                    for (int p = 0; p < 2; p++) {
+                        const __m512i pr =
+                            _mm512_sub_epi16(_mm512_maddubs_epi16(q[p][g], av), a32);
+                        is[k][p] = _mm512_dpwssd_epi32(is[k][p], pr, sg[p]);
+                    }
                 }
             }
         }
         uint16_t dh[4];
         for (int r = 0; r < 4; r++)
             memcpy(&dh[r], blk + stride * (size_t)r + offsetof(BlockQ6_K, d), 2);
-        const __m128 d4 = _mm_mul_ps(
-            _mm_cvtph_ps(_mm_setr_epi16((short)dh[0], (short)dh[1], (short)dh[2], (short)dh[3],
-                                        0, 0, 0, 0)),
-            _mm_set1_ps(a[b].d));
-        const __m512 d16 = _mm512_castps128_ps512(d4);
-        acc[0] = _mm512_fmadd_ps(_mm512_permutexvar_ps(dsel0, d16), _mm512_cvtepi32_ps(is[0]),
-                                 acc[0]);
-        acc[1] = _mm512_fmadd_ps(_mm512_permutexvar_ps(dsel1, d16), _mm512_cvtepi32_ps(is[1]),
-                                 acc[1]);
+        const __m128 dw4 = _mm_cvtph_ps(_mm_setr_epi16((short)dh[0], (short)dh[1], (short)dh[2],
+                                                       (short)dh[3], 0, 0, 0, 0));
+        for (int k = 0; k < C; k++) {
+            const __m512 d16 = _mm512_castps128_ps512(_mm_mul_ps(dw4, _mm_set1_ps(a[k][b].d)));
+            acc[k][0] = _mm512_fmadd_ps(_mm512_permutexvar_ps(dsel0, d16),
+                                        _mm512_cvtepi32_ps(is[k][0]), acc[k][0]);
+            acc[k][1] = _mm512_fmadd_ps(_mm512_permutexvar_ps(dsel1, d16),
+                                        _mm512_cvtepi32_ps(is[k][1]), acc[k][1]);
+        }
     }
     k_prefetch_upto(pfw, pf, 4 * stride);
-    float fa[32]; /* row r's lanes at fa + 8r */
-    _mm512_storeu_ps(fa, acc[0]);
-    _mm512_storeu_ps(fa + 16, acc[1]);
-    for (int r = 0; r < 4; r++)
-        y[r] = hsum_f8(_mm256_loadu_ps(fa + 8 * r));
+    for (int k = 0; k < C; k++) {
+        float fa[32]; /* row r's lanes at fa + 8r */
+        _mm512_storeu_ps(fa, acc[k][0]);
+        _mm512_storeu_ps(fa + 16, acc[k][1]);
+        for (int r = 0; r < 4; r++)
+            y[ldy * (size_t)k + (size_t)r] = hsum_f8(_mm256_loadu_ps(fa + 8 * r));
+    }
+}
+
+/* Four rows against C activations, the type and C constants in each specialisation. */
+static ALWAYS_INLINE void rows4_c(QType t, const uint8_t *w, size_t stride,
+                                  const BlockQ8_K *const *a, int C, int64_t nb, float *y,
+                                  size_t ldy)
+{
+    if (t == QTYPE_Q4_K)
+        rows4_q45(QTYPE_Q4_K, w, stride, a, C, nb, y, ldy);
+    else if (t == QTYPE_Q5_K)
+        rows4_q45(QTYPE_Q5_K, w, stride, a, C, nb, y, ldy);
+    else
+        rows4_q6(w, stride, a, C, nb, y, ldy);
 }
 #endif
 
@@ -309,21 +356,53 @@ int quant_x86_k_rows4(QType t, float *y, const uint8_t *w, size_t stride, const 
 {
     int i = 0;
 #if defined(QUANT_X86_K_ROWS4)
-    for (; i + 4 <= d; i += 4) {
-        const uint8_t *r4 = w + stride * (size_t)i;
-        if (t == QTYPE_Q4_K)
-            rows4_q45(QTYPE_Q4_K, r4, stride, a, nb, y + i);
-        else if (t == QTYPE_Q5_K)
-            rows4_q45(QTYPE_Q5_K, r4, stride, a, nb, y + i);
-        else
-            rows4_q6(r4, stride, a, nb, y + i);
-    }
+    for (; i + 4 <= d; i += 4)
+        rows4_c(t, w + stride * (size_t)i, stride, &a, 1, nb, y + i, 0);
 #else
     (void)t, (void)y, (void)w, (void)stride, (void)a, (void)nb, (void)d;
 #endif
     return i;
 }
 
+/* Rows [0, returned) of a K-quant matrix against nact activations (astride bytes apart):
+ * four rows by four activations per pass, the rows in chunks (a multiple of 4, about 64 KiB)
+ * that stay in L2 while the tiles of activations pass over them. */
+int quant_x86_k_mm4(QType t, float *y, size_t ldy, const uint8_t *w, size_t stride,
+                    const uint8_t *act, size_t astride, int64_t nb, int d, int nact)
+{
+#if defined(QUANT_X86_K_ROWS4)
+    const int d4 = d / 4 * 4;
+    const int rc = quant_chunk_rows(stride) < 8 ? 4 : quant_chunk_rows(stride) / 4 * 4;
+    for (int i0 = 0; i0 < d4; i0 += rc) {
+        const int i1 = d4 - i0 < rc ? d4 : i0 + rc;
+        for (int k = 0; k < nact; k += 4) {
+            const BlockQ8_K *a[4];
+            const int C = nact - k < 4 ? nact - k : 4;
+            for (int j = 0; j < 4; j++)
+                a[j] = (const BlockQ8_K *)(const void *)(act + astride * (size_t)(k + (j < C ? j : 0)));
+            float *yk = y + ldy * (size_t)k;
+            for (int i = i0; i < i1; i += 4) {
+                const uint8_t *r4 = w + stride * (size_t)i;
+                if (C == 4)
+                    rows4_c(t, r4, stride, a, 4, nb, yk + i, ldy);
+                else if (C == 3)
+                    rows4_c(t, r4, stride, a, 3, nb, yk + i, ldy);
+                else if (C == 2)
+                    rows4_c(t, r4, stride, a, 2, nb, yk + i, ldy);
+                else
+                    rows4_c(t, r4, stride, a, 1, nb, yk + i, ldy);
+            }
+        }
+    }
+    return d4;
+#else
+    (void)t, (void)y, (void)ldy, (void)w, (void)stride, (void)act, (void)astride, (void)nb;
+    (void)d, (void)nact;
+    return 0;
+#endif
+}
+
 #else
 typedef int quant_x86_k4_unused; /* ISO C wants a declaration in every file */
 #endif
+

@@ -430,6 +430,10 @@ void quant_x86_q8_matmul(int vnni, QType t, float *y, size_t ldy, const uint8_t 
                          size_t stride, const uint8_t *act, size_t astride, int64_t nb, int d,
                          int nact)
 {
+    if (t == QTYPE_Q8_0) { /* register tiles (quant_x86_mm.c) */
+        quant_x86_mm_q8_0(vnni, y, ldy, w, stride, act, astride, nb, d, nact);
+        return;
+    }
     matmul_q8_0_family(vnni, t, y, ldy, w, stride, act, astride, nb, d, nact);
 }
 

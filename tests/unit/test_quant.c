@@ -671,6 +671,76 @@ static void test_kquant_matvec_rows(void **state)
     }
 }
 
+/* The batched kernels' register tiles (rows x activations) against the twin's matvec, on
+ * every path this build has (x86: AVX2 and AVX-512 VNNI; the best path otherwise): random
+ * byte rows (every quant, Q8_0's -128 included) with random fp16 scales, activations with
+ * large values; row counts 1..13, 17 and 29 (every remainder of the 2- and 4-row tiles and
+ * of the 8-row passes), 1..18 activations (every remainder of the 4- and 8-activation tiles,
+ * odd pairs), rows padded past their bytes, the activations' stride wider than a row (kept
+ * to the blocks' alignment: 2 bytes, 4 for Q8_K). */
+static void test_matmul_tiles(void **state)
+{
+    (void)state;
+    uint64_t rng = 91;
+    static const QType tt[] = {QTYPE_Q8_0, QTYPE_Q4_0, QTYPE_Q5_0,
+                               QTYPE_Q4_K, QTYPE_Q5_K, QTYPE_Q6_K};
+    static const int ds[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 17, 29};
+    enum { DMAX = 29, AMAX = 18 };
+    for (int k = 0; k < COUNT(tt); k++) {
+        const QType t = tt[k], vt = quant_vec_dot_type(t);
+        const int64_t n = quant_block_size(t) == 256 ? 512 : 96;
+        const size_t stride = quant_row_bytes(t, n) + 6, ab = quant_row_bytes(vt, n) + 12;
+        uint8_t *w = xmalloc(stride * DMAX), *xs = xmalloc(ab * AMAX);
+        for (int i = 0; i < DMAX; i++)
+            fill_random_row(w + stride * i, t, n, &rng);
+        for (int a = 0; a < AMAX; a++) {
+            float *x = rand_vec(&rng, (size_t)n, 1.0f);
+            for (int64_t j = a; j < n; j += 13)
+                x[j] *= 50.0f;
+            quant_quantize_act(xs + ab * a, x, t, n);
+            free(x);
+        }
+        float want[AMAX * DMAX], y[AMAX * DMAX];
+        for (int a = 0; a < AMAX; a++)
+            quant_matvec_ref(want + DMAX * a, w, t, stride, xs + ab * a, n, DMAX);
+        for (int di = 0; di < COUNT(ds); di++) {
+            for (int nact = 1; nact <= AMAX; nact++) {
+                const int d = ds[di];
+                for (int p = 0; p < 3; p++) {
+                    memset(y, 0x5a, sizeof y);
+                    const char *what = p == 0 ? "best" : p == 1 ? "avx2" : "vnni";
+                    if (p == 0) {
+                        quant_matmul(y, w, t, stride, xs, ab, n, d, nact, DMAX);
+                    } else {
+#if defined(QUANT_HAVE_AVX2)
+                        if (p == 2 && !quant_path_available(QUANT_PATH_VNNI))
+                            continue;
+                        assert_true(quant_x86_matmul(p == 2, t, y, DMAX, w, stride, xs, ab,
+                                                     n, d, nact));
+#else
+                        continue;
+#endif
+                    }
+                    for (int a = 0; a < nact; a++)
+                        if (memcmp(y + DMAX * a, want + DMAX * a, sizeof(float) * (size_t)d))
+                            fail_msg("%s %s matmul: %d rows, %d activations: activation %d "
+                                     "differs from the matvec", quant_type_name(t), what, d,
+                                     nact, a);
+                    float pad;
+                    memset(&pad, 0x5a, sizeof pad);
+                    for (int a = 0; a < AMAX; a++)
+                        for (int i = a < nact ? d : 0; i < DMAX; i++)
+                            if (memcmp(&y[DMAX * a + i], &pad, sizeof pad))
+                                fail_msg("%s %s matmul: %d rows, %d activations: wrote "
+                                         "outside the product", quant_type_name(t), what, d,
+                                         nact);
+                }
+            }
+        }
+        free(w), free(xs);
+    }
+}
+
 /* ------------------------------------------------------------------ eight-row groups */
 
 /* Q4_0 in eight-row groups (quant_x8_*): packing is a byte permutation that unpacking undoes,
@@ -978,6 +1048,7 @@ int main(void)
         cmocka_unit_test(test_simd_equals_ref),
         cmocka_unit_test(test_every_path_equals_ref),
         cmocka_unit_test(test_kquant_matvec_rows),
+        cmocka_unit_test(test_matmul_tiles),
         cmocka_unit_test(test_x8_equals_rows),
         cmocka_unit_test(test_row_and_column_slices),
         cmocka_unit_test(test_quantizers_match_llama_quantize),
