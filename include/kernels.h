@@ -30,6 +30,14 @@ int kernels_default_threads(void);
 typedef void (*KernelsRowsFn)(void *arg, int lo, int hi);
 void kernels_parallel_rows(KernelsRowsFn fn, void *arg, int rows, long long work);
 
+/* The fp32 kernels' instruction-set paths (every one gives the same bits). */
+typedef enum {
+    MATMUL_PATH_BEST = 0,
+    MATMUL_PATH_PORTABLE = 1,
+    MATMUL_PATH_AVX2 = 2, /* AVX2 + FMA */
+    MATMUL_PATH_AVX512 = 3
+} MatmulPath;
+
 /* y[d] = W[d][n] x[n].  Every y[i] is summed in an order that depends only on n, never on d
  * or on which rows a rank holds, so row slices of W give bit-identical rows of y.
  * y must not overlap w or x. */
@@ -45,6 +53,9 @@ const char *kernels_matvec_path(void);
  * (NEON); bit-identical to kernels_matvec_own on every instruction set. */
 void kernels_matvec_portable(float *y, const float *w, const float *x, int n, int d,
                              size_t ld);
+/* The own kernel on one chosen path, one thread (for the tests): 0 if this CPU lacks it. */
+int kernels_matvec_on_path(MatmulPath p, float *y, const float *w, const float *x, int n, int d,
+                           size_t ld);
 
 /* Y[b][i] = W[i] . X[b] for nb input rows at once (b < nb, i < d): every Y[b] is bit-identical
  * to kernels_matvec_own(Y[b], W, X[b], n, d, ldw), on every path and thread count, but W is
@@ -53,15 +64,11 @@ void kernels_matvec_portable(float *y, const float *w, const float *x, int n, in
  * W or X. */
 void kernels_matmul(float *y, const float *w, const float *x, int n, int d, int nb, size_t ldw,
                     size_t ldx, size_t ldy);
+/* One dot product w . x in that canonical order, as plain scalar C (the twin). */
+float kernels_dot_f32_ref(const float *w, const float *x, int n);
 void kernels_matmul_ref(float *y, const float *w, const float *x, int n, int d, int nb,
                         size_t ldw, size_t ldx, size_t ldy);
 /* The same on one chosen path (for the tests): returns 0 if this CPU lacks it. */
-typedef enum {
-    MATMUL_PATH_BEST = 0,
-    MATMUL_PATH_PORTABLE = 1,
-    MATMUL_PATH_AVX2 = 2,
-    MATMUL_PATH_AVX512 = 3
-} MatmulPath;
 int kernels_matmul_path(MatmulPath p, float *y, const float *w, const float *x, int n, int d,
                         int nb, size_t ldw, size_t ldx, size_t ldy);
 

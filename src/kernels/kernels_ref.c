@@ -3,6 +3,7 @@
  * imply), llama2.c run.c (softmax, attention, matmul) and llm.c (LayerNorm, GELU).  The unit
  * tests compare the optimised kernels against these. */
 #include "kernels.h"
+#include "f32_order.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -20,6 +21,20 @@ void kernels_matvec_ref(float *y, const float *w, const float *x, int n, int d)
             val += w[(size_t)i * (size_t)n + (size_t)j] * x[j];
         y[i] = val;
     }
+}
+
+/* w . x in the fp32 kernels' canonical order (matvec.c), one value at a time: value j goes to
+ * lane j % 16 of accumulator (j / 16) % 4 by FMA, for the whole steps of 64. */
+float kernels_dot_f32_ref(const float *w, const float *x, int n)
+{
+    const int np = n & ~(F32_STEP - 1);
+    float a[F32_STEP] = {0};
+    for (int j = 0; j < np; j++)
+        a[j % F32_STEP] = fmaf(w[j], x[j], a[j % F32_STEP]);
+    float c[16];
+    for (int l = 0; l < 16; l++)
+        c[l] = (a[l] + a[32 + l]) + (a[16 + l] + a[48 + l]);
+    return f32_finish(c, w, x, np, n);
 }
 
 /* ggml_compute_forward_rms_norm_f32, then ggml_mul by the weight. */
