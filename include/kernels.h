@@ -76,7 +76,8 @@ int kernels_matmul_path(MatmulPath p, float *y, const float *w, const float *x, 
  * in double, (x * scale) * w). */
 void kernels_rmsnorm(float *out, const float *x, const float *w, float eps, int n);
 void kernels_rmsnorm_ref(float *out, const float *x, const float *w, float eps, int n);
-/* out = (x - mean) / sqrt(var + eps) * w + b, biased variance */
+/* out = (x - mean) / sqrt(var + eps) * w + b, biased variance, as llama.cpp's CPU backend
+ * computes it (sums in double, ((x - mean) * scale) * w + b). */
 void kernels_layernorm(float *out, const float *x, const float *w, const float *b, float eps, int n);
 void kernels_layernorm_ref(float *out, const float *x, const float *w, const float *b, float eps,
                            int n);
@@ -100,6 +101,9 @@ void kernels_swiglu(float *gate, const float *up, int n);
 void kernels_swiglu_ref(float *gate, const float *up, int n);
 /* x[i] = 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))) */
 void kernels_gelu(float *x, int n);
+/* llama.cpp's CPU GELU (GGML_GELU_FP16): 0 for x <= -10, x for x >= 10, else the tanh form of
+ * x rounded to fp16, rounded to fp16 (the values of ggml's table, bit for bit). */
+void kernels_gelu_fp16(float *x, int n);
 void kernels_gelu_ref(float *x, int n);
 
 /* y[i] += x[i] */

@@ -53,25 +53,29 @@ void kernels_rmsnorm_ref(float *out, const float *x, const float *w, float eps, 
     }
 }
 
-/* llm.c layernorm: mean, biased variance of x - mean, rstd = 1 / sqrtf(v + eps). */
+/* ggml_compute_forward_norm_f32 (y = x - mean, scaled in place), then ggml_mul by the weight
+ * and ggml_add of the bias. */
 void kernels_layernorm_ref(float *out, const float *x, const float *w, const float *b, float eps,
                            int n)
 {
-    float m = 0.0f;
+    double sum = 0.0;
     for (int i = 0; i < n; i++)
-        m += x[i];
-    m = m / (float)n;
-    float v = 0.0f;
+        sum += (double)x[i];
+    const float mean = (float)(sum / (double)n);
+    double sum2 = 0.0;
     for (int i = 0; i < n; i++) {
-        float xshift = x[i] - m;
-        v += xshift * xshift;
+        const float v = x[i] - mean;
+        out[i] = v;
+        sum2 += (double)(v * v);
     }
-    v = v / (float)n;
-    float s = 1.0f / sqrtf(v + eps);
-    for (int i = 0; i < n; i++) {
-        float nrm = s * (x[i] - m);
-        out[i] = nrm * w[i] + b[i];
-    }
+    const float variance = (float)(sum2 / (double)n);
+    const float scale = 1.0f / sqrtf(variance + eps);
+    for (int i = 0; i < n; i++)
+        out[i] *= scale;
+    for (int i = 0; i < n; i++)
+        out[i] = out[i] * w[i];
+    for (int i = 0; i < n; i++)
+        out[i] = out[i] + b[i];
 }
 
 /* ggml_rope_cache_init's angles (theta *= theta_scale per pair) recomputed for every head,
