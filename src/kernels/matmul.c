@@ -35,12 +35,39 @@ static inline int mm_chunk_rows(int n, int tr)
     return rc > tr ? rc : tr;
 }
 
+#define MM_MIN(a, b) ((a) < (b) ? (a) : (b))
+
+/* One pass over tr rows by tb < TBMAX inputs (TBMAX <= 6, the largest TB below) with tb a
+ * constant in every branch, so the last, partial tile of inputs keeps its accumulators in
+ * registers too (a branch above TBMAX is never taken: clamped so that it compiles). */
+#define MM_PASS_TB(SFX, pp, wi, xb, np, q, tr, tb, ldw, ldx, TBMAX)                                  \
+    do {                                                                                       \
+        switch (tb) {                                                                          \
+        case 6: mm_pass_##SFX(pp, wi, xb, np, q, tr, MM_MIN(6, TBMAX), ldw, ldx); break;      \
+        case 5: mm_pass_##SFX(pp, wi, xb, np, q, tr, MM_MIN(5, TBMAX), ldw, ldx); break;      \
+        case 4: mm_pass_##SFX(pp, wi, xb, np, q, tr, MM_MIN(4, TBMAX), ldw, ldx); break;      \
+        case 3: mm_pass_##SFX(pp, wi, xb, np, q, tr, MM_MIN(3, TBMAX), ldw, ldx); break;      \
+        case 2: mm_pass_##SFX(pp, wi, xb, np, q, tr, MM_MIN(2, TBMAX), ldw, ldx); break;      \
+        default: mm_pass_##SFX(pp, wi, xb, np, q, tr, 1, ldw, ldx); break;                     \
+        }                                                                                      \
+    } while (0)
+
+/* The 64 lanes of one output (accumulator q's 16 at 16 q): (A0 + A2) + (A1 + A3), then the
+ * 16-lane tree (f32_reduce16), in portable C. */
+static inline float mm_red_c(const float *p)
+{
+    float c[16];
+    for (int l = 0; l < 16; l++)
+        c[l] = (p[l] + p[32 + l]) + (p[16 + l] + p[48 + l]);
+    return f32_reduce16(c);
+}
+
 /* MM_DEFINE makes, for one vector type VT of VL lanes and its FMA, a pass function (the chain
  * of accumulator q for tr <= TR rows by tb <= TB inputs; always inlined with constant sizes so
  * the accumulators are registers) and a row-range function.  The lane buffer part holds, for
  * row r of the chunk and input k of the tile, accumulator q's 16 lanes at
  * part[(r * TB + k) * 64 + 16 q]. */
-#define MM_DEFINE(SFX, ATTR, VT, VL, FMA, TR, TB)                                               \
+#define MM_DEFINE(SFX, ATTR, VT, VL, FMA, RED, TR, TB)                                               \
     static inline ATTR __attribute__((always_inline)) VT mm_load_##SFX(const float *p)         \
     {                                                                                          \
         VT v;                                                                                  \
@@ -73,7 +100,6 @@ static inline int mm_chunk_rows(int n, int tr)
     static ATTR void mm_rows_##SFX(float *y, const float *w, const float *x, int n, int d,     \
                                    int nb, size_t ldw, size_t ldx, size_t ldy)                 \
     {                                                                                          \
-        enum { S = 16 / VL };                                                                  \
         const int np = n & ~(F32_STEP - 1);                                                    \
         const int rc = mm_chunk_rows(n, TR);                                                   \
         float part[MM_CHUNK_MAX * TB * F32_STEP] __attribute__((aligned(64)));                 \
@@ -87,37 +113,22 @@ static inline int mm_chunk_rows(int n, int tr)
                     for (; i + TR <= i1; i += TR) {                                            \
                         float *pp = part + (size_t)(i - i0) * TB * F32_STEP;                   \
                         const float *wi = w + (size_t)i * ldw;                                 \
-                        if (tb == TB)                                                          \
-                            mm_pass_##SFX(pp, wi, xb, np, q, TR, TB, ldw, ldx);                \
-                        else                                                                   \
-                            for (int k = 0; k < tb; k++)                                       \
-                                mm_pass_##SFX(pp + (size_t)k * F32_STEP, wi,                   \
-                                              xb + (size_t)k * ldx, np, q, TR, 1, ldw, ldx);   \
+                        MM_PASS_TB(SFX, pp, wi, xb, np, q, TR, tb, ldw, ldx, TB);              \
                     }                                                                          \
                     for (; i < i1; i++) {                                                      \
                         float *pp = part + (size_t)(i - i0) * TB * F32_STEP;                   \
                         const float *wi = w + (size_t)i * ldw;                                 \
-                        if (tb == TB)                                                          \
-                            mm_pass_##SFX(pp, wi, xb, np, q, 1, TB, ldw, ldx);                 \
-                        else                                                                   \
-                            for (int k = 0; k < tb; k++)                                       \
-                                mm_pass_##SFX(pp + (size_t)k * F32_STEP, wi,                   \
-                                              xb + (size_t)k * ldx, np, q, 1, 1, ldw, ldx);    \
+                        MM_PASS_TB(SFX, pp, wi, xb, np, q, 1, tb, ldw, ldx, TB);               \
                     }                                                                          \
                 }                                                                              \
                 for (int i = i0; i < i1; i++)                                                  \
                     for (int k = 0; k < tb; k++) {                                             \
                         const float *p = part + ((size_t)(i - i0) * TB + (size_t)k) * F32_STEP; \
-                        float c[16];                                                           \
-                        for (int s = 0; s < S; s++) {                                          \
-                            const VT cs = (mm_load_##SFX(p + VL * s) +                         \
-                                           mm_load_##SFX(p + 32 + VL * s)) +                   \
-                                          (mm_load_##SFX(p + 16 + VL * s) +                    \
-                                           mm_load_##SFX(p + 48 + VL * s));                    \
-                            memcpy(c + VL * s, &cs, sizeof cs);                                \
-                        }                                                                      \
+                        const float r = np > 0 ? RED(p) : 0.0f;                                \
                         y[(size_t)(b + k) * ldy + (size_t)i] =                                 \
-                            f32_finish(c, w + (size_t)i * ldw, xb + (size_t)k * ldx, np, n);  \
+                            np < n ? f32_tail(r, w + (size_t)i * ldw, xb + (size_t)k * ldx,    \
+                                              np, n)                                           \
+                                   : r;                                                        \
                     }                                                                          \
             }                                                                                  \
         }                                                                                      \
@@ -125,7 +136,7 @@ static inline int mm_chunk_rows(int n, int tr)
 
 /* Portable: 4-lane vectors, four per output and pass; 2 rows x 3 inputs take 24 of NEON's 32
  * registers. */
-MM_DEFINE(v4, , F32V4, 4, f32_fma4, 2, 3)
+MM_DEFINE(v4, , F32V4, 4, f32_fma4, mm_red_c, 2, 3)
 #if defined(MM_X86)
 typedef float MmV8 __attribute__((vector_size(32)));
 typedef float MmV16 __attribute__((vector_size(64)));
@@ -137,10 +148,23 @@ static inline MM_T512 __attribute__((always_inline)) MmV16 mm_fma16(MmV16 a, MmV
 {
     return (MmV16)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
 }
+/* The same combination and tree in AVX-512 registers: c = (A0 + A2) + (A1 + A3), halves 8
+ * and 4, then (c0 + c2) + (c1 + c3). */
+static inline MM_T512 __attribute__((always_inline)) float mm_red16(const float *p)
+{
+    const __m512 c = _mm512_add_ps(_mm512_add_ps(_mm512_loadu_ps(p), _mm512_loadu_ps(p + 32)),
+                                   _mm512_add_ps(_mm512_loadu_ps(p + 16), _mm512_loadu_ps(p + 48)));
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(c),
+                                   _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(c), 1)));
+    __m128 u = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    u = _mm_add_ps(u, _mm_movehl_ps(u, u));     /* c0 + c2, c1 + c3 */
+    u = _mm_add_ss(u, _mm_shuffle_ps(u, u, 1)); /* (c0 + c2) + (c1 + c3) */
+    return _mm_cvtss_f32(u);
+}
 /* AVX2: two registers per output and pass; 2 rows x 3 inputs take 12 of the 16. */
-MM_DEFINE(v8, MM_T256, MmV8, 8, mm_fma8, 2, 3)
+MM_DEFINE(v8, MM_T256, MmV8, 8, mm_fma8, mm_red_c, 2, 3)
 /* AVX-512: one register per output and pass; 4 rows x 6 inputs take 24 of the 32. */
-MM_DEFINE(v16, MM_T512, MmV16, 16, mm_fma16, 4, 6)
+MM_DEFINE(v16, MM_T512, MmV16, 16, mm_fma16, mm_red16, 4, 6)
 #endif
 
 /* Which paths this CPU runs. */
