@@ -40,15 +40,15 @@ static inline int mm_chunk_rows(int n, int tr)
 /* One pass over tr rows by tb < TBMAX inputs (TBMAX <= 6, the largest TB below) with tb a
  * constant in every branch, so the last, partial tile of inputs keeps its accumulators in
  * registers too (a branch above TBMAX is never taken: clamped so that it compiles). */
-#define MM_PASS_TB(SFX, pp, wi, xb, np, q, tr, tb, ldw, ldx, TBMAX)                                  \
+#define MM_PASS_TB(SFX, pp, wi, xb, np, q, tr, tb, ldw, ldx, TBMAX, first)                                  \
     do {                                                                                       \
         switch (tb) {                                                                          \
-        case 6: mm_pass_##SFX(pp, wi, xb, np, q, tr, MM_MIN(6, TBMAX), ldw, ldx); break;      \
-        case 5: mm_pass_##SFX(pp, wi, xb, np, q, tr, MM_MIN(5, TBMAX), ldw, ldx); break;      \
-        case 4: mm_pass_##SFX(pp, wi, xb, np, q, tr, MM_MIN(4, TBMAX), ldw, ldx); break;      \
-        case 3: mm_pass_##SFX(pp, wi, xb, np, q, tr, MM_MIN(3, TBMAX), ldw, ldx); break;      \
-        case 2: mm_pass_##SFX(pp, wi, xb, np, q, tr, MM_MIN(2, TBMAX), ldw, ldx); break;      \
-        default: mm_pass_##SFX(pp, wi, xb, np, q, tr, 1, ldw, ldx); break;                     \
+        case 6: mm_pass_##SFX(pp, wi, xb, np, q, tr, MM_MIN(6, TBMAX), ldw, ldx, first); break;      \
+        case 5: mm_pass_##SFX(pp, wi, xb, np, q, tr, MM_MIN(5, TBMAX), ldw, ldx, first); break;      \
+        case 4: mm_pass_##SFX(pp, wi, xb, np, q, tr, MM_MIN(4, TBMAX), ldw, ldx, first); break;      \
+        case 3: mm_pass_##SFX(pp, wi, xb, np, q, tr, MM_MIN(3, TBMAX), ldw, ldx, first); break;      \
+        case 2: mm_pass_##SFX(pp, wi, xb, np, q, tr, MM_MIN(2, TBMAX), ldw, ldx, first); break;      \
+        default: mm_pass_##SFX(pp, wi, xb, np, q, tr, 1, ldw, ldx, first); break;                     \
         }                                                                                      \
     } while (0)
 
@@ -76,12 +76,16 @@ static inline float mm_red_c(const float *p)
     }                                                                                          \
     static inline ATTR __attribute__((always_inline)) void mm_pass_##SFX(                      \
         float *part, const float *w, const float *x, int np, int q, int tr, int tb,            \
-        size_t ldw, size_t ldx)                                                                \
+        size_t ldw, size_t ldx, int first)                                                     \
     {                                                                                          \
         enum { S = 16 / VL };                                                                  \
         VT acc[TR][TB][S];                                                                     \
         memset(acc, 0, sizeof acc);                                                            \
-        for (int j = 16 * q; j < np; j += F32_STEP)                                            \
+        for (int j = 16 * q; j < np; j += F32_STEP) {                                          \
+            if (first) /* the chunk's first pass: its rows' whole step, in order */            \
+                for (int r = 0; r < tr; r++)                                                   \
+                    for (int l = 16; l < F32_STEP; l += 16)                                    \
+                        __builtin_prefetch(w + (size_t)r * ldw + (size_t)(j + l), 0, 2);       \
             for (int s = 0; s < S; s++) {                                                      \
                 VT wv[TR];                                                                     \
                 for (int r = 0; r < tr; r++)                                                   \
@@ -92,6 +96,7 @@ static inline float mm_red_c(const float *p)
                         acc[r][b][s] = FMA(wv[r], xv, acc[r][b][s]);                           \
                 }                                                                              \
             }                                                                                  \
+        }                                                                                      \
         for (int r = 0; r < tr; r++)                                                           \
             for (int b = 0; b < tb; b++)                                                       \
                 memcpy(part + ((size_t)r * TB + (size_t)b) * F32_STEP + 16 * q, acc[r][b],     \
@@ -113,12 +118,12 @@ static inline float mm_red_c(const float *p)
                     for (; i + TR <= i1; i += TR) {                                            \
                         float *pp = part + (size_t)(i - i0) * TB * F32_STEP;                   \
                         const float *wi = w + (size_t)i * ldw;                                 \
-                        MM_PASS_TB(SFX, pp, wi, xb, np, q, TR, tb, ldw, ldx, TB);              \
+                        MM_PASS_TB(SFX, pp, wi, xb, np, q, TR, tb, ldw, ldx, TB, b == 0 && q == 0);              \
                     }                                                                          \
                     for (; i < i1; i++) {                                                      \
                         float *pp = part + (size_t)(i - i0) * TB * F32_STEP;                   \
                         const float *wi = w + (size_t)i * ldw;                                 \
-                        MM_PASS_TB(SFX, pp, wi, xb, np, q, 1, tb, ldw, ldx, TB);               \
+                        MM_PASS_TB(SFX, pp, wi, xb, np, q, 1, tb, ldw, ldx, TB, b == 0 && q == 0);               \
                     }                                                                          \
                 }                                                                              \
                 for (int i = i0; i < i1; i++)                                                  \
