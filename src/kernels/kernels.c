@@ -1,6 +1,7 @@
 /* kernels.c: the per-layer kernels other than matvec.  Each follows its _ref twin's
- * arithmetic operation for operation (run.c / llm.c order), so results are bit-identical to
- * the twin, except kernels_attention, whose q.k scores use the matvec's canonical order.
+ * arithmetic operation for operation (ggml's CPU backend for RMSNorm, LayerNorm, RoPE, SiLU,
+ * ggml's GELU and the attention; run.c / llm.c for softmax and the tanh GELU), so results are
+ * bit-identical to the twin.
  * The loops are written so that -O3 vectorises the elementwise parts without reordering. */
 #include "kernels.h"
 

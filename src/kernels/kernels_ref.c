@@ -1,6 +1,7 @@
 /* kernels_ref.c: plain-loop twins of the kernels, written as directly as possible after
- * llama.cpp's ggml CPU backend (RMSNorm, RoPE, SwiGLU: the arithmetic its reference outputs
- * imply), llama2.c run.c (softmax, attention, matmul) and llm.c (LayerNorm, GELU).  The unit
+ * llama.cpp's ggml CPU backend (the fp32 dot product, RMSNorm, LayerNorm, RoPE, SwiGLU: the
+ * arithmetic its reference outputs imply), llama2.c run.c (softmax, attention, matvec) and
+ * llm.c (the tanh GELU).  The unit
  * tests compare the optimised kernels against these. */
 #include "kernels.h"
 #include "f32_order.h"
