@@ -42,6 +42,14 @@ int kernels_binding_check(int asked, int affinity, int host, int local_ranks, in
                           char *msg, size_t len);
 int kernels_binding_advice(int asked, char *msg, size_t len);
 
+/* The fp32 kernels' instruction-set paths (every one gives the same bits). */
+typedef enum {
+    MATMUL_PATH_BEST = 0,
+    MATMUL_PATH_PORTABLE = 1,
+    MATMUL_PATH_AVX2 = 2, /* AVX2 + FMA */
+    MATMUL_PATH_AVX512 = 3
+} MatmulPath;
+
 /* y[d] = W[d][n] x[n].  Every y[i] is summed in an order that depends only on n, never on d
  * or on which rows a rank holds, so row slices of W give bit-identical rows of y.
  * y must not overlap w or x. */
@@ -57,6 +65,9 @@ const char *kernels_matvec_path(void);
  * (NEON); bit-identical to kernels_matvec_own on every instruction set. */
 void kernels_matvec_portable(float *y, const float *w, const float *x, int n, int d,
                              size_t ld);
+/* The own kernel on one chosen path, one thread (for the tests): 0 if this CPU lacks it. */
+int kernels_matvec_on_path(MatmulPath p, float *y, const float *w, const float *x, int n, int d,
+                           size_t ld);
 
 /* Y[b][i] = W[i] . X[b] for nb input rows at once (b < nb, i < d): every Y[b] is bit-identical
  * to kernels_matvec_own(Y[b], W, X[b], n, d, ldw), on every path and thread count, but W is
@@ -65,15 +76,11 @@ void kernels_matvec_portable(float *y, const float *w, const float *x, int n, in
  * W or X. */
 void kernels_matmul(float *y, const float *w, const float *x, int n, int d, int nb, size_t ldw,
                     size_t ldx, size_t ldy);
+/* One dot product w . x in that canonical order, as plain scalar C (the twin). */
+float kernels_dot_f32_ref(const float *w, const float *x, int n);
 void kernels_matmul_ref(float *y, const float *w, const float *x, int n, int d, int nb,
                         size_t ldw, size_t ldx, size_t ldy);
 /* The same on one chosen path (for the tests): returns 0 if this CPU lacks it. */
-typedef enum {
-    MATMUL_PATH_BEST = 0,
-    MATMUL_PATH_PORTABLE = 1,
-    MATMUL_PATH_AVX2 = 2,
-    MATMUL_PATH_AVX512 = 3
-} MatmulPath;
 int kernels_matmul_path(MatmulPath p, float *y, const float *w, const float *x, int n, int d,
                         int nb, size_t ldw, size_t ldx, size_t ldy);
 
@@ -81,7 +88,8 @@ int kernels_matmul_path(MatmulPath p, float *y, const float *w, const float *x, 
  * in double, (x * scale) * w). */
 void kernels_rmsnorm(float *out, const float *x, const float *w, float eps, int n);
 void kernels_rmsnorm_ref(float *out, const float *x, const float *w, float eps, int n);
-/* out = (x - mean) / sqrt(var + eps) * w + b, biased variance */
+/* out = (x - mean) / sqrt(var + eps) * w + b, biased variance, as llama.cpp's CPU backend
+ * computes it (sums in double, ((x - mean) * scale) * w + b). */
 void kernels_layernorm(float *out, const float *x, const float *w, const float *b, float eps, int n);
 void kernels_layernorm_ref(float *out, const float *x, const float *w, const float *b, float eps,
                            int n);
@@ -105,6 +113,9 @@ void kernels_swiglu(float *gate, const float *up, int n);
 void kernels_swiglu_ref(float *gate, const float *up, int n);
 /* x[i] = 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))) */
 void kernels_gelu(float *x, int n);
+/* llama.cpp's CPU GELU (GGML_GELU_FP16): 0 for x <= -10, x for x >= 10, else the tanh form of
+ * x rounded to fp16, rounded to fp16 (the values of ggml's table, bit for bit). */
+void kernels_gelu_fp16(float *x, int n);
 void kernels_gelu_ref(float *x, int n);
 
 /* y[i] += x[i] */

@@ -57,6 +57,10 @@ typedef struct {
     /* llama.cpp's phi3 graph: q multiplied by 1/sqrt(head_dim) after RoPE and the scores
      * left unscaled (1: Phi-3); 0: the scores scaled, as every other graph does. */
     int q_prescale;
+    /* gpt2: GELU as llama.cpp's CPU backend computes it (the input rounded to fp16, the
+     * result looked up in its fp16 table: kernels_gelu_fp16), set by the GGUF import; 0: the
+     * tanh form in float (llm.c, Hugging Face). */
+    int gelu_fp16;
 } ModelConfig;
 
 /* Query heads per KV group. */

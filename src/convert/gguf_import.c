@@ -149,6 +149,7 @@ static int read_config(Conv *cv, ModelConfig *c)
     c->bos_id = c->eos_id = -1;
     if (!is_llama) {
         c->rope_style = ROPE_NONE;
+        c->gelu_fp16 = 1; /* llama.cpp's GELU (GGML_GELU_FP16), as its CPU backend runs it */
         return 0;
     }
     if (meta_int(cv, "rope.dimension_count", c->head_dim, 1, big, &rd) < 0 ||

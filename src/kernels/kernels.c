@@ -1,6 +1,7 @@
 /* kernels.c: the per-layer kernels other than matvec.  Each follows its _ref twin's
- * arithmetic operation for operation (run.c / llm.c order), so results are bit-identical to
- * the twin, except kernels_attention, whose q.k scores use the matvec's canonical order.
+ * arithmetic operation for operation (ggml's CPU backend for RMSNorm, LayerNorm, RoPE, SiLU,
+ * ggml's GELU and the attention; run.c / llm.c for softmax and the tanh GELU), so results are
+ * bit-identical to the twin.
  * The loops are written so that -O3 vectorises the elementwise parts without reordering. */
 #include "kernels.h"
 
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #define GELU_TWO_OVER_PI ((float)(2.0 / 3.14159265358979323846))
+#define GELU_GGML_S 0.79788456080286535587989211986876f /* ggml's SQRT_2_OVER_PI */
 #define ROPE_CHUNK 64 /* rotation pairs whose cos/sin are computed once for all heads */
 
 /* ---------------------------------------------------------------- ggml's float arithmetic
@@ -221,25 +223,25 @@ void kernels_rmsnorm(float *restrict out, const float *restrict x, const float *
         out[j] = (x[j] * scale) * w[j];
 }
 
-/* out = (x - mean) * rstd * w + b, biased variance, in llm.c's order. */
+/* out = (x - mean) * rstd * w + b as ggml computes it (ggml_compute_forward_norm_f32, then
+ * ggml_mul by the weight and ggml_add of the bias): the sum of x in double, the mean rounded
+ * to float, v = x - mean in float, the sum of v * v (rounded to float) in double, the
+ * variance rounded to float, scale = 1 / sqrtf(var + eps), out = ((v * scale) * w) + b. */
 void kernels_layernorm(float *restrict out, const float *restrict x, const float *restrict w,
                        const float *restrict b, float eps, int n)
 {
-    float m = 0.0f;
+    double sum = 0.0;
     for (int i = 0; i < n; i++)
-        m += x[i];
-    m = m / (float)n;
-    float v = 0.0f;
+        sum += (double)x[i];
+    const float mean = (float)(sum / (double)n);
+    double sum2 = 0.0;
     for (int i = 0; i < n; i++) {
-        float xshift = x[i] - m;
-        v += xshift * xshift;
+        const float v = x[i] - mean;
+        sum2 += (double)(v * v);
     }
-    v = v / (float)n;
-    const float s = 1.0f / sqrtf(v + eps);
-    for (int i = 0; i < n; i++) {
-        float nrm = s * (x[i] - m);
-        out[i] = nrm * w[i] + b[i];
-    }
+    const float scale = 1.0f / sqrtf((float)(sum2 / (double)n) + eps);
+    for (int i = 0; i < n; i++)
+        out[i] = ((x[i] - mean) * scale) * w[i] + b[i];
 }
 
 /* Rotates every head in place; cos/sin of each frequency computed once, not once per head.
@@ -317,6 +319,29 @@ void kernels_gelu(float *x, int n)
         float cube = 0.044715f * v * v * v;
         x[i] = 0.5f * v * (1.0f + tanhf(s * (v + cube)));
     }
+}
+
+/* One value of ggml's CPU GELU (GGML_GELU_FP16): 0 at or below -10, x at or above 10, else
+ * the input rounded to fp16, the tanh form evaluated on it as ggml fills its table
+ * (0.5 h (1 + tanhf(s h fma(a h, h, 1))), s = sqrt(2/pi) as a float, a = 0.044715: the inner
+ * 1 + a h h contracted to one FMA, as GCC compiles ggml), and the result rounded to fp16. */
+static inline float gelu_fp16_one(float x)
+{
+    if (x <= -10.0f)
+        return 0.0f;
+    if (x >= 10.0f)
+        return x;
+    const float h = kernels_f16_to_f32_one(kernels_f32_to_f16_one(x));
+    const float g = 0.5f * h * (1.0f + tanhf(GELU_GGML_S * h * fmaf(0.044715f * h, h, 1.0f)));
+    return kernels_f16_to_f32_one(kernels_f32_to_f16_one(g));
+}
+
+/* x[i] = gelu_fp16_one(x[i]): llama.cpp's GELU, bit for bit (the table it looks up holds
+ * exactly these values; computing them here keeps the kernels free of mutable tables). */
+void kernels_gelu_fp16(float *x, int n)
+{
+    for (int i = 0; i < n; i++)
+        x[i] = gelu_fp16_one(x[i]);
 }
 
 /* y[i] += x[i]. */

@@ -1,8 +1,10 @@
 /* kernels_ref.c: plain-loop twins of the kernels, written as directly as possible after
- * llama.cpp's ggml CPU backend (RMSNorm, RoPE, SwiGLU: the arithmetic its reference outputs
- * imply), llama2.c run.c (softmax, attention, matmul) and llm.c (LayerNorm, GELU).  The unit
+ * llama.cpp's ggml CPU backend (the fp32 dot product, RMSNorm, LayerNorm, RoPE, SwiGLU: the
+ * arithmetic its reference outputs imply), llama2.c run.c (softmax, attention, matvec) and
+ * llm.c (the tanh GELU).  The unit
  * tests compare the optimised kernels against these. */
 #include "kernels.h"
+#include "f32_order.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -22,6 +24,20 @@ void kernels_matvec_ref(float *y, const float *w, const float *x, int n, int d)
     }
 }
 
+/* w . x in the fp32 kernels' canonical order (matvec.c), one value at a time: value j goes to
+ * lane j % 16 of accumulator (j / 16) % 4 by FMA, for the whole steps of 64. */
+float kernels_dot_f32_ref(const float *w, const float *x, int n)
+{
+    const int np = n & ~(F32_STEP - 1);
+    float a[F32_STEP] = {0};
+    for (int j = 0; j < np; j++)
+        a[j % F32_STEP] = fmaf(w[j], x[j], a[j % F32_STEP]);
+    float c[16];
+    for (int l = 0; l < 16; l++)
+        c[l] = (a[l] + a[32 + l]) + (a[16 + l] + a[48 + l]);
+    return f32_finish(c, w, x, np, n);
+}
+
 /* ggml_compute_forward_rms_norm_f32, then ggml_mul by the weight. */
 void kernels_rmsnorm_ref(float *out, const float *x, const float *w, float eps, int n)
 {
@@ -38,25 +54,29 @@ void kernels_rmsnorm_ref(float *out, const float *x, const float *w, float eps, 
     }
 }
 
-/* llm.c layernorm: mean, biased variance of x - mean, rstd = 1 / sqrtf(v + eps). */
+/* ggml_compute_forward_norm_f32 (y = x - mean, scaled in place), then ggml_mul by the weight
+ * and ggml_add of the bias. */
 void kernels_layernorm_ref(float *out, const float *x, const float *w, const float *b, float eps,
                            int n)
 {
-    float m = 0.0f;
+    double sum = 0.0;
     for (int i = 0; i < n; i++)
-        m += x[i];
-    m = m / (float)n;
-    float v = 0.0f;
+        sum += (double)x[i];
+    const float mean = (float)(sum / (double)n);
+    double sum2 = 0.0;
     for (int i = 0; i < n; i++) {
-        float xshift = x[i] - m;
-        v += xshift * xshift;
+        const float v = x[i] - mean;
+        out[i] = v;
+        sum2 += (double)(v * v);
     }
-    v = v / (float)n;
-    float s = 1.0f / sqrtf(v + eps);
-    for (int i = 0; i < n; i++) {
-        float nrm = s * (x[i] - m);
-        out[i] = nrm * w[i] + b[i];
-    }
+    const float variance = (float)(sum2 / (double)n);
+    const float scale = 1.0f / sqrtf(variance + eps);
+    for (int i = 0; i < n; i++)
+        out[i] *= scale;
+    for (int i = 0; i < n; i++)
+        out[i] = out[i] * w[i];
+    for (int i = 0; i < n; i++)
+        out[i] = out[i] + b[i];
 }
 
 /* ggml_rope_cache_init's angles (theta *= theta_scale per pair) recomputed for every head,

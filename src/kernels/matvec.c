@@ -1,19 +1,25 @@
 /* matvec.c: y = W x, the hot loop of token generation (memory-bandwidth bound).
  *
- * The own kernel computes every y[i] in one canonical order that depends only on n:
- *   - 32 lanes: lane l (0..31) accumulates, starting from +0, the products w[j]*x[j] for
- *     j = 32t + l, t = 0, 1, ... in increasing t (a separate multiply, then an add: no FMA);
- *   - the last partial block of n % 32 elements is treated as zero-padded to 32 (lanes past
- *     the end add 0*0 = +0);
- *   - the 32 lane sums are reduced by the halving tree a[l] += a[l+h], h = 16, 8, 4, 2, 1,
- *     and y[i] = a[0].
- * The AVX-512 path (2 x 16 lanes), the AVX2 path (4 x 8 lanes) and the portable path (8 x 4
- * lanes, GCC vector extensions: NEON on ARM) all implement exactly this order, for several rows
- * at a time and for a single row alike, so a row's result does not depend on d, on which rows a
- * rank holds, or on the instruction set (tests/unit/test_kernels.c checks all of this).
- */
+ * The own kernel computes every y[i] in one canonical order that depends only on n: the order
+ * of ggml_vec_dot_f32 in llama.cpp's CPU backend built for AVX-512 (what llama.cpp computes for
+ * an F32 matrix times one token: its llamafile sgemm serves only two or more columns), so F32
+ * GGUF files give llama.cpp's logits bit for bit (docs/model-format.md):
+ *   - four 16-lane accumulators A0..A3 start at +0; for every whole step of 64 values
+ *     (t = 0, 1, ... up to np = n - n % 64), lane l of Aq takes fma(w[j], x[j], Aq[l]) for
+ *     j = 64t + 16q + l;
+ *   - c = (A0 + A2) + (A1 + A3) lane by lane, then the 16 lanes by the tree of
+ *     _mm512_reduce_add_ps: c[l] += c[l + 8], c[l] += c[l + 4], (c0 + c2) + (c1 + c3)
+ *     (s = +0 when there is no whole step);
+ *   - the last t = n % 64 values added to s in order: s + w[j] * x[j] (the product rounded)
+ *     for the first t - t % 4, fma(w[j], x[j], s) for the last t % 4.
+ * The AVX-512 path (one register per accumulator), the AVX2 path (two) and the portable path
+ * (four vectors of 4, GCC vector extensions: NEON on ARM) all implement exactly this order, for
+ * several rows at a time and for a single row alike, so a row's result does not depend on d,
+ * on which rows a rank holds, or on the instruction set (tests/unit/test_kernels.c). */
 #include "kernels.h"
+#include "f32_order.h"
 
+#include <math.h>
 #include <string.h>
 /* HEADSPLIT_NO_BLAS: a build without OpenBLAS (the aarch64 cross check, scripts/test-aarch64.sh);
  * MATVEC_BLAS then runs the own kernel. */
@@ -28,10 +34,9 @@
 #define MV_X86 1
 #include <immintrin.h>
 #define MV_T512 __attribute__((target("avx512f"), unused))
-#define MV_T256 __attribute__((target("avx2"), unused))
+#define MV_T256 __attribute__((target("avx2,fma"), unused))
 #endif
 
-#define MV_LANES 32
 
 static MatvecImpl matvec_impl = MATVEC_AUTO;
 
@@ -60,12 +65,12 @@ const char *kernels_blas_corename(void)
 }
 
 /* ---- portable C (GCC/Clang vector extensions): the path on CPUs without AVX2, e.g. NEON ----
- * Lanes 4q..4q+3 live in vector q (q = 0..7); elementwise vector arithmetic is IEEE per lane,
- * so this is the same order as the SIMD paths below on any target. */
+ * A 16-lane accumulator is four vectors of 4; elementwise vector arithmetic and FMA are IEEE
+ * per lane, so this is the same order as the SIMD paths below on any target. */
 
-typedef float MvV4 __attribute__((vector_size(16)));
+typedef F32V4 MvV4;
 
-#define MV_PROWS 2 /* rows per pass: 16 accumulators + 8 x vectors fit NEON's 32 registers */
+#define MV_PROWS 1 /* rows per pass: 16 accumulators + 16 x vectors fill NEON's 32 registers */
 
 static inline MvV4 mv_load4(const float *p)
 {
@@ -74,230 +79,119 @@ static inline MvV4 mv_load4(const float *p)
     return v;
 }
 
-/* acc[q] += w[4q..4q+4) * x[4q..4q+4) for one full 32-lane block. */
-static inline void mv_step_v4(MvV4 *acc, const float *w, const MvV4 *xv)
-{
-    for (int q = 0; q < MV_LANES / 4; q++)
-        acc[q] = acc[q] + mv_load4(w + 4 * q) * xv[q];
-}
-
-/* The halving tree h = 16, 8, 4, 2, 1 over the 32 lanes. */
-static inline float mv_reduce_v4(const MvV4 *a)
-{
-    const MvV4 b0 = a[0] + a[4], b1 = a[1] + a[5], b2 = a[2] + a[6], b3 = a[3] + a[7];
-    const MvV4 c0 = b0 + b2, c1 = b1 + b3;
-    const MvV4 e = c0 + c1;
-    const float f0 = e[0] + e[2], f1 = e[1] + e[3];
-    return f0 + f1;
-}
-
 /* y[d] = W x in the canonical order with portable vector code; rows ld floats apart. */
 void kernels_matvec_portable(float *y, const float *w, const float *x, int n, int d, size_t ld)
 {
-    const int nb = n & ~(MV_LANES - 1);
-    const int rem = n - nb;
-    float xpad[MV_LANES] = {0}, wpad[MV_LANES] = {0};
-    for (int l = 0; l < rem; l++)
-        xpad[l] = x[nb + l];
-    MvV4 xt[MV_LANES / 4];
-    for (int q = 0; q < MV_LANES / 4; q++)
-        xt[q] = mv_load4(xpad + 4 * q);
-    int i = 0;
-    for (; i + MV_PROWS <= d; i += MV_PROWS) {
-        MvV4 acc[MV_PROWS][MV_LANES / 4];
+    const int np = n & ~(F32_STEP - 1);
+    for (int i = 0; i < d; i += MV_PROWS) {
+        const int nr = d - i < MV_PROWS ? d - i : MV_PROWS;
+        MvV4 acc[MV_PROWS][16];
         memset(acc, 0, sizeof acc);
-        for (int j = 0; j < nb; j += MV_LANES) {
-            MvV4 xv[MV_LANES / 4];
-            for (int q = 0; q < MV_LANES / 4; q++)
-                xv[q] = mv_load4(x + j + 4 * q);
-            for (int r = 0; r < MV_PROWS; r++)
-                mv_step_v4(acc[r], w + (size_t)(i + r) * ld + j, xv);
-        }
-        for (int r = 0; r < MV_PROWS; r++) {
-            if (rem) {
-                for (int l = 0; l < rem; l++)
-                    wpad[l] = w[(size_t)(i + r) * ld + (size_t)(nb + l)];
-                mv_step_v4(acc[r], wpad, xt);
+        for (int j = 0; j < np; j += F32_STEP)
+            for (int r = 0; r < nr; r++) {
+                const float *wr = w + (size_t)(i + r) * ld + j;
+                for (int v = 0; v < 16; v++)
+                    acc[r][v] = f32_fma4(mv_load4(wr + 4 * v), mv_load4(x + j + 4 * v), acc[r][v]);
             }
-            y[i + r] = mv_reduce_v4(acc[r]);
+        for (int r = 0; r < nr; r++) {
+            float c[16];
+            for (int s = 0; s < 4; s++) {
+                const MvV4 cs = (acc[r][s] + acc[r][8 + s]) + (acc[r][4 + s] + acc[r][12 + s]);
+                memcpy(c + 4 * s, &cs, sizeof cs);
+            }
+            y[i + r] = f32_finish(c, w + (size_t)(i + r) * ld, x, np, n);
         }
-    }
-    for (; i < d; i++) {
-        MvV4 acc[MV_LANES / 4];
-        memset(acc, 0, sizeof acc);
-        const float *w0 = w + (size_t)i * ld;
-        for (int j = 0; j < nb; j += MV_LANES) {
-            MvV4 xv[MV_LANES / 4];
-            for (int q = 0; q < MV_LANES / 4; q++)
-                xv[q] = mv_load4(x + j + 4 * q);
-            mv_step_v4(acc, w0 + j, xv);
-        }
-        if (rem) {
-            for (int l = 0; l < rem; l++)
-                wpad[l] = w0[nb + l];
-            mv_step_v4(acc, wpad, xt);
-        }
-        y[i] = mv_reduce_v4(acc);
     }
 }
 
 #if defined(MV_X86)
 
-/* ---- AVX-512: lanes 0..15 in the first register, 16..31 in the second ---- */
+/* ---- AVX-512: one register per 16-lane accumulator, four per row ---- */
 
-/* Rows per pass: 16 accumulators + 2 x registers of 32.  Eight concurrent row streams reach
- * ~0.9 of a plain read's bandwidth on Zen 5; four reach ~0.83 (bench/matvec_bench.c). */
-#define MV_ROWS 8
-
-static inline MV_T512 float mv_reduce512(__m512 a0, __m512 a1)
-{
-    __m512 s = _mm512_add_ps(a0, a1); /* h = 16 */
-    __m256 lo = _mm512_castps512_ps256(s);
-    __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1));
-    __m256 t = _mm256_add_ps(lo, hi); /* h = 8 */
-    __m128 u = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)); /* h = 4 */
-    u = _mm_add_ps(u, _mm_movehl_ps(u, u));                                       /* h = 2 */
-    u = _mm_add_ss(u, _mm_shuffle_ps(u, u, 1));                                   /* h = 1 */
-    return _mm_cvtss_f32(u);
-}
-
-/* One full 32-lane block of one row: a0 += w[j..j+16) * x0, a1 += w[j+16..j+32) * x1. */
-#define MV_STEP512(a0, a1, wr, x0, x1, j)                                                    \
-    do {                                                                                     \
-        a0 = _mm512_add_ps(a0, _mm512_mul_ps(_mm512_loadu_ps((wr) + (j)), x0));              \
-        a1 = _mm512_add_ps(a1, _mm512_mul_ps(_mm512_loadu_ps((wr) + (j) + 16), x1));         \
-    } while (0)
-
-/* The zero-padded last block (masked loads do not touch memory past the row). */
-#define MV_TAIL512(a0, a1, wr, x0, x1, j, m0, m1)                                            \
-    do {                                                                                     \
-        a0 = _mm512_add_ps(a0, _mm512_mul_ps(_mm512_maskz_loadu_ps(m0, (wr) + (j)), x0));    \
-        a1 = _mm512_add_ps(a1, _mm512_mul_ps(_mm512_maskz_loadu_ps(m1, (wr) + (j) + 16), x1)); \
-    } while (0)
+/* Rows per pass: 24 accumulators + 4 x registers (the weights are FMA memory operands), six
+ * concurrent row streams, each read in whole 256-byte steps (more streams reach more of a
+ * core's read bandwidth: ~0.83 of it with four, ~0.9 with eight on Zen 5; eight would need
+ * 32 accumulators, more than the 32 registers leave). */
+#define MV_ROWS 6
 
 static MV_T512 void matvec_512(float *restrict y, const float *restrict w,
                                const float *restrict x, int n, int d, size_t ld)
 {
-    const int nb = n & ~(MV_LANES - 1);
-    const int rem = n - nb;
-    const __mmask16 m0 = (__mmask16)(rem >= 16 ? 0xFFFFu : (1u << rem) - 1u);
-    const __mmask16 m1 = (__mmask16)(rem > 16 ? (1u << (rem - 16)) - 1u : 0u);
-    __m512 xt0 = _mm512_setzero_ps(), xt1 = _mm512_setzero_ps();
-    if (rem) {
-        xt0 = _mm512_maskz_loadu_ps(m0, x + nb);
-        xt1 = _mm512_maskz_loadu_ps(m1, x + nb + 16);
-    }
-    int i = 0;
-    for (; i + MV_ROWS <= d; i += MV_ROWS) {
+    const int np = n & ~(F32_STEP - 1);
+    for (int i = 0; i < d; i += MV_ROWS) {
+        const int nr = d - i < MV_ROWS ? d - i : MV_ROWS;
         const float *wr[MV_ROWS];
-        __m512 a0[MV_ROWS], a1[MV_ROWS];
+        __m512 a[MV_ROWS][4];
         for (int r = 0; r < MV_ROWS; r++) {
-            wr[r] = w + (size_t)(i + r) * ld;
-            a0[r] = a1[r] = _mm512_setzero_ps();
+            wr[r] = w + (size_t)(i + (r < nr ? r : 0)) * ld;
+            for (int q = 0; q < 4; q++)
+                a[r][q] = _mm512_setzero_ps();
         }
-        for (int j = 0; j < nb; j += MV_LANES) {
-            const __m512 x0 = _mm512_loadu_ps(x + j), x1 = _mm512_loadu_ps(x + j + 16);
-            for (int r = 0; r < MV_ROWS; r++)
-                MV_STEP512(a0[r], a1[r], wr[r], x0, x1, j);
+        if (nr == MV_ROWS) {
+            for (int j = 0; j < np; j += F32_STEP) {
+                __m512 xv[4];
+                for (int q = 0; q < 4; q++)
+                    xv[q] = _mm512_loadu_ps(x + j + 16 * q);
+                for (int r = 0; r < MV_ROWS; r++)
+                    for (int q = 0; q < 4; q++)
+                        a[r][q] = _mm512_fmadd_ps(_mm512_loadu_ps(wr[r] + j + 16 * q), xv[q],
+                                                  a[r][q]);
+            }
+        } else {
+            for (int r = 0; r < nr; r++)
+                for (int j = 0; j < np; j += F32_STEP)
+                    for (int q = 0; q < 4; q++)
+                        a[r][q] = _mm512_fmadd_ps(_mm512_loadu_ps(wr[r] + j + 16 * q),
+                                                  _mm512_loadu_ps(x + j + 16 * q), a[r][q]);
         }
-        if (rem)
-            for (int r = 0; r < MV_ROWS; r++)
-                MV_TAIL512(a0[r], a1[r], wr[r], xt0, xt1, nb, m0, m1);
-        for (int r = 0; r < MV_ROWS; r++)
-            y[i + r] = mv_reduce512(a0[r], a1[r]);
-    }
-    for (; i < d; i++) { /* remainder rows: the same steps, one row at a time */
-        const float *w0 = w + (size_t)i * ld;
-        __m512 a00 = _mm512_setzero_ps(), a01 = _mm512_setzero_ps();
-        for (int j = 0; j < nb; j += MV_LANES) {
-            const __m512 x0 = _mm512_loadu_ps(x + j), x1 = _mm512_loadu_ps(x + j + 16);
-            MV_STEP512(a00, a01, w0, x0, x1, j);
+        for (int r = 0; r < nr; r++) {
+            float c[16];
+            _mm512_storeu_ps(c, _mm512_add_ps(_mm512_add_ps(a[r][0], a[r][2]),
+                                              _mm512_add_ps(a[r][1], a[r][3])));
+            y[i + r] = f32_finish(c, wr[r], x, np, n);
         }
-        if (rem)
-            MV_TAIL512(a00, a01, w0, xt0, xt1, nb, m0, m1);
-        y[i] = mv_reduce512(a00, a01);
     }
 }
 
-/* ---- AVX2: lanes 0..7, 8..15, 16..23, 24..31 in four registers ---- */
+/* ---- AVX2 + FMA: two registers per 16-lane accumulator, eight per row ---- */
 
-/* Rows per pass: as on AVX-512, eight row streams beat two (0.5 -> ~0.8 of a plain read); the
- * 32 accumulators partly live in L1, which costs nothing next to the memory stream. */
-
-static inline MV_T256 float mv_reduce256(__m256 a0, __m256 a1, __m256 a2, __m256 a3)
-{
-    __m256 b0 = _mm256_add_ps(a0, a2); /* h = 16, lanes 0..7 */
-    __m256 b1 = _mm256_add_ps(a1, a3); /* h = 16, lanes 8..15 */
-    __m256 t = _mm256_add_ps(b0, b1);  /* h = 8 */
-    __m128 u = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)); /* h = 4 */
-    u = _mm_add_ps(u, _mm_movehl_ps(u, u));                                       /* h = 2 */
-    u = _mm_add_ss(u, _mm_shuffle_ps(u, u, 1));                                   /* h = 1 */
-    return _mm_cvtss_f32(u);
-}
-
-#define MV_STEP256(a, wr, xv, j)                                                             \
-    do {                                                                                     \
-        a[0] = _mm256_add_ps(a[0], _mm256_mul_ps(_mm256_loadu_ps((wr) + (j)), xv[0]));       \
-        a[1] = _mm256_add_ps(a[1], _mm256_mul_ps(_mm256_loadu_ps((wr) + (j) + 8), xv[1]));   \
-        a[2] = _mm256_add_ps(a[2], _mm256_mul_ps(_mm256_loadu_ps((wr) + (j) + 16), xv[2]));  \
-        a[3] = _mm256_add_ps(a[3], _mm256_mul_ps(_mm256_loadu_ps((wr) + (j) + 24), xv[3]));  \
-    } while (0)
-
-#define MV_TAIL256(a, wr, xv, j, mk)                                                         \
-    do {                                                                                     \
-        for (int q_ = 0; q_ < 4; q_++)                                                       \
-            a[q_] = _mm256_add_ps(                                                           \
-                a[q_], _mm256_mul_ps(_mm256_maskload_ps((wr) + (j) + 8 * q_, mk[q_]), xv[q_])); \
-    } while (0)
+/* Rows per pass: two rows' 16 accumulators; the x vectors come from L1 as memory operands. */
+#define MV_ROWS256 2
 
 static MV_T256 void matvec_256(float *restrict y, const float *restrict w,
                                const float *restrict x, int n, int d, size_t ld)
 {
-    const int nb = n & ~(MV_LANES - 1);
-    const int rem = n - nb;
-    __m256i mk[4];
-    __m256 xt[4];
-    for (int q = 0; q < 4; q++) {
-        const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-        mk[q] = _mm256_cmpgt_epi32(_mm256_set1_epi32(rem - 8 * q), idx);
-        xt[q] = rem ? _mm256_maskload_ps(x + nb + 8 * q, mk[q]) : _mm256_setzero_ps();
-    }
-    int i = 0;
-    for (; i + MV_ROWS <= d; i += MV_ROWS) {
-        const float *wr[MV_ROWS];
-        __m256 a[MV_ROWS][4];
-        for (int r = 0; r < MV_ROWS; r++) {
-            wr[r] = w + (size_t)(i + r) * ld;
-            for (int q = 0; q < 4; q++)
-                a[r][q] = _mm256_setzero_ps();
+    const int np = n & ~(F32_STEP - 1);
+    for (int i = 0; i < d; i += MV_ROWS256) {
+        const int nr = d - i < MV_ROWS256 ? d - i : MV_ROWS256;
+        const float *wr[MV_ROWS256];
+        __m256 a[MV_ROWS256][8];
+        for (int r = 0; r < MV_ROWS256; r++) {
+            wr[r] = w + (size_t)(i + (r < nr ? r : 0)) * ld;
+            for (int v = 0; v < 8; v++)
+                a[r][v] = _mm256_setzero_ps();
         }
-        for (int j = 0; j < nb; j += MV_LANES) {
-            __m256 xv[4];
-            for (int q = 0; q < 4; q++)
-                xv[q] = _mm256_loadu_ps(x + j + 8 * q);
-            for (int r = 0; r < MV_ROWS; r++)
-                MV_STEP256(a[r], wr[r], xv, j);
+        if (nr == MV_ROWS256) {
+            for (int j = 0; j < np; j += F32_STEP)
+                for (int v = 0; v < 8; v++) {
+                    const __m256 xv = _mm256_loadu_ps(x + j + 8 * v);
+                    for (int r = 0; r < MV_ROWS256; r++)
+                        a[r][v] = _mm256_fmadd_ps(_mm256_loadu_ps(wr[r] + j + 8 * v), xv, a[r][v]);
+                }
+        } else {
+            for (int j = 0; j < np; j += F32_STEP)
+                for (int v = 0; v < 8; v++)
+                    a[0][v] = _mm256_fmadd_ps(_mm256_loadu_ps(wr[0] + j + 8 * v),
+                                              _mm256_loadu_ps(x + j + 8 * v), a[0][v]);
         }
-        if (rem)
-            for (int r = 0; r < MV_ROWS; r++)
-                MV_TAIL256(a[r], wr[r], xt, nb, mk);
-        for (int r = 0; r < MV_ROWS; r++)
-            y[i + r] = mv_reduce256(a[r][0], a[r][1], a[r][2], a[r][3]);
-    }
-    for (; i < d; i++) {
-        const float *w0 = w + (size_t)i * ld;
-        __m256 a[4];
-        for (int q = 0; q < 4; q++)
-            a[q] = _mm256_setzero_ps();
-        for (int j = 0; j < nb; j += MV_LANES) {
-            __m256 xv[4];
-            for (int q = 0; q < 4; q++)
-                xv[q] = _mm256_loadu_ps(x + j + 8 * q);
-            MV_STEP256(a, w0, xv, j);
+        for (int r = 0; r < nr; r++) {
+            float c[16]; /* vector v holds lanes 8(v % 2).. of accumulator v / 2 */
+            for (int s = 0; s < 2; s++)
+                _mm256_storeu_ps(c + 8 * s,
+                                 _mm256_add_ps(_mm256_add_ps(a[r][s], a[r][4 + s]),
+                                               _mm256_add_ps(a[r][2 + s], a[r][6 + s])));
+            y[i + r] = f32_finish(c, wr[r], x, np, n);
         }
-        if (rem)
-            MV_TAIL256(a, w0, xt, nb, mk);
-        y[i] = mv_reduce256(a[0], a[1], a[2], a[3]);
     }
 }
 
@@ -310,12 +204,12 @@ static void matvec_own(float *restrict y, const float *restrict w, const float *
 {
 #if defined(__AVX512F__)
     matvec_512(y, w, x, n, d, ld);
-#elif defined(__AVX2__)
+#elif defined(__AVX2__) && defined(__FMA__)
     matvec_256(y, w, x, n, d, ld);
 #elif defined(MV_X86)
     if (__builtin_cpu_supports("avx512f"))
         matvec_512(y, w, x, n, d, ld);
-    else if (__builtin_cpu_supports("avx2"))
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
         matvec_256(y, w, x, n, d, ld);
     else
         kernels_matvec_portable(y, w, x, n, d, ld);
@@ -328,17 +222,48 @@ const char *kernels_matvec_path(void)
 {
 #if defined(__AVX512F__)
     return "avx512 (native)";
-#elif defined(__AVX2__)
+#elif defined(__AVX2__) && defined(__FMA__)
     return "avx2 (native)";
 #elif defined(MV_X86)
     return __builtin_cpu_supports("avx512f") ? "avx512 (chosen at run time)"
-           : __builtin_cpu_supports("avx2")  ? "avx2 (chosen at run time)"
+           : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
+               ? "avx2 (chosen at run time)"
                                              : "portable C (chosen at run time)";
 #elif defined(__ARM_NEON)
     return "neon (portable C vectors)";
 #else
     return "portable C vectors";
 #endif
+}
+
+int kernels_matvec_on_path(MatmulPath p, float *y, const float *w, const float *x, int n, int d,
+                           size_t ld)
+{
+    switch (p) {
+    case MATMUL_PATH_BEST:
+        matvec_own(y, w, x, n, d, ld);
+        return 1;
+    case MATMUL_PATH_PORTABLE:
+        kernels_matvec_portable(y, w, x, n, d, ld);
+        return 1;
+#if defined(MV_X86)
+    case MATMUL_PATH_AVX2:
+        if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+            return 0;
+        matvec_256(y, w, x, n, d, ld);
+        return 1;
+    case MATMUL_PATH_AVX512:
+        if (!__builtin_cpu_supports("avx512f"))
+            return 0;
+        matvec_512(y, w, x, n, d, ld);
+        return 1;
+#else
+    case MATMUL_PATH_AVX2:
+    case MATMUL_PATH_AVX512:
+        return 0;
+#endif
+    }
+    return 0;
 }
 
 /* OpenBLAS sgemv: fast, but its summation order may depend on d and on the slice, so the

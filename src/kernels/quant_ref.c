@@ -8,8 +8,9 @@
  * scale search.
  *
  * Dot products (the order the SIMD paths in quant.c reproduce):
- *   - F32, F16, BF16: the fp32 matvec's canonical order (32 lanes, lane l takes j = 32t + l,
- *     the tail zero-padded, then the halving tree 16, 8, 4, 2, 1), on the values as floats;
+ *   - F32: the fp32 matvec's canonical order (kernels_dot_f32_ref, matvec.c);
+ *   - F16, BF16: 32 lanes, lane l takes j = 32t + l, the tail zero-padded, then the halving
+ *     tree 16, 8, 4, 2, 1, on the values as floats;
  *   - Q5_0, Q8_0 with Q8_0 and Q4_1, Q5_1, Q8_1 with Q8_1: ggml's AVX2 order: per block
  *     8 exact integer lanes (lane l: values 4l..4l+3), acc_l = fma(dw*da, lane_l, acc_l),
  *     hsum_float_8 at the end (Q4_1/Q5_1: plus the running fma sum of mw*sa); Q4_0 as the
@@ -824,13 +825,10 @@ void quant_dequantize_row_ref(float *y, const void *vx, QType t, int64_t n)
         return acc[0];                                                                           \
     } while (0)
 
+/* F32: the fp32 matvec's own order (kernels_dot_f32_ref), as quant_matvec runs it. */
 static float dot_f32(const float *w, const float *x, int64_t n)
 {
-#define GW(j) w[j]
-#define GX(j) x[j]
-    LANE_DOT(n, GW, GX);
-#undef GW
-#undef GX
+    return kernels_dot_f32_ref(w, x, (int)n);
 }
 
 static float dot_f16(const uint16_t *w, const uint16_t *x, int64_t n)

@@ -64,6 +64,11 @@ int config_validate(const ModelConfig *c, char *err, size_t errlen)
                         c->q_prescale);
     if (c->q_prescale && c->arch != ARCH_LLAMA)
         return util_err(err, errlen, "config field q_prescale: llama family only");
+    if (c->gelu_fp16 != 0 && c->gelu_fp16 != 1)
+        return util_err(err, errlen, "config field gelu_fp16 = %d must be 0 or 1",
+                        c->gelu_fp16);
+    if (c->gelu_fp16 && c->arch != ARCH_GPT2)
+        return util_err(err, errlen, "config field gelu_fp16: gpt2 only");
     if (c->n_rope_freq_factors != 0) {
         if (c->rope_style == ROPE_NONE || c->n_rope_freq_factors != c->head_dim / 2 ||
             c->n_rope_freq_factors > CONFIG_MAX_ROPE_PAIRS)
@@ -159,6 +164,9 @@ int config_read(ModelConfig *c, hid_t file, const char *fname, char *err, size_t
                             errlen) < 0) ||
         (H5Aexists_by_name(file, "/config", "q_prescale", H5P_DEFAULT) > 0 &&
          h5io_attr_read_int(file, "/config", "q_prescale", &c->q_prescale, fname, err,
+                            errlen) < 0) ||
+        (H5Aexists_by_name(file, "/config", "gelu_fp16", H5P_DEFAULT) > 0 &&
+         h5io_attr_read_int(file, "/config", "gelu_fp16", &c->gelu_fp16, fname, err,
                             errlen) < 0))
         return -1;
     if (h5io_exists(file, "/config/rope_freq_factors")) {
@@ -257,6 +265,8 @@ int config_write(const ModelConfig *c, hid_t file, char *err, size_t errlen)
         rc |= h5io_attr_write_int(g, "sliding_window", c->sliding_window);
     if (c->q_prescale)
         rc |= h5io_attr_write_int(g, "q_prescale", c->q_prescale);
+    if (c->gelu_fp16)
+        rc |= h5io_attr_write_int(g, "gelu_fp16", c->gelu_fp16);
     H5Gclose(g);
     if (rc)
         return util_err(err, errlen, "cannot write /config attributes");

@@ -41,6 +41,15 @@ void layer_pre_norm(const ModelConfig *c, float *out, const float *x, const floa
         kernels_rmsnorm(out, x, w, c->norm_eps, c->dim);
 }
 
+/* GELU in place: ggml's fp16 table form for GGUF imports (c->gelu_fp16), else the tanh form. */
+void layer_gelu(const ModelConfig *c, float *x, int n)
+{
+    if (c->gelu_fp16)
+        kernels_gelu_fp16(x, n);
+    else
+        kernels_gelu(x, n);
+}
+
 void layer_act_reset(Scratch *s)
 {
     for (int i = 0; i < 5; i++) {
@@ -209,7 +218,7 @@ void model_ffn_delta(const ModelConfig *c, const FfnW *w, Scratch *s, const floa
     if (c->arch == ARCH_GPT2) {
         matvec(s, s->hb, &w->w_up, s->xn);
         add_bias(s->hb, w->b_up, f);
-        kernels_gelu(s->hb, f);
+        layer_gelu(c, s->hb, f);
     } else {
         matvec(s, s->hb, &w->w_gate, s->xn);
         matvec(s, s->hb2, &w->w_up, s->xn);

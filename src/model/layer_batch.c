@@ -202,7 +202,7 @@ void model_ffn_hidden_n(const ModelConfig *c, const FfnW *w, Scratch *s, const f
         matmul_n(s, hidden, (size_t)ldh, &w->w_up, s->xn, dim, n);
         add_bias_n(hidden, (size_t)ldh, w->b_up, f, n);
         for (int i = 0; i < n; i++)
-            kernels_gelu(hidden + (size_t)i * (size_t)ldh, f);
+            layer_gelu(c, hidden + (size_t)i * (size_t)ldh, f);
     } else {
         matmul_n(s, hidden, (size_t)ldh, &w->w_gate, s->xn, dim, n);
         matmul_n(s, s->hb2, (size_t)f, &w->w_up, s->xn, dim, n);
@@ -247,7 +247,7 @@ void model_ffn_delta_n(const ModelConfig *c, const FfnW *w, Scratch *s, const fl
         matmul_n(s, s->hb, (size_t)f, &w->w_up, s->xn, dim, n);
         add_bias_n(s->hb, (size_t)f, w->b_up, f, n);
         for (int i = 0; i < n; i++)
-            kernels_gelu(s->hb + (size_t)i * (size_t)f, f);
+            layer_gelu(c, s->hb + (size_t)i * (size_t)f, f);
     } else {
         matmul_n(s, s->hb, (size_t)f, &w->w_gate, s->xn, dim, n);
         matmul_n(s, s->hb2, (size_t)f, &w->w_up, s->xn, dim, n);

@@ -8,6 +8,8 @@
 /* Pre-norm of one row: RMSNorm (llama) or LayerNorm (gpt2). */
 void layer_pre_norm(const ModelConfig *c, float *out, const float *x, const float *w,
                     const float *b);
+/* GELU in place: kernels_gelu_fp16 where c->gelu_fp16 (GGUF imports), else kernels_gelu. */
+void layer_gelu(const ModelConfig *c, float *x, int n);
 /* Forgets the quantized inputs: called whenever a matvec input buffer is rewritten. */
 void layer_act_reset(Scratch *s);
 /* The Scratch.act slot of weight type t's vec-dot type. */

@@ -178,13 +178,86 @@ static void test_matvec_portable_bit_identical(void **state)
         int n = mv_ns[a], d = 9;
         float *w = rand_vec(&rng, (size_t)n * d, 1.0f);
         float *x = rand_vec(&rng, (size_t)n, 1.0f);
-        float y1[9], y2[9];
+        float y1[9], y2[9], y3[9];
         kernels_matvec_own(y1, w, x, n, d, (size_t)n);
         kernels_matvec_portable(y2, w, x, n, d, (size_t)n);
         assert_bits_equal(y1, y2, (size_t)d);
+        /* every instruction-set path this CPU has, and the scalar twin of the order */
+        static const MatmulPath paths[] = {MATMUL_PATH_PORTABLE, MATMUL_PATH_AVX2,
+                                           MATMUL_PATH_AVX512};
+        for (int p = 0; p < COUNT(paths); p++)
+            if (kernels_matvec_on_path(paths[p], y3, w, x, n, d, (size_t)n))
+                assert_bits_equal(y1, y3, (size_t)d);
+        for (int i = 0; i < d; i++)
+            y3[i] = kernels_dot_f32_ref(w + (size_t)i * (size_t)n, x, n);
+        assert_bits_equal(y1, y3, (size_t)d);
         free(w);
         free(x);
     }
+}
+
+/* dot of w and x (n values, zero but for the pairs given) by the kernel and by the twin,
+ * which must agree bit for bit; returns the kernel's. */
+static float dot_pairs(int n, const int *at, const float *wv, const float *xv, int k)
+{
+    float w[200] = {0}, x[200] = {0}, y;
+    for (int i = 0; i < k; i++)
+        w[at[i]] = wv[i], x[at[i]] = xv[i];
+    kernels_matvec(&y, w, x, n, 1);
+    const float r = kernels_dot_f32_ref(w, x, n);
+    assert_memory_equal(&y, &r, sizeof y);
+    return y;
+}
+
+/* The order itself, on values chosen so that each of its steps shows: ggml_vec_dot_f32 as
+ * llama.cpp's AVX-512 build computes it.  (1 + e)^2 = 1 + 2e + e^2 with e = 2^-13: its e^2
+ * survives an FMA that subtracts 1 + 2e, and is lost when the product is rounded first. */
+static void test_matvec_ggml_order(void **state)
+{
+    (void)state;
+    const float e = 0x1p-13f, a = 1.0f + e, c = -(1.0f + 2.0f * e);
+    /* in the steps of 64, lane 0 takes value 0 then value 64 by FMA: e^2 */
+    assert_true(dot_pairs(128, (int[]){0, 64}, (float[]){c, a}, (float[]){1.0f, a}, 2) ==
+                e * e);
+    /* tail of 5 (n = 69): value 64 is a rounded product, then an add: 0 */
+    assert_true(dot_pairs(69, (int[]){0, 64}, (float[]){c, a}, (float[]){1.0f, a}, 2) == 0.0f);
+    /* ... and its last value (68, t % 4 = 1) an FMA: e^2 */
+    assert_true(dot_pairs(69, (int[]){0, 68}, (float[]){c, a}, (float[]){1.0f, a}, 2) ==
+                e * e);
+    /* no whole step (n = 7): values 0-3 rounded products, 4-6 FMA */
+    assert_true(dot_pairs(7, (int[]){0, 1}, (float[]){c, a}, (float[]){1.0f, a}, 2) == 0.0f);
+    assert_true(dot_pairs(7, (int[]){0, 4}, (float[]){c, a}, (float[]){1.0f, a}, 2) == e * e);
+    /* the lanes: values 0 and 16 sit in accumulators 0 and 1, combined (A0 + A2) + (A1 + A3)
+     * before the lanes: 1 + 2^-24 is lost in A0 + A2 = 1 alone, then A0 + A1 = 1 - 1 = 0,
+     * whereas one running sum would give 2^-24; values 0 and 1 (lanes 0, 1) meet at the end */
+    assert_true(dot_pairs(64, (int[]){0, 32, 16}, (float[]){1.0f, 0x1p-24f, -1.0f},
+                          (float[]){1.0f, 1.0f, 1.0f}, 3) == 0.0f);
+}
+
+/* llama.cpp's GELU over every fp16 input: the FNV-1a hash of the 65536 results (their float
+ * bits, in index order) equals that of the table ggml b4747's CPU backend computes
+ * (ggml_gelu on a tensor of every fp16 value, llama.cpp built for AVX-512 and AVX2 alike). */
+static void test_gelu_fp16_table(void **state)
+{
+    (void)state;
+    float *x = xmalloc(65536 * sizeof *x);
+    for (int i = 0; i < 65536; i++)
+        x[i] = kernels_f16_to_f32_one((uint16_t)i);
+    kernels_gelu_fp16(x, 65536);
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int i = 0; i < 65536; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        h = (h ^ u) * 0x100000001b3ull;
+    }
+    assert_true(h == 0x32f8c8b9e881a325ull);
+    /* inputs that are not fp16 values round first; the clamps use the input itself */
+    float v[4] = {0.1f, 10.0f, 12.5f, -10.0f};
+    kernels_gelu_fp16(v, 4);
+    float h01 = kernels_f16_to_f32_one(kernels_f32_to_f16_one(0.1f));
+    kernels_gelu_fp16(&h01, 1);
+    assert_true(v[0] == h01 && v[1] == 10.0f && v[2] == 12.5f && v[3] == 0.0f);
+    free(x);
 }
 
 static void test_matvec_blas_and_switch(void **state)
@@ -594,6 +667,8 @@ int main(void)
         cmocka_unit_test(test_matvec_rank_split_bit_identical),
         cmocka_unit_test(test_matvec_ld_column_block),
         cmocka_unit_test(test_matvec_portable_bit_identical),
+        cmocka_unit_test(test_matvec_ggml_order),
+        cmocka_unit_test(test_gelu_fp16_table),
         cmocka_unit_test(test_matvec_blas_and_switch),
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_layernorm),
