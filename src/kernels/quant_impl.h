@@ -5,6 +5,7 @@
 #define HEADSPLIT_QUANT_IMPL_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "quant.h"
 
@@ -144,5 +145,19 @@ int quant_neon_dot(QType t, const void *w, const void *x, int64_t n, float *out)
 /* y[d] = W x on the NEON path if it has a whole-matrix kernel for t (returns 1), else 0. */
 int quant_neon_matvec(QType t, float *y, const void *w, size_t stride, const void *x,
                       int64_t n, int d);
+
+/* The K-quant quantizers' reference (quant_ref_k.c), for quant_quantize_row_ref: nb blocks. */
+void quant_ref_quantize_q4_K(BlockQ4_K *y, const float *x, int64_t nb);
+void quant_ref_quantize_q5_K(BlockQ5_K *y, const float *x, int64_t nb);
+void quant_ref_quantize_q6_K(BlockQ6_K *y, const float *x, int64_t nb);
+void quant_ref_quantize_q8_K(BlockQ8_K *y, const float *x, int64_t nb);
+/* Round to nearest, ties to even, by the float-addition trick ggml uses (|x| <= 4194303). */
+static inline int quant_nearest_int(float fval)
+{
+    const float val = fval + 12582912.f;
+    int i;
+    memcpy(&i, &val, sizeof i);
+    return (i & 0x007fffff) - 0x00400000;
+}
 
 #endif
