@@ -140,7 +140,7 @@ void engine_replan(DistEngine *e, int positions)
                                        e->kv_cap, err, sizeof err) == 0,
                   "re-placement: %s", err);
             loaded += model_attn_part_bytes(c, dst);
-            e->weight_bytes += model_attn_part_bytes(c, dst);
+            e->stats.weight_bytes += model_attn_part_bytes(c, dst);
             int tag = WIRE_TAG_MIG + 2 * (l * c->n_heads + k);
             transport_irecv(e->tp, dst->k_cache, kv_floats * sizeof(float), from, tag,
                             &reqs[nreq++]);
@@ -159,7 +159,7 @@ void engine_replan(DistEngine *e, int positions)
         LayerRt *r = &e->lr[l];
         for (int j = 0; j < r->n_parts; j++) {
             if (r->parts[j].wq.data)
-                e->weight_bytes -= model_attn_part_bytes(c, &r->parts[j]);
+                e->stats.weight_bytes -= model_attn_part_bytes(c, &r->parts[j]);
             model_free_attn_part(&r->parts[j]);
         }
         free(r->parts);
