@@ -160,6 +160,55 @@ static WireHdr pipe_attention(DistEngine *e, int l)
     return xh;
 }
 
+/* The projection rank's Z of the pass h: broadcast now to the next layer's ranks when the
+ * transition speculates (zreq completes after the FFN), else sent to the FFN rank unless it
+ * is this one. */
+static void pipe_send_z(DistEngine *e, int l, const WireHdr *h, int s_out, TransportReq *zreq,
+                        double *tm)
+{
+    LayerRt *r = &e->lr[l];
+    if (s_out) {
+        /* Z goes to the next layer's ranks now; they start its attention while our
+         * FFN runs (proj and FFN share this rank where speculation is allowed). */
+        LayerRt *next = &e->lr[l + 1];
+        WireHdr zh = *h;
+        zh.layer = l;
+        transport_stamp(e->tp, &zh);
+        memcpy(e->buf.zmsg, &zh, sizeof zh);
+        if (e->wire16) /* rounded on the wire only: our FFN takes Z as it is */
+            transport_ibcast(e->tp, next->in_comm, e->buf.wzspec,
+                             engine_wire_pack(e, l + 1, e->buf.zmsg, e->buf.wzspec, e->nb), zreq);
+        else
+            transport_ibcast(e->tp, next->in_comm, e->buf.zmsg, bcast_bytes(e), zreq);
+    } else if (!r->is_ffn) {
+        const double t = time_now();
+        WireHdr zh = *h;
+        zh.layer = l;
+        transport_stamp(e->tp, &zh);
+        memcpy(e->buf.zmsg, &zh, sizeof zh);
+        TransportReq req;
+        transport_isend(e->tp, e->buf.zmsg, rows_bytes(e, h->n), r->ffn_rank, WIRE_TAG_Z + l,
+                        &req);
+        transport_wait(e->tp, &req);
+        tm[T_ZSEND] += time_now() - t;
+    }
+}
+
+/* The FFN rank's receive of Z from the projection rank (another rank). */
+static void pipe_recv_z(DistEngine *e, int l, double *tm)
+{
+    LayerRt *r = &e->lr[l];
+    const double t = time_now();
+    TransportReq req;
+    transport_irecv(e->tp, e->buf.zmsg, e->buf.msg_bytes, r->proj_rank, WIRE_TAG_Z + l, &req);
+    transport_wait_link(e->tp, &req, r->proj_rank, "Z", l, &r->ewma[W_Z]);
+    WireHdr zh = engine_read_hdr(e->buf.zmsg, l);
+    CHECK((zh.cmd & 0xff) != WIRE_STEP || (zh.n >= 1 && zh.n <= e->bmax),
+          "layer %d: Z of %d rows from rank %d (at most %d)", l, zh.n, r->proj_rank, e->bmax);
+    transport_deliver(e->tp, &zh, rows_bytes(e, (zh.cmd & 0xff) == WIRE_STEP ? zh.n : 0));
+    tm[T_ZSEND] += time_now() - t;
+}
+
 /* One PIPE layer on this rank; returns 1 if the message was a stop. */
 int engine_pipe_layer(DistEngine *e, int l)
 {
@@ -182,49 +231,12 @@ int engine_pipe_layer(DistEngine *e, int l)
             }
             memcpy(e->buf.zmsg, &h, sizeof h);
             tm[T_PROJ] += time_now() - t;
-            if (s_out) {
-                /* Z goes to the next layer's ranks now; they start its attention while our
-                 * FFN runs (proj and FFN share this rank where speculation is allowed). */
-                LayerRt *next = &e->lr[l + 1];
-                WireHdr zh = h;
-                zh.layer = l;
-                transport_stamp(e->tp, &zh);
-                memcpy(e->buf.zmsg, &zh, sizeof zh);
-                if (e->wire16) /* rounded on the wire only: our FFN takes Z as it is */
-                    transport_ibcast(e->tp, next->in_comm, e->buf.wzspec,
-                                     engine_wire_pack(e, l + 1, e->buf.zmsg, e->buf.wzspec,
-                                                      e->nb),
-                                     &zreq);
-                else
-                    transport_ibcast(e->tp, next->in_comm, e->buf.zmsg, bcast_bytes(e), &zreq);
-            } else if (!r->is_ffn) {
-                t = time_now();
-                WireHdr zh = h;
-                zh.layer = l;
-                transport_stamp(e->tp, &zh);
-                memcpy(e->buf.zmsg, &zh, sizeof zh);
-                TransportReq req;
-                transport_isend(e->tp, e->buf.zmsg, rows_bytes(e, h.n), r->ffn_rank,
-                                WIRE_TAG_Z + l, &req);
-                transport_wait(e->tp, &req);
-                tm[T_ZSEND] += time_now() - t;
-            }
+            pipe_send_z(e, l, &h, s_out, &zreq, tm);
         }
     }
     if (r->is_ffn) {
-        if (!r->is_proj) {
-            t = time_now();
-            TransportReq req;
-            transport_irecv(e->tp, e->buf.zmsg, e->buf.msg_bytes, r->proj_rank, WIRE_TAG_Z + l,
-                            &req);
-            transport_wait_link(e->tp, &req, r->proj_rank, "Z", l, &r->ewma[W_Z]);
-            WireHdr zh = engine_read_hdr(e->buf.zmsg, l);
-            CHECK((zh.cmd & 0xff) != WIRE_STEP || (zh.n >= 1 && zh.n <= e->bmax),
-                  "layer %d: Z of %d rows from rank %d (at most %d)", l, zh.n, r->proj_rank,
-                  e->bmax);
-            transport_deliver(e->tp, &zh, rows_bytes(e, (zh.cmd & 0xff) == WIRE_STEP ? zh.n : 0));
-            tm[T_ZSEND] += time_now() - t;
-        }
+        if (!r->is_proj)
+            pipe_recv_z(e, l, tm);
         h = engine_read_hdr(e->buf.zmsg, l);
         h.cmd &= 0xff;
         t = time_now();
