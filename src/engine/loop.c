@@ -107,7 +107,7 @@ static void controller_take(DistEngine *e, int pos, int n, int nb, int out, int 
     }
     engine_bcast_input_nb(e, e->L, e->buf.xout, out < n ? out : nb);
     WireHdr h = engine_read_hdr(e->buf.xout, e->L);
-    CHECK((h.cmd & 0xff) == WIRE_STEP && h.n == n && h.pos == pos && h.out == out,
+    CHECK(h.cmd == WIRE_STEP && h.n == n && h.pos == pos && h.out == out,
           "the pass of %d rows at position %d came back as %d rows at %d (protocol mismatch)",
           n, pos, h.n, h.pos);
     memcpy(y + (size_t)(n - out) * (size_t)e->c->dim, payload(e->buf.xout),

@@ -17,9 +17,9 @@ WireHdr engine_read_hdr(const unsigned char *msg, int layer)
     memcpy(&h, msg, sizeof h);
     CHECK(h.magic == WIRE_MAGIC, "layer %d: message with a bad magic 0x%08x (protocol "
           "mismatch between ranks?)", layer, h.magic);
-    CHECK((h.cmd & 0xff) == WIRE_STEP || (h.cmd & 0xff) == WIRE_STOP ||
-              (h.cmd & 0xff) == WIRE_REPLAN,
+    CHECK(h.cmd == WIRE_STEP || h.cmd == WIRE_STOP || h.cmd == WIRE_REPLAN,
           "layer %d: unknown command %d", layer, h.cmd);
+    CHECK((h.flags & ~WIRE_FLAGS_ALL) == 0, "layer %d: unknown flags 0x%x", layer, h.flags);
     return h;
 }
 
@@ -34,7 +34,7 @@ static size_t wire_bcast_bytes(const DistEngine *e, int nb)
  * the `out` rows it reads; none for a command. */
 static int msg_rows(const DistEngine *e, int l, const WireHdr *h)
 {
-    if ((h->cmd & 0xff) != WIRE_STEP || h->n < 1)
+    if (h->cmd != WIRE_STEP || h->n < 1)
         return 0;
     return l == e->L && h->out >= 0 && h->out < h->n ? h->out : h->n;
 }
@@ -77,7 +77,7 @@ void engine_bcast_input_nb(DistEngine *e, int l, unsigned char *msg, int nb)
     if (r->in_root && l == e->L) { /* to the controller: only the rows it reads */
         WireHdr h;
         memcpy(&h, msg, sizeof h);
-        if ((h.cmd & 0xff) == WIRE_STEP && h.out >= 0 && h.out < h.n) {
+        if (h.cmd == WIRE_STEP && h.out >= 0 && h.out < h.n) {
             const size_t row = (size_t)e->c->dim * sizeof(float);
             memmove(payload(msg), (unsigned char *)payload(msg) + (size_t)(h.n - h.out) * row,
                     (size_t)h.out * row);
@@ -101,7 +101,7 @@ void engine_bcast_input_nb(DistEngine *e, int l, unsigned char *msg, int nb)
     transport_wait_link(e->tp, &req, r->in_peer, "layer input", l, &r->ewma[W_IN]);
     WireHdr h = engine_read_hdr(buf, l);
     const int rows = msg_rows(e, l, &h);
-    CHECK((h.cmd & 0xff) != WIRE_STEP || (h.n >= 1 && rows <= nb),
+    CHECK(h.cmd != WIRE_STEP || (h.n >= 1 && rows <= nb),
           "layer %d: a pass of %d rows in a broadcast sized for %d (protocol mismatch)", l,
           rows, nb);
     transport_deliver(e->tp, &h, bytes);

@@ -100,9 +100,9 @@ static WireHdr pipe_attention(DistEngine *e, int l)
             tm[T_BCAST] += time_now() - t;
         }
         h = engine_read_hdr(e->buf.xmsg, l);
-        if (!r->in_root && l > 0 && (h.cmd & WIRE_FLAG_SPEC_ON))
-            e->sp.on[l - 1] = (h.cmd & WIRE_FLAG_SPEC_NEXT) != 0; /* adaptive switch */
-        h.cmd &= 0xff;
+        if (!r->in_root && l > 0 && (h.flags & WIRE_FLAG_SPEC_ON))
+            e->sp.on[l - 1] = (h.flags & WIRE_FLAG_SPEC_NEXT) != 0; /* adaptive switch */
+        h.flags = 0;
         if (h.cmd != WIRE_STEP)
             return h;
         attn_parts(e, l, payload(e->buf.xmsg), h.pos, h.n);
@@ -117,19 +117,19 @@ static WireHdr pipe_attention(DistEngine *e, int l)
     int known_reject = 0;
     if (r->in_root) {
         WireHdr xh = engine_read_hdr(e->buf.xmsg, l);
-        known_reject = !(xh.cmd & WIRE_FLAG_ACCEPT);
+        known_reject = !(xh.flags & WIRE_FLAG_ACCEPT);
     } else {
         t = time_now();
         engine_bcast_input(e, l, e->buf.zspec);
         tm[T_BCAST] += time_now() - t;
     }
     h = engine_read_hdr(zin, l);
-    h.cmd &= 0xff;
+    h.flags = 0;
     if (h.cmd != WIRE_STEP) {
         if (recv)
             engine_bcast_input(e, l, e->buf.xmsg);
         h = engine_read_hdr(e->buf.xmsg, l);
-        h.cmd &= 0xff;
+        h.flags = 0;
         return h;
     }
     double ts = time_now();
@@ -146,9 +146,9 @@ static WireHdr pipe_attention(DistEngine *e, int l)
         tm[T_BCAST] += time_now() - t;
     }
     WireHdr xh = engine_read_hdr(e->buf.xmsg, l);
-    const int accept = (xh.cmd & WIRE_FLAG_ACCEPT) != 0;
-    if (!r->in_root && (xh.cmd & WIRE_FLAG_SPEC_ON))
-        e->sp.on[l - 1] = (xh.cmd & WIRE_FLAG_SPEC_NEXT) != 0; /* adaptive switch */
+    const int accept = (xh.flags & WIRE_FLAG_ACCEPT) != 0;
+    if (!r->in_root && (xh.flags & WIRE_FLAG_SPEC_ON))
+        e->sp.on[l - 1] = (xh.flags & WIRE_FLAG_SPEC_NEXT) != 0; /* adaptive switch */
     gather_finish(e, l, &g1, h.n);
     if (!accept) {
         attn_parts(e, l, payload(e->buf.xmsg), xh.pos, xh.n); /* re-executed: K/V overwritten */
@@ -156,7 +156,7 @@ static WireHdr pipe_attention(DistEngine *e, int l)
             gather_post(e, l, &xh, &g2);
         gather_finish(e, l, &g2, xh.n);
     }
-    xh.cmd &= 0xff;
+    xh.flags = 0;
     return xh;
 }
 
@@ -203,9 +203,9 @@ static void pipe_recv_z(DistEngine *e, int l, double *tm)
     transport_irecv(e->tp, e->buf.zmsg, e->buf.msg_bytes, r->proj_rank, WIRE_TAG_Z + l, &req);
     transport_wait_link(e->tp, &req, r->proj_rank, "Z", l, &r->ewma[W_Z]);
     WireHdr zh = engine_read_hdr(e->buf.zmsg, l);
-    CHECK((zh.cmd & 0xff) != WIRE_STEP || (zh.n >= 1 && zh.n <= e->bmax),
+    CHECK(zh.cmd != WIRE_STEP || (zh.n >= 1 && zh.n <= e->bmax),
           "layer %d: Z of %d rows from rank %d (at most %d)", l, zh.n, r->proj_rank, e->bmax);
-    transport_deliver(e->tp, &zh, rows_bytes(e, (zh.cmd & 0xff) == WIRE_STEP ? zh.n : 0));
+    transport_deliver(e->tp, &zh, rows_bytes(e, zh.cmd == WIRE_STEP ? zh.n : 0));
     tm[T_ZSEND] += time_now() - t;
 }
 
@@ -238,14 +238,14 @@ int engine_pipe_layer(DistEngine *e, int l)
         if (!r->is_proj)
             pipe_recv_z(e, l, tm);
         h = engine_read_hdr(e->buf.zmsg, l);
-        h.cmd &= 0xff;
+        h.flags = 0;
         t = time_now();
         if (h.cmd == WIRE_STEP) {
             float ratio = model_ffn_forward_n(c, &r->ffn, &e->scratch, payload(e->buf.zmsg),
                                               payload(e->buf.xmsg), h.n);
             transport_streamed(e->tp, (double)model_ffn_bytes(c, &r->ffn));
             if (s_out || e->sp.adaptive)
-                h.cmd |= engine_spec_decide(e, l, ratio, s_out);
+                h.flags |= (uint16_t)engine_spec_decide(e, l, ratio, s_out);
             if (s_out)
                 e->sp.ffn_s[l] += time_now() - t;
         }
@@ -260,5 +260,5 @@ int engine_pipe_layer(DistEngine *e, int l)
             tm[T_BCAST] += time_now() - t;
         }
     }
-    return h.cmd & 0xff;
+    return h.cmd;
 }

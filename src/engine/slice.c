@@ -305,12 +305,12 @@ forward:
         t = time_now();
         engine_head_send(e, &h, x);
         tm[T_BCAST] += time_now() - t;
-        return h.cmd & 0xff;
+        return h.cmd;
     }
     if (l + 1 <= e->L && e->lr[l + 1].in_root && e->lr[l + 1].in_comm) {
         t = time_now();
         engine_bcast_input(e, l + 1, e->buf.xmsg);
         tm[T_BCAST] += time_now() - t;
     }
-    return h.cmd & 0xff;
+    return h.cmd;
 }
