@@ -74,11 +74,9 @@ void engine_head_send(DistEngine *e, const WireHdr *h, const float *x)
     model_logits_rows_n(e->c, &e->hd.rows, &e->scratch, x, rows,
                         (float *)(void *)(e->hd.send + sizeof(WireHdr)), h->n);
     transport_streamed(e->tp, (double)model_qmat_bytes(&e->hd.rows.lm_head));
-    WireHdr gh = *h;
-    gh.layer = e->L;
-    transport_stamp(e->tp, &gh);
-    memcpy(e->hd.send, &gh, sizeof gh);
-    const int bytes = (int)(sizeof gh + (size_t)h->n * (size_t)rows * sizeof(float));
+    memcpy(e->hd.send, h, sizeof *h);
+    transport_msg_stamp(e->tp, e->hd.send, e->L);
+    const int bytes = (int)(sizeof *h + (size_t)h->n * (size_t)rows * sizeof(float));
     TransportReq req;
     transport_igatherv(e->tp, e->hd.comm, e->hd.send, (size_t)bytes, NULL, NULL, NULL, &req);
     transport_wait(e->tp, &req);
@@ -101,12 +99,11 @@ void engine_head_recv(DistEngine *e, int n, int row0)
     transport_igatherv(e->tp, e->hd.comm, &none, 0, e->hd.recv, e->hd.counts_n, e->hd.displs_n,
                        &req);
     LayerRt *r = &e->lr[e->L];
-    transport_wait_link(e->tp, &req, e->plan->layers[e->L - 1].ffn_rank, "logits", e->L,
-                   &r->ewma[W_IN]);
+    transport_msg_gathered(e->tp, &req, e->hd.recv, e->hd.counts_n, e->hd.displs_n, s->n_head,
+                           e->plan->layers[e->L - 1].ffn_rank, "logits", e->L, &r->ewma[W_IN]);
     for (int m = 1; m < s->n_head; m++) {
         const unsigned char *msg = e->hd.recv + e->hd.displs_n[m];
-        WireHdr mh = engine_read_hdr(msg, e->L);
-        transport_deliver(e->tp, &mh, (size_t)e->hd.counts_n[m]);
+        engine_read_hdr(msg, e->L);
         const size_t rows = ((size_t)s->h_counts[m] - hdr) / sizeof(float);
         for (int i = 0; i < n; i++)
             memcpy(e->hd.logits + (size_t)(row0 + i) * V + s->head_v0[m],

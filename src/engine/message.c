@@ -68,12 +68,8 @@ void engine_bcast_input_nb(DistEngine *e, int l, unsigned char *msg, int nb)
 {
     LayerRt *r = &e->lr[l];
     TransportReq req;
-    if (r->in_root) {
-        WireHdr h;
-        memcpy(&h, msg, sizeof h);
-        transport_stamp(e->tp, &h);
-        memcpy(msg, &h, sizeof h);
-    }
+    if (r->in_root)
+        transport_msg_stamp(e->tp, msg, -1);
     if (r->in_root && l == e->L) { /* to the controller: only the rows it reads */
         WireHdr h;
         memcpy(&h, msg, sizeof h);
@@ -98,7 +94,7 @@ void engine_bcast_input_nb(DistEngine *e, int l, unsigned char *msg, int nb)
         transport_wait(e->tp, &req);
         return;
     }
-    transport_wait_link(e->tp, &req, r->in_peer, "layer input", l, &r->ewma[W_IN]);
+    transport_msg_wait(e->tp, &req, buf, r->in_peer, "layer input", l, &r->ewma[W_IN]);
     WireHdr h = engine_read_hdr(buf, l);
     const int rows = msg_rows(e, l, &h);
     CHECK(h.cmd != WIRE_STEP || (h.n >= 1 && rows <= nb),

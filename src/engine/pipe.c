@@ -29,10 +29,8 @@ static void attn_parts(DistEngine *e, int l, const float *x, int pos, int n)
 static void gather_post(DistEngine *e, int l, const WireHdr *h, TransportReq *req)
 {
     LayerRt *r = &e->lr[l];
-    WireHdr gh = *h;
-    gh.layer = l;
-    transport_stamp(e->tp, &gh);
-    memcpy(e->buf.gbuf, &gh, sizeof gh);
+    memcpy(e->buf.gbuf, h, sizeof *h);
+    transport_msg_stamp(e->tp, e->buf.gbuf, l);
     int bytes = (int)sizeof(WireHdr) + h->n * r->my_floats * (int)sizeof(float);
     const ScheduleLayer *sl = &e->sched.layers[l];
     for (int m = 0, off = 0; m < sl->n_gather; m++) { /* member m: [hdr | n rows of its floats] */
@@ -57,12 +55,11 @@ static void gather_finish(DistEngine *e, int l, TransportReq *req, int n)
         if (!r->is_proj) {
             transport_wait(e->tp, req);
         } else {
-            transport_wait_link(e->tp, req, sl->gather[sl->n_gather - 1], "head outputs", l,
-                           &r->ewma[W_GATHER]);
-            for (int m = 1; m < sl->n_gather; m++) {
-                WireHdr mh = engine_read_hdr(e->buf.staging + e->buf.g_displs_n[m], l);
-                transport_deliver(e->tp, &mh, (size_t)e->buf.g_counts_n[m]);
-            }
+            transport_msg_gathered(e->tp, req, e->buf.staging, e->buf.g_counts_n,
+                                   e->buf.g_displs_n, sl->n_gather, sl->gather[sl->n_gather - 1],
+                                   "head outputs", l, &r->ewma[W_GATHER]);
+            for (int m = 1; m < sl->n_gather; m++)
+                engine_read_hdr(e->buf.staging + e->buf.g_displs_n[m], l);
         }
         gathered = 1;
     }
@@ -171,10 +168,8 @@ static void pipe_send_z(DistEngine *e, int l, const WireHdr *h, int s_out, Trans
         /* Z goes to the next layer's ranks now; they start its attention while our
          * FFN runs (proj and FFN share this rank where speculation is allowed). */
         LayerRt *next = &e->lr[l + 1];
-        WireHdr zh = *h;
-        zh.layer = l;
-        transport_stamp(e->tp, &zh);
-        memcpy(e->buf.zmsg, &zh, sizeof zh);
+        memcpy(e->buf.zmsg, h, sizeof *h);
+        transport_msg_stamp(e->tp, e->buf.zmsg, l);
         if (e->wire16) /* rounded on the wire only: our FFN takes Z as it is */
             transport_ibcast(e->tp, next->in_comm, e->buf.wzspec,
                              engine_wire_pack(e, l + 1, e->buf.zmsg, e->buf.wzspec, e->nb), zreq);
@@ -182,14 +177,9 @@ static void pipe_send_z(DistEngine *e, int l, const WireHdr *h, int s_out, Trans
             transport_ibcast(e->tp, next->in_comm, e->buf.zmsg, bcast_bytes(e), zreq);
     } else if (!r->is_ffn) {
         const double t = time_now();
-        WireHdr zh = *h;
-        zh.layer = l;
-        transport_stamp(e->tp, &zh);
-        memcpy(e->buf.zmsg, &zh, sizeof zh);
-        TransportReq req;
-        transport_isend(e->tp, e->buf.zmsg, rows_bytes(e, h->n), r->ffn_rank, WIRE_TAG_Z + l,
-                        &req);
-        transport_wait(e->tp, &req);
+        memcpy(e->buf.zmsg, h, sizeof *h);
+        transport_msg_send(e->tp, e->buf.zmsg, rows_bytes(e, h->n), r->ffn_rank, WIRE_TAG_Z + l,
+                           l);
         tm[T_ZSEND] += time_now() - t;
     }
 }
@@ -201,7 +191,7 @@ static void pipe_recv_z(DistEngine *e, int l, double *tm)
     const double t = time_now();
     TransportReq req;
     transport_irecv(e->tp, e->buf.zmsg, e->buf.msg_bytes, r->proj_rank, WIRE_TAG_Z + l, &req);
-    transport_wait_link(e->tp, &req, r->proj_rank, "Z", l, &r->ewma[W_Z]);
+    transport_msg_wait(e->tp, &req, e->buf.zmsg, r->proj_rank, "Z", l, &r->ewma[W_Z]);
     WireHdr zh = engine_read_hdr(e->buf.zmsg, l);
     CHECK(zh.cmd != WIRE_STEP || (zh.n >= 1 && zh.n <= e->bmax),
           "layer %d: Z of %d rows from rank %d (at most %d)", l, zh.n, r->proj_rank, e->bmax);

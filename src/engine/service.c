@@ -32,11 +32,8 @@ static void send_msg(DistEngine *e, unsigned char *buf, int cmd, int pos, size_t
                      int tag)
 {
     WireHdr h = {.magic = WIRE_MAGIC, .cmd = cmd, .pos = pos, .layer = (int32_t)bytes};
-    transport_stamp(e->tp, &h);
     memcpy(buf, &h, sizeof h);
-    TransportReq rq;
-    transport_isend(e->tp, buf, sizeof h + bytes, dst, tag, &rq);
-    transport_wait(e->tp, &rq);
+    transport_msg_send(e->tp, buf, sizeof h + bytes, dst, tag, -1);
 }
 
 void engine_service_go(DistEngine *e, int cmd)
@@ -59,11 +56,9 @@ size_t dist_service_call(DistEngine *e, const void *req, size_t req_bytes, void 
                     WIRE_TAG_SERVICE_REPLY, &rq);
     send_msg(e, e->svc.req, WIRE_SERVICE_CALL, 0, req_bytes, e->svc.rank, WIRE_TAG_SERVICE);
     double ewma = 0;
-    transport_wait_link(e->tp, &rq, e->svc.rank, "the service's reply (draft tokens)", -1,
-                        &ewma);
-    WireHdr h;
-    memcpy(&h, e->svc.resp, sizeof h);
-    CHECK(h.magic == WIRE_MAGIC && h.cmd == WIRE_SERVICE_CALL && h.layer >= 0 &&
+    WireHdr h = transport_msg_wait(e->tp, &rq, e->svc.resp, e->svc.rank,
+                                   "the service's reply (draft tokens)", -1, &ewma);
+    CHECK(h.cmd == WIRE_SERVICE_CALL && h.layer >= 0 &&
               (size_t)h.layer <= resp_cap,
           "rank %d: a bad service reply (%d bytes, at most %zu)", e->svc.rank, h.layer,
           resp_cap);

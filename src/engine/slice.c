@@ -23,11 +23,7 @@
  * values. */
 static WireHdr stamp_partial(DistEngine *e, int l, int nv)
 {
-    WireHdr h;
-    memcpy(&h, e->buf.xsend, sizeof h);
-    transport_stamp(e->tp, &h);
-    h.layer = l;
-    memcpy(e->buf.xsend, &h, sizeof h);
+    WireHdr h = transport_msg_stamp(e->tp, e->buf.xsend, l);
     if (e->wire16) {
         memcpy(e->buf.wsend, &h, sizeof h);
         engine_wire_round(e, payload(e->buf.xsend), e->buf.wsend + sizeof h, nv);
@@ -41,11 +37,11 @@ static void take_partial(DistEngine *e, int l, int phase, TransportReq *rq, int 
                          const unsigned char *msg, size_t wb, float *out, int n)
 {
     LayerRt *r = &e->lr[l];
-    transport_wait_link(e->tp, rq, peer, phase ? "FFN partial sums" : "projection partial sums",
-                        l, &r->ewma[phase ? W_X2 : W_X1]);
-    WireHdr hi = engine_read_hdr(msg, l);
-    transport_deliver(e->tp, &hi, wb);
-    engine_wire_get(e, msg + sizeof hi, out, n);
+    transport_msg_take(e->tp, rq, msg, wb, peer,
+                       phase ? "FFN partial sums" : "projection partial sums", l,
+                       &r->ewma[phase ? W_X2 : W_X1]);
+    engine_read_hdr(msg, l);
+    engine_wire_get(e, msg + sizeof(WireHdr), out, n);
 }
 
 /* All-to-all: every member sends its partial to every other (one hop). */
@@ -119,9 +115,7 @@ static void exchange_reduce(DistEngine *e, int l, int phase, float *base, int nv
             kernels_add(base, payload(e->buf.xrecv + (size_t)i * xs), dim);
         /* the sum goes back in xsend (this member's partial is spent); with --wire f16 or
          * q8 rounded as it travels, and the root keeps the rounded values too */
-        transport_stamp(e->tp, &h);
-        h.layer = l;
-        memcpy(e->buf.xsend, &h, sizeof h);
+        h = transport_msg_stamp(e->tp, e->buf.xsend, l);
         const size_t sb = sizeof h + engine_wire_put(e, base, e->buf.xsend + sizeof h, dim);
         if (e->wire16)
             engine_wire_get(e, e->buf.xsend + sizeof h, base, dim);
@@ -134,11 +128,11 @@ static void exchange_reduce(DistEngine *e, int l, int phase, float *base, int nv
         const size_t sb = sizeof(WireHdr) + engine_wire_len(e, dim);
         transport_irecv(e->tp, e->buf.xrecv, sb, root, tag2, &rq[0]);
         transport_isend(e->tp, sbuf, wb, root, tag, &rq[1]);
-        transport_wait_link(e->tp, &rq[0], root, phase ? "FFN sums" : "projection sums", l,
-                            &r->ewma[phase ? W_X2 : W_X1]);
-        WireHdr hi = engine_read_hdr(e->buf.xrecv, l);
-        transport_deliver(e->tp, &hi, sb);
-        engine_wire_get(e, e->buf.xrecv + sizeof hi, base, dim);
+        transport_msg_take(e->tp, &rq[0], e->buf.xrecv, sb, root,
+                           phase ? "FFN sums" : "projection sums", l,
+                           &r->ewma[phase ? W_X2 : W_X1]);
+        engine_read_hdr(e->buf.xrecv, l);
+        engine_wire_get(e, e->buf.xrecv + sizeof(WireHdr), base, dim);
         transport_wait(e->tp, &rq[1]);
     }
     free(rq);
@@ -195,9 +189,8 @@ static void exchange_rsag(DistEngine *e, int l, int phase, float *base, int nv)
                     o1 - o0);
     /* all-gather: my chunk of the sum to every member, theirs into base (with --wire f16 or
      * q8 rounded as it travels; the owner keeps the rounded values too) */
-    transport_stamp(e->tp, &h);
-    h.layer = l;
     memcpy(sb, &h, hdr);
+    h = transport_msg_stamp(e->tp, sb, l);
     engine_wire_put(e, base + o0, sb + hdr, o1 - o0);
     if (e->wire16)
         engine_wire_get(e, sb + hdr, base + o0, o1 - o0);
@@ -214,10 +207,10 @@ static void exchange_rsag(DistEngine *e, int l, int phase, float *base, int nv)
         if (i == mi)
             continue;
         const int cnt = C0(i + 1) - C0(i);
-        transport_wait_link(e->tp, &rq[k++], members[i], phase ? "FFN sums" : "projection sums",
-                            l, &r->ewma[phase ? W_X2 : W_X1]);
-        WireHdr hi = engine_read_hdr(rb + (size_t)i * cb, l);
-        transport_deliver(e->tp, &hi, hdr + engine_wire_len(e, cnt));
+        transport_msg_take(e->tp, &rq[k++], rb + (size_t)i * cb, hdr + engine_wire_len(e, cnt),
+                           members[i], phase ? "FFN sums" : "projection sums", l,
+                           &r->ewma[phase ? W_X2 : W_X1]);
+        engine_read_hdr(rb + (size_t)i * cb, l);
         engine_wire_get(e, rb + (size_t)i * cb + hdr, base + C0(i), cnt);
     }
     for (int k = n - 1; k < nr; k++)

@@ -95,10 +95,8 @@ static void exact_allgather(DistEngine *e, int l, int round, const WireHdr *h0, 
     const size_t hdr = sizeof(WireHdr);
     LayerRt *r = &e->lr[l];
     TransportReq *rq = e->ex.reqs;
-    WireHdr h = *h0;
-    transport_stamp(e->tp, &h);
-    h.layer = l;
-    memcpy(e->ex.send, &h, hdr);
+    memcpy(e->ex.send, h0, hdr);
+    transport_msg_stamp(e->tp, e->ex.send, l);
     pack_rows(e, l, round, me, buf, width, n, payload(e->ex.send), 0);
     const size_t sb = hdr + (size_t)n * round_floats(e, l, round, me) * sizeof(float);
     int nr = 0;
@@ -118,10 +116,10 @@ static void exact_allgather(DistEngine *e, int l, int round, const WireHdr *h0, 
         if (peer == me)
             continue;
         unsigned char *msg = e->ex.recv + (size_t)i * e->ex.stride;
-        transport_wait_link(e->tp, &rq[k++], peer, what[round], l, &r->ewma[site[round]]);
-        WireHdr hi = engine_read_hdr(msg, l);
-        transport_deliver(e->tp, &hi,
-                          hdr + (size_t)n * round_floats(e, l, round, peer) * sizeof(float));
+        transport_msg_take(e->tp, &rq[k++], msg,
+                           hdr + (size_t)n * round_floats(e, l, round, peer) * sizeof(float),
+                           peer, what[round], l, &r->ewma[site[round]]);
+        engine_read_hdr(msg, l);
         pack_rows(e, l, round, peer, buf, width, n, payload(msg), 1);
     }
     for (int k = nm - 1; k < nr; k++)
