@@ -4,7 +4,7 @@
 
 #include <stdint.h>
 
-#define WIRE_MAGIC 0x48530004u /* "HS", protocol version 4 */
+#define WIRE_MAGIC 0x48530005u /* "HS", protocol version 5 */
 
 /* STEP carries a token through the layers; STOP and REPLAN pass through the pipeline without
  * computing and are then confirmed to every rank by the controller. */
@@ -14,12 +14,13 @@ typedef enum { WIRE_STEP = 1, WIRE_STOP = 2, WIRE_PING = 3, WIRE_REPLAN = 4,
  * messages from the controller between passes: CALL (a request; the header's layer field holds
  * the payload's bytes; answered on WIRE_TAG_SERVICE_REPLY the same way) or GO (pos holds the
  * command that follows: WIRE_STEP for a pass, or the control command). */
-/* Flags above the command byte of WireHdr.cmd, set by the FFN rank that decides speculation
- * for the transition out of its layer. */
+/* WireHdr.flags, set by the FFN rank that decides speculation for the transition out of its
+ * layer (a command carries none otherwise). */
 enum {
-    WIRE_FLAG_ACCEPT = 0x100,    /* keep the attention computed on Z */
-    WIRE_FLAG_SPEC_ON = 0x200,   /* adaptive: the next bit sets the next token's state */
-    WIRE_FLAG_SPEC_NEXT = 0x400, /* adaptive: speculate at this transition next token */
+    WIRE_FLAG_ACCEPT = 0x1,    /* keep the attention computed on Z */
+    WIRE_FLAG_SPEC_ON = 0x2,   /* adaptive: the next bit sets the next token's state */
+    WIRE_FLAG_SPEC_NEXT = 0x4, /* adaptive: speculate at this transition next token */
+    WIRE_FLAGS_ALL = 0x7,
 };
 
 /* Precedes every message of the engine: activations along the pipeline, head outputs in a
@@ -33,7 +34,8 @@ enum {
  * pass carries at most that many rows (fewer: the rest of the message is padding). */
 typedef struct {
     uint32_t magic;
-    int32_t cmd;    /* WireCmd in the low byte, WIRE_FLAG_* above */
+    int16_t cmd;    /* WireCmd */
+    uint16_t flags; /* WIRE_FLAG_* */
     int32_t pos;    /* position of the first row in the sequence */
     int16_t n;      /* positions (rows) this pass carries */
     int16_t next_n; /* rows the broadcasts of the next pass are sized for */

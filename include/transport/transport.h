@@ -145,6 +145,26 @@ void transport_stamp(Transport *t, WireHdr *h);
 /* After a message with header h (bytes long) has arrived: the layers' delivery rules (the
  * receiver sleeps until the emulated link would have delivered it). */
 void transport_deliver(Transport *t, const WireHdr *h, size_t bytes);
+
+/* Messages of the token loop: a WireHdr, then the payload (src/transport/message.c).
+ * transport_msg_stamp stamps the header at the front of msg in place (transport_stamp; its
+ * layer set where layer >= 0) and returns it; transport_msg_send stamps msg and sends its
+ * bytes to dst, waiting for the send; transport_msg_wait waits for a message posted into msg
+ * from peer with the deadline (transport_wait_link: what, layer, ewma) and returns its
+ * header, the magic checked (a mismatch ends the run naming the layer, what and the peer);
+ * transport_msg_take also lets the link deliver it, bytes long (transport_deliver). */
+WireHdr transport_msg_stamp(Transport *t, void *msg, int layer);
+void transport_msg_send(Transport *t, void *msg, size_t bytes, int dst, int tag, int layer);
+WireHdr transport_msg_wait(Transport *t, TransportReq *r, const void *msg, int peer,
+                           const char *what, int layer, double *ewma);
+WireHdr transport_msg_take(Transport *t, TransportReq *r, const void *msg, size_t bytes,
+                           int peer, const char *what, int layer, double *ewma);
+/* A gather's root: waits for the gather posted into buf (the n members' messages at displs,
+ * counts bytes each; member 0, the root's own, not read) with the deadline of its last
+ * member peer, then checks each message's magic and lets the link deliver it. */
+void transport_msg_gathered(Transport *t, TransportReq *r, const unsigned char *buf,
+                            const int *counts, const int *displs, int n, int peer,
+                            const char *what, int layer, double *ewma);
 /* The token loop begins / ends (compute dilation counts from here). */
 void transport_compute(Transport *t, int on);
 /* Enters (on = 1) or leaves the section in which one rank at a time loads weights. */

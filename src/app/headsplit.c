@@ -222,29 +222,58 @@ static int run_plan(Run *run)
     return 0;
 }
 
+/* The acceptance the prediction prices speculation with: the mean of the profile's
+ * acceptance at --tolerance over the transitions of mask (p NULL: none; then 0 at tolerance
+ * 0, which never keeps, else -1, every speculation counted kept). */
+static double mask_acceptance(const Profile *p, const unsigned char *mask, int L, float tol)
+{
+    if (!p)
+        return tol > 0 ? -1 : 0;
+    double sum = 0;
+    int n = 0;
+    for (int l = 0; l + 1 < L; l++)
+        if (mask[l]) {
+            sum += profile_acceptance(p, l, tol);
+            n++;
+        }
+    return n ? sum / n : -1;
+}
+
 /* Which transitions speculate (--speculate): all, none, or auto from the profile's decision
- * table.  Returns 0, or -1 with err (an explicit --profile that cannot be used). */
-static int decide_mask(const Options *o, const ModelConfig *c, unsigned char *mask, char *err,
-                       size_t errlen)
+ * table, and (accept) the acceptance to predict with (mask_acceptance: with "all" the
+ * profile's where one loads).  Returns 0, or -1 with err (an explicit --profile that cannot
+ * be used). */
+static int decide_mask(const Options *o, const ModelConfig *c, unsigned char *mask,
+                       double *accept, char *err, size_t errlen)
 {
     const int L = c->n_layers;
     memset(mask, 0, (size_t)L);
-    if (strcmp(o->speculate, "all") == 0) {
+    *accept = -1;
+    const int all = strcmp(o->speculate, "all") == 0;
+    if (all)
         memset(mask, 1, (size_t)L - 1);
-        return 0;
-    }
-    if (strcmp(o->speculate, "auto") != 0)
+    if (!all && strcmp(o->speculate, "auto") != 0)
         return 0;
     char path[1024];
     snprintf(path, sizeof path, "%s%s", o->profile ? o->profile : o->model,
              o->profile ? "" : ".profile.json");
     Profile p;
     if (profile_load(&p, path, c, err, errlen) < 0) {
+        if (all) { /* the mask stands; the prediction has no acceptance to go by */
+            err[0] = '\0';
+            *accept = mask_acceptance(NULL, mask, L, o->tolerance);
+            return 0;
+        }
         if (o->profile)
             return -1;
         LOG_INFO("headsplit: no speculation profile (%s): speculation off; run "
                  "headsplit-profile to make one", err);
         err[0] = '\0';
+        return 0;
+    }
+    if (all) {
+        *accept = mask_acceptance(&p, mask, L, o->tolerance);
+        profile_free(&p);
         return 0;
     }
     double *attn = xcalloc((size_t)L, sizeof(double)), *ffn = xcalloc((size_t)L, sizeof(double));
@@ -255,6 +284,7 @@ static int decide_mask(const Options *o, const ModelConfig *c, unsigned char *ma
                                                 ffn[l], re[l], NULL);
     if (!o->quiet)
         profile_print_decisions(&p, stderr, o->tolerance, o->min_acceptance, attn, ffn, re);
+    *accept = mask_acceptance(&p, mask, L, o->tolerance);
     free(attn);
     free(ffn);
     free(re);
@@ -285,13 +315,34 @@ static int load_local(Run *run)
         local_model_set_max_batch(run->local, target_max_batch(o));
     if (!err[0] && strcmp(o->speculate, "none") != 0) {
         unsigned char *mask = xcalloc((size_t)run->cfg.n_layers, 1);
-        if (decide_mask(o, &run->cfg, mask, err, sizeof err) == 0)
+        double accept;
+        if (decide_mask(o, &run->cfg, mask, &accept, err, sizeof err) == 0)
             local_model_set_speculation(run->local, mask, o->tolerance);
         free(mask);
     }
     if (o->show_placement && !err[0])
         plan_print(&run->plan, &run->cfg, stderr);
     return startup_agree(&run->cm, err);
+}
+
+/* The controller's predicted_ms_per_token with the speculation the run uses: mask[l] the
+ * transition l -> l+1 (the cost model's transition into l+1), kept with probability accept
+ * (-1: always). */
+static void predict_speculation(Run *run, const unsigned char *mask, double accept)
+{
+    const int L = run->cfg.n_layers;
+    unsigned char *into = xcalloc((size_t)L + 1, 1);
+    for (int l = 0; l + 1 < L; l++)
+        into[l + 1] = mask[l] && dist_spec_eligible(run->dist)[l];
+    PlanRequest req = run->req;
+    req.speculate = into;
+    req.spec_accept = accept;
+    const double without = run->predicted_ms;
+    run->predicted_ms = plan_predict_ms(&run->plan, &run->cfg, &req);
+    free(into);
+    LOG_INFO("headsplit: predicted ms/token %.6g with speculation (acceptance %s%.3g), %.6g "
+             "without", run->predicted_ms, accept < 0 ? "assumed " : "", accept < 0 ? 1.0 : accept,
+             without);
 }
 
 /* Load, distributed: the engine's communicators and weight slices, the speculation mask
@@ -308,12 +359,15 @@ static int load_dist(Run *run)
     const int L = run->cfg.n_layers;
     unsigned char *mask = xcalloc((size_t)L, 1);
     char err[600] = "";
+    double accept = -1;
     if (cm->rank == 0)
-        decide_mask(o, &run->cfg, mask, err, sizeof err);
+        decide_mask(o, &run->cfg, mask, &accept, err, sizeof err);
     int bad = startup_share_mask(cm, mask, L, err);
     if (!bad) {
         int n = dist_set_speculation(run->dist, mask, o->tolerance, o->min_acceptance,
                                      o->adaptive);
+        if (cm->rank == 0 && n > 0)
+            predict_speculation(run, mask, accept);
         if (cm->rank == 0 && strcmp(o->speculate, "none") != 0)
             LOG_INFO("headsplit: speculation at %d of %d layer transitions (tolerance %g%s)", n,
                      L - 1, (double)o->tolerance, o->adaptive ? ", adaptive" : "");

@@ -1,6 +1,6 @@
 /* engine_internal.h: the distributed engine's state and the functions its files share
- * (setup.c, loop.c, pipe.c, slice.c, slice_exact.c, speculation.c, head.c, metrics.c,
- * replan.c).  Not a public interface. */
+ * (setup.c, loop.c, message.c, pipe.c, slice.c, slice_exact.c, speculation.c, head.c,
+ * metrics.c, replan.c, service.c, wireform.c).  Not a public interface. */
 #ifndef HEADSPLIT_ENGINE_INTERNAL_H
 #define HEADSPLIT_ENGINE_INTERNAL_H
 
@@ -49,6 +49,79 @@ typedef struct {
     int exhausted;        /* controller: a re-placement found nothing to move */
 } MemState;
 
+/* The byte buffers of the messages a rank sends and receives, each [hdr | payload], and the
+ * float scratch of a layer.  msg_bytes: capacity of xmsg, zmsg, zspec, xsend ([hdr | bmax
+ * rows of dim]); wire_bytes: [hdr | dim halves], room for either 16-bit/Q8_0 form. */
+typedef struct {
+    unsigned char *xmsg; /* [hdr | dim floats] the current layer input / output */
+    unsigned char *xout; /* controller: [hdr | bmax rows] a pass's result (the last layer's
+                          * output) while later passes are in flight */
+    unsigned char *zmsg; /* [hdr | dim floats] Z */
+    unsigned char *zspec; /* [hdr | dim] Z received speculatively */
+    unsigned char *gbuf; /* [hdr | n_heads*hd floats] this rank's head outputs */
+    unsigned char *staging; /* gathered contributions, in member order */
+    unsigned char *xsend; /* SLICE: [hdr | dim] this rank's partial sum */
+    unsigned char *xrecv; /* SLICE: [n_workers][hdr | dim] the members' partial sums */
+    unsigned char *wsend, *wrecv; /* the 16-bit forms of xsend and xrecv */
+    unsigned char *wbcast, *wzspec; /* the wire forms of a broadcast and of a speculative Z */
+    size_t msg_bytes, wire_bytes;
+    float *heads;        /* [bmax][n_heads*hd] in head order */
+    float *acc;          /* [dim] */
+    int *g_counts_n, *g_displs_n; /* a gather's byte layout for the current pass's rows */
+} EngineBuffers;
+
+/* --exchange exact (slice_exact.c; NULL otherwise): a member's message and the others'
+ * ([n_workers + 1] of stride bytes: hdr | bmax rows of the widest round), their requests,
+ * and the FFN's whole hidden activations [bmax][ffn]. */
+typedef struct {
+    unsigned char *send, *recv;
+    size_t stride;
+    TransportReq *reqs;
+    float *hidden;
+} EngineExact;
+
+/* Inter-layer speculation, per transition l -> l+1 (see dist_set_speculation). */
+typedef struct {
+    unsigned char *eligible; /* [L] PIPE -> PIPE, projection and FFN together, heads elsewhere */
+    unsigned char *on;       /* [L] speculating now */
+    unsigned char *pending;  /* [L] decider: state from the next token on (adaptive) */
+    float tolerance, min_acceptance;
+    int adaptive;
+    double *acc_ewma;        /* [L] decider: observed acceptance */
+    long *tried, *kept;      /* [L] decider */
+    double *attn_s;          /* [L] attention time spent on Z (heads of layer l) */
+    double *ffn_s;           /* [L] decider: FFN time of speculated transitions */
+} EngineSpec;
+
+/* Split LM head (plan->head_split): the controller (member 0) and the last layer's
+ * members, which send it their rows of logits. */
+typedef struct {
+    TransportGroup *comm;    /* the schedule's head group */
+    HeadW rows;              /* member: final norm and rows [v0, v1) */
+    int v0, v1;
+    unsigned char *send;     /* member: [hdr | rows floats] */
+    unsigned char *recv;     /* controller: the members' messages, in comm order */
+    int *counts_n, *displs_n; /* controller: the gather's layout for the pass's rows */
+    float *logits;           /* controller: [bmax][vocab] assembled logits */
+} EngineHead;
+
+/* The service between passes (service.c): its rank (0: none), handler and buffers
+ * [hdr | payload]. */
+typedef struct {
+    int rank;
+    DistServiceFn fn;
+    void *ctx;
+    size_t req_cap, resp_cap;
+    unsigned char *req, *resp;
+} EngineService;
+
+/* What the metrics report (metrics.c). */
+typedef struct {
+    double *timers;      /* [L][T_COUNT] seconds */
+    long wire_passes;    /* controller: passes sent (a forward_n call may take several) */
+    size_t weight_bytes;
+} EngineStats;
+
 struct DistEngine {
     Transport *tp;
     const ModelConfig *c;
@@ -61,68 +134,22 @@ struct DistEngine {
     int L;
     LayerRt *lr;         /* [L+1]: lr[L].in_comm carries the last output to the controller */
     Scratch scratch;
-    unsigned char *xmsg; /* [hdr | dim floats] the current layer input / output */
-    unsigned char *xout; /* controller: [hdr | bmax rows] a pass's result (the last layer's
-                          * output) while later passes are in flight */
-    unsigned char *zmsg; /* [hdr | dim floats] Z */
-    unsigned char *gbuf; /* [hdr | n_heads*hd floats] this rank's head outputs */
-    unsigned char *staging; /* gathered contributions, in member order */
-    unsigned char *xsend; /* SLICE: [hdr | dim] this rank's partial sum */
-    unsigned char *xrecv; /* SLICE: [n_workers][hdr | dim] the members' partial sums */
-    int wire16;           /* SLICE partial sums travel as binary16 (1: --wire f16) or Q8_0
-                           * blocks (2: --wire q8); 0: fp32 */
-    size_t wire_bytes;    /* [hdr | dim halves]: room for either form */
-    unsigned char *wsend, *wrecv; /* the 16-bit forms of xsend and xrecv */
-    unsigned char *wbcast, *wzspec; /* the wire forms of a broadcast and of a speculative Z */
-    float *heads;        /* [bmax][n_heads*hd] in head order */
-    /* --exchange exact (slice_exact.c; NULL otherwise): a member's message and the others'
-     * ([n_workers + 1] of gx_stride bytes: hdr | bmax rows of the widest round), their
-     * requests, and the FFN's whole hidden activations [bmax][ffn]. */
-    unsigned char *gx_send, *gx_recv;
-    size_t gx_stride;
-    TransportReq *gx_reqs;
-    float *hidden;
-    float *acc;          /* [dim] */
-    size_t msg_bytes;    /* capacity of xmsg, zmsg, zspec, xsend: [hdr | bmax rows of dim] */
+    EngineBuffers buf;
+    int wire16;           /* messages travel as binary16 (1: --wire f16) or Q8_0 blocks
+                           * (2: --wire q8); 0: fp32 */
     int bmax;            /* positions (rows) a pass may carry (dist_set_max_batch) */
     int nb;              /* rows the broadcasts of the next pass are sized for (agreed by
                           * every rank from the last pass's next_n; 1 at start) */
-    int *g_counts_n, *g_displs_n; /* a gather's byte layout for the current pass's rows */
     int last_n;          /* controller: rows of the last forward_n (the logits it holds) */
     int ubatch;          /* controller: rows per pass at most (dist_set_ubatch; 0: no limit) */
     int want;            /* controller: rows the next forward_n's caller reads (-1: all) */
     int chain;           /* engine_chain_depth of the plan in force (engine_refresh_roles) */
-    long wire_passes;    /* controller: passes sent (a forward_n call may take several) */
-    double *timers;      /* [L][T_COUNT] seconds */
-    size_t weight_bytes;
     int active;          /* has any role */
-    /* Inter-layer speculation, per transition l -> l+1 (see dist_set_speculation). */
-    unsigned char *eligible; /* [L] PIPE -> PIPE, projection and FFN together, heads elsewhere */
-    unsigned char *spec;     /* [L] speculating now */
-    unsigned char *spec_pending; /* [L] decider: state from the next token on (adaptive) */
-    unsigned char *zspec;    /* [hdr | dim] Z received speculatively */
-    float tolerance, min_acceptance;
-    int adaptive;
-    double *acc_ewma;        /* [L] decider: observed acceptance */
-    long *spec_tried, *spec_kept; /* [L] decider */
-    double *spec_attn_s;     /* [L] attention time spent on Z (heads of layer l) */
-    double *ffn_s_spec;      /* [L] decider: FFN time of speculated transitions */
-    /* Split LM head (plan->head_split): the controller (member 0) and the last layer's
-     * members, which send it their rows of logits. */
-    TransportGroup *head_comm; /* the schedule's head group */
-    HeadW head_rows;         /* member: final norm and rows [head_v0, head_v1) */
-    int head_v0, head_v1;
-    unsigned char *hsend;    /* member: [hdr | rows floats] */
-    unsigned char *hrecv;    /* controller: the members' messages, in comm order */
-    int *h_counts_n, *h_displs_n; /* controller: the gather's layout for the pass's rows */
-    float *logits;           /* controller: [bmax][vocab] assembled logits */
-    /* The service between passes (service.c): its rank (0: none), handler and buffers
-     * [hdr | payload]. */
-    int service_rank;
-    DistServiceFn service_fn;
-    void *service_ctx;
-    size_t svc_req_cap, svc_resp_cap;
-    unsigned char *svc_req, *svc_resp;
+    EngineExact ex;
+    EngineSpec sp;
+    EngineHead hd;
+    EngineService svc;
+    EngineStats stats;
 };
 
 
@@ -153,10 +180,12 @@ static inline double attn_stream_bytes(const ModelConfig *c, const AttnPartW *w,
            kv_row * ((double)n * (double)pos + (double)n * (double)(n + 1) / 2);
 }
 
-/* loop.c: a received header, checked (magic, command), and the broadcast of a pipeline
- * message on layer l's input group (root sends; others receive and wait out the link). */
+/* message.c: a received header, checked (magic, command), and the broadcast of a pipeline
+ * message on layer l's input group (root sends; others receive and wait out the link),
+ * sized for the pass's e->nb rows or for nb. */
 WireHdr engine_read_hdr(const unsigned char *msg, int layer);
 void engine_bcast_input(DistEngine *e, int l, unsigned char *msg);
+void engine_bcast_input_nb(DistEngine *e, int l, unsigned char *msg, int nb);
 /* wireform.c: n floats on the wire (--wire f32|f16|q8: as they are, halves, Q8_0 blocks):
  * their bytes; packed into out (returns the bytes); unpacked into x (nothing to do for f32
  * in place); rounded in place as the wire rounds them (through scratch; nothing for f32). */
@@ -164,13 +193,13 @@ size_t engine_wire_len(const DistEngine *e, int64_t n);
 size_t engine_wire_put(const DistEngine *e, const float *x, unsigned char *out, int64_t n);
 void engine_wire_get(const DistEngine *e, const unsigned char *in, float *x, int64_t n);
 void engine_wire_round(const DistEngine *e, float *x, unsigned char *scratch, int64_t n);
-/* The wire form (--wire f16 or q8) of a message of layer l's input, sized for nb rows, into
- * out (room for e->wire_bytes); returns the bytes of the broadcast. */
+/* message.c: the wire form (--wire f16 or q8) of a message of layer l's input, sized for nb rows, into
+ * out (room for e->buf.wire_bytes); returns the bytes of the broadcast. */
 size_t engine_wire_pack(const DistEngine *e, int l, const unsigned char *msg,
                         unsigned char *out, int nb);
-/* loop.c: passes a chain of stages can hold beyond the oldest: stages - 1 when the plan is a
- * chain (every layer's roles on one rank, each rank one run of layers, no split head), else
- * 0; and the passes the controller keeps in flight (that, unless --ubatch is 0). */
+/* setup.c: passes a chain of stages can hold beyond the oldest: stages - 1 when the plan is
+ * a chain (every layer's roles on one rank, each rank one run of layers, no split head),
+ * else 0; loop.c: the passes the controller keeps in flight (that, unless --ubatch is 0). */
 int engine_chain_depth(const DistEngine *e);
 int engine_pipeline_depth(const DistEngine *e);
 /* pipe.c, slice.c: one layer on this rank; return the pipeline command seen. */
@@ -189,7 +218,7 @@ void engine_exact_free(DistEngine *e);
 int engine_spec_decide(DistEngine *e, int l, float ratio, int s_out);
 /* head.c: the split LM head's group (collective), a member's rows (-1 with err when they
  * cannot be loaded), its send of logits (the n rows of the pass), and the controller's
- * assembly of a pass's n rows into rows row0.. of e->logits. */
+ * assembly of a pass's n rows into rows row0.. of e->hd.logits. */
 int engine_setup_head(DistEngine *e, hid_t file, const char *fname, char *err, size_t errlen);
 void engine_head_send(DistEngine *e, const WireHdr *h, const float *x);
 /* (Re)allocates the split head's message buffers for e->bmax rows. */
@@ -208,7 +237,8 @@ void engine_setup_layer(DistEngine *e, int l);
 void engine_teardown_layer_comms(DistEngine *e, int l);
 /* Recomputes which transitions may speculate and whether this rank has work. */
 void engine_refresh_roles(DistEngine *e);
-/* Sends a control command through the pipeline (no compute) and confirms it on the world. */
+/* message.c: sends a control command through the pipeline (no compute) and confirms it on
+ * the world. */
 void engine_controller_control(DistEngine *e, int cmd, int pos);
 /* Re-placement at positions cached (collective): computes the new plan as every rank does,
  * moves parts and KV caches, rebuilds groups. */

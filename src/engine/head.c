@@ -15,10 +15,10 @@ int engine_setup_head(DistEngine *e, hid_t file, const char *fname, char *err, s
 {
     const Schedule *s = &e->sched;
     const ModelConfig *c = e->c;
-    e->head_comm = NULL;
+    e->hd.comm = NULL;
     if (s->n_head == 0)
         return 0;
-    e->head_comm = transport_group_create(e->tp, s->head_members, s->n_head);
+    e->hd.comm = transport_group_create(e->tp, s->head_members, s->n_head);
     const int me = e->tp->rank;
     if (me == 0) {
         engine_head_alloc(e);
@@ -26,15 +26,15 @@ int engine_setup_head(DistEngine *e, hid_t file, const char *fname, char *err, s
     }
     for (int m = 1; m < s->n_head; m++)
         if (s->head_members[m] == me && !err[0]) {
-            e->head_v0 = s->head_v0[m];
-            e->head_v1 = s->head_v1[m];
+            e->hd.v0 = s->head_v0[m];
+            e->hd.v1 = s->head_v1[m];
             transport_exclusive(e->tp, 1);
-            int rc = model_load_head_rows(&e->head_rows, c, file, fname, e->head_v0,
-                                          e->head_v1, err, errlen);
+            int rc = model_load_head_rows(&e->hd.rows, c, file, fname, e->hd.v0,
+                                          e->hd.v1, err, errlen);
             transport_exclusive(e->tp, 0);
             if (rc < 0)
                 return -1;
-            e->weight_bytes += model_qmat_bytes(&e->head_rows.lm_head) + /* rows, final norm */
+            e->stats.weight_bytes += model_qmat_bytes(&e->hd.rows.lm_head) + /* rows, final norm */
                                (c->arch == ARCH_GPT2 ? 2 : 1) * (size_t)c->dim * sizeof(float);
             engine_head_alloc(e);
         }
@@ -45,23 +45,23 @@ void engine_head_alloc(DistEngine *e)
 {
     const Schedule *s = &e->sched;
     const size_t B = (size_t)e->bmax;
-    if (!e->head_comm)
+    if (!e->hd.comm)
         return;
     if (e->tp->rank == 0) {
         size_t total = 0;
         for (int m = 1; m < s->n_head; m++)
             total += sizeof(WireHdr) + B * ((size_t)s->h_counts[m] - sizeof(WireHdr));
-        free(e->hrecv);
-        free(e->logits);
-        e->hrecv = xcalloc(total, 1);
-        e->logits = xcalloc(B * (size_t)e->c->vocab_size, sizeof(float));
-        free(e->h_counts_n);
-        free(e->h_displs_n);
-        e->h_counts_n = xcalloc((size_t)s->n_head, sizeof(int));
-        e->h_displs_n = xcalloc((size_t)s->n_head, sizeof(int));
-    } else if (e->head_v1 > e->head_v0) {
-        free(e->hsend);
-        e->hsend = xcalloc(sizeof(WireHdr) + B * (size_t)(e->head_v1 - e->head_v0) *
+        free(e->hd.recv);
+        free(e->hd.logits);
+        e->hd.recv = xcalloc(total, 1);
+        e->hd.logits = xcalloc(B * (size_t)e->c->vocab_size, sizeof(float));
+        free(e->hd.counts_n);
+        free(e->hd.displs_n);
+        e->hd.counts_n = xcalloc((size_t)s->n_head, sizeof(int));
+        e->hd.displs_n = xcalloc((size_t)s->n_head, sizeof(int));
+    } else if (e->hd.v1 > e->hd.v0) {
+        free(e->hd.send);
+        e->hd.send = xcalloc(sizeof(WireHdr) + B * (size_t)(e->hd.v1 - e->hd.v0) *
                                                  sizeof(float), 1);
     }
 }
@@ -70,22 +70,20 @@ void engine_head_alloc(DistEngine *e)
  * controller as [n][rows]. */
 void engine_head_send(DistEngine *e, const WireHdr *h, const float *x)
 {
-    const int rows = e->head_v1 - e->head_v0;
-    model_logits_rows_n(e->c, &e->head_rows, &e->scratch, x, rows,
-                        (float *)(void *)(e->hsend + sizeof(WireHdr)), h->n);
-    transport_streamed(e->tp, (double)model_qmat_bytes(&e->head_rows.lm_head));
-    WireHdr gh = *h;
-    gh.layer = e->L;
-    transport_stamp(e->tp, &gh);
-    memcpy(e->hsend, &gh, sizeof gh);
-    const int bytes = (int)(sizeof gh + (size_t)h->n * (size_t)rows * sizeof(float));
+    const int rows = e->hd.v1 - e->hd.v0;
+    model_logits_rows_n(e->c, &e->hd.rows, &e->scratch, x, rows,
+                        (float *)(void *)(e->hd.send + sizeof(WireHdr)), h->n);
+    transport_streamed(e->tp, (double)model_qmat_bytes(&e->hd.rows.lm_head));
+    memcpy(e->hd.send, h, sizeof *h);
+    transport_msg_stamp(e->tp, e->hd.send, e->L);
+    const int bytes = (int)(sizeof *h + (size_t)h->n * (size_t)rows * sizeof(float));
     TransportReq req;
-    transport_igatherv(e->tp, e->head_comm, e->hsend, (size_t)bytes, NULL, NULL, NULL, &req);
+    transport_igatherv(e->tp, e->hd.comm, e->hd.send, (size_t)bytes, NULL, NULL, NULL, &req);
     transport_wait(e->tp, &req);
 }
 
 /* Controller: the members' rows of logits of a pass of n rows, waited out on the emulated
- * links, into rows row0 .. row0+n-1 of e->logits. */
+ * links, into rows row0 .. row0+n-1 of e->hd.logits. */
 void engine_head_recv(DistEngine *e, int n, int row0)
 {
     TransportReq req;
@@ -94,22 +92,21 @@ void engine_head_recv(DistEngine *e, int n, int row0)
     const size_t hdr = sizeof(WireHdr), V = (size_t)e->c->vocab_size;
     int off = 0;
     for (int m = 0; m < s->n_head; m++) {
-        e->h_counts_n[m] = m == 0 ? 0 : (int)(hdr + (size_t)n * ((size_t)s->h_counts[m] - hdr));
-        e->h_displs_n[m] = off;
-        off += e->h_counts_n[m];
+        e->hd.counts_n[m] = m == 0 ? 0 : (int)(hdr + (size_t)n * ((size_t)s->h_counts[m] - hdr));
+        e->hd.displs_n[m] = off;
+        off += e->hd.counts_n[m];
     }
-    transport_igatherv(e->tp, e->head_comm, &none, 0, e->hrecv, e->h_counts_n, e->h_displs_n,
+    transport_igatherv(e->tp, e->hd.comm, &none, 0, e->hd.recv, e->hd.counts_n, e->hd.displs_n,
                        &req);
     LayerRt *r = &e->lr[e->L];
-    transport_wait_link(e->tp, &req, e->plan->layers[e->L - 1].ffn_rank, "logits", e->L,
-                   &r->ewma[W_IN]);
+    transport_msg_gathered(e->tp, &req, e->hd.recv, e->hd.counts_n, e->hd.displs_n, s->n_head,
+                           e->plan->layers[e->L - 1].ffn_rank, "logits", e->L, &r->ewma[W_IN]);
     for (int m = 1; m < s->n_head; m++) {
-        const unsigned char *msg = e->hrecv + e->h_displs_n[m];
-        WireHdr mh = engine_read_hdr(msg, e->L);
-        transport_deliver(e->tp, &mh, (size_t)e->h_counts_n[m]);
+        const unsigned char *msg = e->hd.recv + e->hd.displs_n[m];
+        engine_read_hdr(msg, e->L);
         const size_t rows = ((size_t)s->h_counts[m] - hdr) / sizeof(float);
         for (int i = 0; i < n; i++)
-            memcpy(e->logits + (size_t)(row0 + i) * V + s->head_v0[m],
+            memcpy(e->hd.logits + (size_t)(row0 + i) * V + s->head_v0[m],
                    msg + hdr + (size_t)i * rows * sizeof(float), rows * sizeof(float));
     }
 }

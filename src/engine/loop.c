@@ -1,8 +1,8 @@
 /* loop.c: the token loop of both sides.  The controller sends the embedding into layer 0's
  * input and receives the last layer's output (or the split head's logits); a worker runs its
  * layers per token until a STOP or REPLAN passes through, then takes the controller's word.
- * Every message starts with a WireHdr, which carries commands down the pipeline and the
- * send time used by link emulation. */
+ * The messages themselves (headers, wire forms, the input broadcast, control commands) are
+ * message.c's. */
 #include "engine_internal.h"
 
 #include "util.h"
@@ -11,108 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-WireHdr engine_read_hdr(const unsigned char *msg, int layer)
-{
-    WireHdr h;
-    memcpy(&h, msg, sizeof h);
-    CHECK(h.magic == WIRE_MAGIC, "layer %d: message with a bad magic 0x%08x (protocol "
-          "mismatch between ranks?)", layer, h.magic);
-    CHECK((h.cmd & 0xff) == WIRE_STEP || (h.cmd & 0xff) == WIRE_STOP ||
-              (h.cmd & 0xff) == WIRE_REPLAN,
-          "layer %d: unknown command %d", layer, h.cmd);
-    return h;
-}
-
-/* Bytes of a broadcast of nb rows on the wire: the header and the rows as floats, halves
- * (--wire f16) or Q8_0 blocks (--wire q8). */
-static size_t wire_bcast_bytes(const DistEngine *e, int nb)
-{
-    return sizeof(WireHdr) + engine_wire_len(e, (int64_t)nb * e->c->dim);
-}
-
-/* Rows a message of layer l's input carries: a pass's n, or, to the controller (l == L),
- * the `out` rows it reads; none for a command. */
-static int msg_rows(const DistEngine *e, int l, const WireHdr *h)
-{
-    if ((h->cmd & 0xff) != WIRE_STEP || h->n < 1)
-        return 0;
-    return l == e->L && h->out >= 0 && h->out < h->n ? h->out : h->n;
-}
-
-size_t engine_wire_pack(const DistEngine *e, int l, const unsigned char *msg,
-                        unsigned char *out, int nb)
-{
-    WireHdr h;
-    memcpy(&h, msg, sizeof h);
-    memcpy(out, &h, sizeof h);
-    const int64_t vals = (int64_t)msg_rows(e, l, &h) * e->c->dim;
-    engine_wire_put(e, (const float *)(const void *)(msg + sizeof h), out + sizeof h, vals);
-    return wire_bcast_bytes(e, nb);
-}
-
-/* The rows of a packed message of layer l back to floats in msg's payload (header too). */
-static void wire_unpack(const DistEngine *e, int l, const unsigned char *in, unsigned char *msg)
-{
-    WireHdr h;
-    memcpy(&h, in, sizeof h);
-    memcpy(msg, &h, sizeof h);
-    const int64_t vals = (int64_t)msg_rows(e, l, &h) * e->c->dim;
-    engine_wire_get(e, in + sizeof h, (float *)(void *)(msg + sizeof h), vals);
-}
-
-/* Broadcast of a pipeline message on layer l's input group (root sends, others receive and
- * wait out the emulated link), sized for nb rows.  With --wire f16 or q8 the rows travel
- * rounded, and the root rounds its own copy the same way, so every member holds the same
- * values. */
-static void bcast_input_nb(DistEngine *e, int l, unsigned char *msg, int nb)
-{
-    LayerRt *r = &e->lr[l];
-    TransportReq req;
-    if (r->in_root) {
-        WireHdr h;
-        memcpy(&h, msg, sizeof h);
-        transport_stamp(e->tp, &h);
-        memcpy(msg, &h, sizeof h);
-    }
-    if (r->in_root && l == e->L) { /* to the controller: only the rows it reads */
-        WireHdr h;
-        memcpy(&h, msg, sizeof h);
-        if ((h.cmd & 0xff) == WIRE_STEP && h.out >= 0 && h.out < h.n) {
-            const size_t row = (size_t)e->c->dim * sizeof(float);
-            memmove(payload(msg), (unsigned char *)payload(msg) + (size_t)(h.n - h.out) * row,
-                    (size_t)h.out * row);
-            nb = h.out;
-        }
-    }
-    const size_t bytes = wire_bcast_bytes(e, nb);
-    unsigned char *buf = msg;
-    if (e->wire16) {
-        buf = e->wbcast;
-        if (r->in_root) {
-            engine_wire_pack(e, l, msg, buf, nb);
-            wire_unpack(e, l, buf, msg);
-        }
-    }
-    transport_ibcast(e->tp, r->in_comm, buf, bytes, &req);
-    if (r->in_root) {
-        transport_wait(e->tp, &req);
-        return;
-    }
-    transport_wait_link(e->tp, &req, r->in_peer, "layer input", l, &r->ewma[W_IN]);
-    WireHdr h = engine_read_hdr(buf, l);
-    const int rows = msg_rows(e, l, &h);
-    CHECK((h.cmd & 0xff) != WIRE_STEP || (h.n >= 1 && rows <= nb),
-          "layer %d: a pass of %d rows in a broadcast sized for %d (protocol mismatch)", l,
-          rows, nb);
-    transport_deliver(e->tp, &h, bytes);
-    if (e->wire16)
-        wire_unpack(e, l, buf, msg);
-}
-
-void engine_bcast_input(DistEngine *e, int l, unsigned char *msg)
-{
-    bcast_input_nb(e, l, msg, e->nb);
-}
 
 /* After a pass (or a control command) with header h: the size of the next pass's
  * broadcasts, as the controller announced it. */
@@ -141,7 +39,7 @@ void dist_worker_loop(DistEngine *e)
 {
     for (;;) {
         int cmd = WIRE_STEP;
-        const int svc = e->service_rank == e->tp->rank;
+        const int svc = e->svc.rank == e->tp->rank;
         /* The service rank answers requests until the controller says what comes next; an
          * inactive service rank lets passes go by. */
         const int next = svc ? engine_service_serve(e) : WIRE_STEP;
@@ -163,24 +61,14 @@ void dist_worker_loop(DistEngine *e)
     }
 }
 
-void engine_controller_control(DistEngine *e, int cmd, int pos)
-{
-    WireHdr h = {.magic = WIRE_MAGIC, .cmd = cmd, .pos = pos, .next_n = (int16_t)e->nb};
-    engine_service_go(e, cmd);
-    memcpy(e->xmsg, &h, sizeof h);
-    engine_bcast_input(e, 0, e->xmsg);
-    engine_bcast_input(e, e->L, e->xmsg);
-    transport_bcast_all(e->tp, &h, sizeof h);
-}
-
 /* One pass over this rank's layers; returns the pipeline command seen. */
 static int worker_token(DistEngine *e)
 {
     int stop = WIRE_STEP;
-    if (e->adaptive)
+    if (e->sp.adaptive)
         for (int l = 0; l < e->L; l++)
-            if (e->lr[l].is_ffn && e->eligible[l])
-                e->spec[l] = e->spec_pending[l];
+            if (e->lr[l].is_ffn && e->sp.eligible[l])
+                e->sp.on[l] = e->sp.pending[l];
     for (int l = 0; l < e->L; l++) {
         if (!plan_rank_in_layer(e->plan, l, e->tp->rank))
             continue;
@@ -189,7 +77,7 @@ static int worker_token(DistEngine *e)
     }
     if (stop == WIRE_STEP) { /* every message of the pass carried the controller's header */
         WireHdr h;
-        memcpy(&h, e->xmsg, sizeof h);
+        memcpy(&h, e->buf.xmsg, sizeof h);
         take_next_rows(e, &h);
     }
     return stop;
@@ -202,54 +90,28 @@ static void controller_post(DistEngine *e, const float *x, int pos, int n, int n
     WireHdr h = {.magic = WIRE_MAGIC, .cmd = WIRE_STEP, .pos = pos, .n = (int16_t)n,
                  .next_n = (int16_t)next_n, .out = (int16_t)out};
     engine_service_go(e, WIRE_STEP);
-    memcpy(e->xmsg, &h, sizeof h);
-    memcpy(payload(e->xmsg), x, (size_t)n * (size_t)e->c->dim * sizeof(float));
-    engine_bcast_input(e, 0, e->xmsg);
+    memcpy(e->buf.xmsg, &h, sizeof h);
+    memcpy(payload(e->buf.xmsg), x, (size_t)n * (size_t)e->c->dim * sizeof(float));
+    engine_bcast_input(e, 0, e->buf.xmsg);
     e->nb = next_n;
 }
 
 /* Receives the result of the pass of n rows at pos whose broadcasts were sized for nb: the
- * split head's logits into rows row0.. of e->logits, or the last `out` rows of the last
+ * split head's logits into rows row0.. of e->hd.logits, or the last `out` rows of the last
  * layer's output into y (rows n-out .. n-1 of the pass). */
 static void controller_take(DistEngine *e, int pos, int n, int nb, int out, int row0, float *y)
 {
-    if (e->head_comm) {
+    if (e->hd.comm) {
         engine_head_recv(e, n, row0); /* the members send logits, not X' */
         return;
     }
-    bcast_input_nb(e, e->L, e->xout, out < n ? out : nb);
-    WireHdr h = engine_read_hdr(e->xout, e->L);
-    CHECK((h.cmd & 0xff) == WIRE_STEP && h.n == n && h.pos == pos && h.out == out,
+    engine_bcast_input_nb(e, e->L, e->buf.xout, out < n ? out : nb);
+    WireHdr h = engine_read_hdr(e->buf.xout, e->L);
+    CHECK(h.cmd == WIRE_STEP && h.n == n && h.pos == pos && h.out == out,
           "the pass of %d rows at position %d came back as %d rows at %d (protocol mismatch)",
           n, pos, h.n, h.pos);
-    memcpy(y + (size_t)(n - out) * (size_t)e->c->dim, payload(e->xout),
+    memcpy(y + (size_t)(n - out) * (size_t)e->c->dim, payload(e->buf.xout),
            (size_t)out * (size_t)e->c->dim * sizeof(float));
-}
-
-int engine_chain_depth(const DistEngine *e)
-{
-    const Plan *p = e->plan;
-    int runs = 0, prev = -1;
-    for (int l = 0; l < p->n_layers; l++) {
-        const LayerPlan *lp = &p->layers[l];
-        const int r = lp->ffn_rank;
-        if (lp->mode != LAYER_PIPE || lp->proj_rank != r)
-            return 0;
-        for (int k = 0; k < lp->n_parts; k++)
-            if (lp->parts[k].rank != r)
-                return 0;
-        if (r == prev)
-            continue;
-        for (int m = 0; m < l; m++) /* a rank that comes back would wait on itself */
-            if (p->layers[m].ffn_rank == r)
-                return 0;
-        runs++;
-        prev = r;
-    }
-    if (p->head_split)
-        return 0;
-    const int d = runs - 1;
-    return d < ENGINE_MAX_DEPTH ? d : ENGINE_MAX_DEPTH;
 }
 
 int engine_pipeline_depth(const DistEngine *e)
@@ -338,7 +200,7 @@ static void controller_forward_n(void *ctx, float *x, int pos, int n, const int 
         head = (head + 1) % (ENGINE_MAX_DEPTH + 1);
         count--;
     }
-    e->wire_passes += passes;
+    e->stats.wire_passes += passes;
     e->last_n = n;
 }
 
@@ -350,9 +212,9 @@ static void controller_forward(void *ctx, float *x, int pos, int token)
 static int controller_logits(void *ctx, float *logits)
 {
     DistEngine *e = ctx;
-    if (!e->head_comm)
+    if (!e->hd.comm)
         return 0;
-    memcpy(logits, e->logits + (size_t)(e->last_n - 1) * (size_t)e->c->vocab_size,
+    memcpy(logits, e->hd.logits + (size_t)(e->last_n - 1) * (size_t)e->c->vocab_size,
            (size_t)e->c->vocab_size * sizeof(float));
     return 1;
 }
@@ -360,10 +222,10 @@ static int controller_logits(void *ctx, float *logits)
 static int controller_logits_n(void *ctx, float *logits, int n)
 {
     DistEngine *e = ctx;
-    if (!e->head_comm)
+    if (!e->hd.comm)
         return 0;
     CHECK(n == e->last_n, "logits of %d rows asked after a pass of %d", n, e->last_n);
-    memcpy(logits, e->logits, (size_t)n * (size_t)e->c->vocab_size * sizeof(float));
+    memcpy(logits, e->hd.logits, (size_t)n * (size_t)e->c->vocab_size * sizeof(float));
     return 1;
 }
 

@@ -25,12 +25,12 @@ void dist_metrics_gather(DistEngine *e, DistMetrics *m)
     const int size = e->tp->size, L = e->L;
     const size_t per = row_len(size, L);
     double *row = xcalloc(per, sizeof(double));
-    DistRankCounters mine = {(double)e->weight_bytes, (double)util_peak_rss(),
+    DistRankCounters mine = {(double)e->stats.weight_bytes, (double)util_peak_rss(),
                              (double)e->tp->bytes_sent, (double)e->tp->msgs_sent,
                              e->tp->wait_s, time_cpu(), time_now(), e->tp->slowdown,
                              e->tp->dilated_s};
     memcpy(row, &mine, sizeof mine);
-    memcpy(row + N_COUNTERS, e->timers, (size_t)L * T_COUNT * sizeof(double));
+    memcpy(row + N_COUNTERS, e->stats.timers, (size_t)L * T_COUNT * sizeof(double));
     double *ls = row + N_COUNTERS + (size_t)L * T_COUNT, *sp = ls + 3 * (size_t)size;
     for (int p = 0; p < size; p++) {
         ls[3 * p] = (double)e->tp->links[p].misses;
@@ -38,10 +38,10 @@ void dist_metrics_gather(DistEngine *e, DistMetrics *m)
         ls[3 * p + 2] = e->tp->links[p].max_wait_s;
     }
     for (int l = 0; l < L; l++) {
-        sp[4 * l] = (double)e->spec_tried[l];
-        sp[4 * l + 1] = (double)e->spec_kept[l];
-        sp[4 * l + 2] = e->spec_attn_s[l];
-        sp[4 * l + 3] = e->ffn_s_spec[l];
+        sp[4 * l] = (double)e->sp.tried[l];
+        sp[4 * l + 1] = (double)e->sp.kept[l];
+        sp[4 * l + 2] = e->sp.attn_s[l];
+        sp[4 * l + 3] = e->sp.ffn_s[l];
     }
     double *all = xmalloc(per * (size_t)size * sizeof(double));
     transport_allgather(e->tp, row, per * sizeof(double), all);
@@ -182,7 +182,7 @@ json_t *dist_collect_metrics(DistEngine *e, int n_tokens)
         json_object_set_new(o, "ubatch", e->ubatch == DIST_UBATCH_AUTO ? json_string("auto")
                                                                    : json_integer(e->ubatch));
         json_object_set_new(o, "pipeline_depth", json_integer(engine_pipeline_depth(e)));
-        json_object_set_new(o, "wire_passes", json_integer((json_int_t)e->wire_passes));
+        json_object_set_new(o, "wire_passes", json_integer((json_int_t)e->stats.wire_passes));
     }
     dist_metrics_free(&m);
     return o;

@@ -75,91 +75,96 @@ void dist_print_memory_prediction(const DistEngine *e, FILE *out)
     }
 }
 
-/* Re-places attention parts (collective).  See plan_replace for the policy. */
-void engine_replan(DistEngine *e, int positions)
+/* A re-placement's KV caches and parts in motion on this rank: the new plan, the messages
+ * posted, the parts this rank holds under it ([L] arrays in plan order), the model file
+ * opened for arriving parts (-1 until needed), and the bytes moved and loaded. */
+typedef struct {
+    const Plan *next;
+    size_t kv_floats;
+    TransportReq *reqs;
+    int nreq;
+    AttnPartW **fresh;
+    hid_t file;
+    size_t kv_moved, loaded;
+} Migration;
+
+/* Layer l's parts leaving this rank: their KV caches sent to the new owners. */
+static void migrate_send(DistEngine *e, Migration *mg, int l)
+{
+    const ModelConfig *c = e->c;
+    const int me = e->tp->rank;
+    const LayerPlan *old = &e->plan->layers[l], *nw = &mg->next->layers[l];
+    LayerRt *r = &e->lr[l];
+    for (int k = 0, j = 0; k < old->n_parts; k++) {
+        if (old->parts[k].rank != me)
+            continue;
+        AttnPartW *pw = &r->parts[j++];
+        int to = nw->parts[k].rank;
+        if (to == me)
+            continue;
+        int tag = WIRE_TAG_MIG + 2 * (l * c->n_heads + k);
+        transport_isend(e->tp, pw->k_cache, mg->kv_floats * sizeof(float), to, tag,
+                        &mg->reqs[mg->nreq++]);
+        transport_isend(e->tp, pw->v_cache, mg->kv_floats * sizeof(float), to, tag + 1,
+                        &mg->reqs[mg->nreq++]);
+        mg->kv_moved += 2 * mg->kv_floats * sizeof(float);
+    }
+}
+
+/* This rank's parts of layer l under the new plan, in plan order: kept ones move over,
+ * arriving ones are read from this rank's own copy of the model and get the KV by message. */
+static void migrate_take(DistEngine *e, Migration *mg, int l)
+{
+    const ModelConfig *c = e->c;
+    const int me = e->tp->rank;
+    const LayerPlan *old = &e->plan->layers[l], *nw = &mg->next->layers[l];
+    LayerRt *r = &e->lr[l];
+    char err[512];
+    int n_new = 0;
+    for (int k = 0; k < nw->n_parts; k++)
+        n_new += nw->parts[k].rank == me;
+    mg->fresh[l] = xcalloc((size_t)(n_new ? n_new : 1), sizeof(AttnPartW));
+    for (int k = 0, j = 0; k < nw->n_parts; k++) {
+        if (nw->parts[k].rank != me)
+            continue;
+        AttnPartW *dst = &mg->fresh[l][j++];
+        int from = old->parts[k].rank;
+        if (from == me) {
+            int idx = 0;
+            for (int q = 0; q < k; q++)
+                idx += old->parts[q].rank == me;
+            *dst = r->parts[idx];
+            memset(&r->parts[idx], 0, sizeof r->parts[idx]);
+            continue;
+        }
+        if (mg->file < 0)
+            mg->file = h5io_open_read(e->fname, err, sizeof err);
+        CHECK(mg->file >= 0, "re-placement: %s", err);
+        const AttnPart *p = &nw->parts[k];
+        CHECK(model_load_attn_part(dst, c, mg->file, e->fname, l, p->unit, p->q0, p->q1,
+                                   e->kv_cap, err, sizeof err) == 0,
+              "re-placement: %s", err);
+        mg->loaded += model_attn_part_bytes(c, dst);
+        e->stats.weight_bytes += model_attn_part_bytes(c, dst);
+        int tag = WIRE_TAG_MIG + 2 * (l * c->n_heads + k);
+        transport_irecv(e->tp, dst->k_cache, mg->kv_floats * sizeof(float), from, tag,
+                        &mg->reqs[mg->nreq++]);
+        transport_irecv(e->tp, dst->v_cache, mg->kv_floats * sizeof(float), from, tag + 1,
+                        &mg->reqs[mg->nreq++]);
+    }
+}
+
+/* Frees the parts that left, installs the new ones (fresh, taken over) and the plan next
+ * (taken over), and rebuilds the groups from it. */
+static void replan_install(DistEngine *e, AttnPartW **fresh, Plan *next)
 {
     const ModelConfig *c = e->c;
     const int me = e->tp->rank, hd = c->head_dim;
-    double t0 = time_now();
-    Plan next;
-    char err[512];
-    /* The decision looks at the next position (positions + 1 cached after this token), as the
-     * controller's check did; the caches hold `positions` positions now. */
-    int moved = plan_replace(&next, e->plan, c, &e->mem.req, positions + 1, e->mem.steps,
-                             e->mem.threshold, err, sizeof err);
-    CHECK(moved >= 0, "%s", err);
-    const size_t kv_floats = (size_t)positions * (size_t)hd;
-    size_t kv_moved = 0, loaded = 0;
-    int cap = 4 * c->n_layers * c->n_heads + 4, nreq = 0;
-    TransportReq *reqs = xmalloc((size_t)cap * sizeof(TransportReq));
-    AttnPartW **fresh = xcalloc((size_t)e->L, sizeof(AttnPartW *));
-    hid_t file = -1;
-    transport_exclusive(e->tp, 1); /* posts and file reads only: nothing waits in here */
-    for (int l = 0; l < e->L; l++) {
-        const LayerPlan *old = &e->plan->layers[l], *nw = &next.layers[l];
-        LayerRt *r = &e->lr[l];
-        /* Parts leaving this rank: send their KV caches. */
-        for (int k = 0, j = 0; k < old->n_parts; k++) {
-            if (old->parts[k].rank != me)
-                continue;
-            AttnPartW *pw = &r->parts[j++];
-            int to = nw->parts[k].rank;
-            if (to == me)
-                continue;
-            int tag = WIRE_TAG_MIG + 2 * (l * c->n_heads + k);
-            transport_isend(e->tp, pw->k_cache, kv_floats * sizeof(float), to, tag,
-                            &reqs[nreq++]);
-            transport_isend(e->tp, pw->v_cache, kv_floats * sizeof(float), to, tag + 1,
-                            &reqs[nreq++]);
-            kv_moved += 2 * kv_floats * sizeof(float);
-        }
-        /* This rank's parts under the new plan, in plan order: kept ones move over, arriving
-         * ones are read from this rank's own copy of the model and get the KV by message. */
-        int n_new = 0;
-        for (int k = 0; k < nw->n_parts; k++)
-            n_new += nw->parts[k].rank == me;
-        fresh[l] = xcalloc((size_t)(n_new ? n_new : 1), sizeof(AttnPartW));
-        for (int k = 0, j = 0; k < nw->n_parts; k++) {
-            if (nw->parts[k].rank != me)
-                continue;
-            AttnPartW *dst = &fresh[l][j++];
-            int from = old->parts[k].rank;
-            if (from == me) {
-                int idx = 0;
-                for (int q = 0; q < k; q++)
-                    idx += old->parts[q].rank == me;
-                *dst = r->parts[idx];
-                memset(&r->parts[idx], 0, sizeof r->parts[idx]);
-                continue;
-            }
-            if (file < 0)
-                file = h5io_open_read(e->fname, err, sizeof err);
-            CHECK(file >= 0, "re-placement: %s", err);
-            const AttnPart *p = &nw->parts[k];
-            CHECK(model_load_attn_part(dst, c, file, e->fname, l, p->unit, p->q0, p->q1,
-                                       e->kv_cap, err, sizeof err) == 0,
-                  "re-placement: %s", err);
-            loaded += model_attn_part_bytes(c, dst);
-            e->weight_bytes += model_attn_part_bytes(c, dst);
-            int tag = WIRE_TAG_MIG + 2 * (l * c->n_heads + k);
-            transport_irecv(e->tp, dst->k_cache, kv_floats * sizeof(float), from, tag,
-                            &reqs[nreq++]);
-            transport_irecv(e->tp, dst->v_cache, kv_floats * sizeof(float), from, tag + 1,
-                            &reqs[nreq++]);
-        }
-    }
-    if (file >= 0)
-        H5Fclose(file);
-    transport_exclusive(e->tp, 0);
-    for (int i = 0; i < nreq; i++)
-        transport_wait(e->tp, &reqs[i]);
-    free(reqs);
-    /* Free what left, install the new parts, and rebuild groups from the new plan. */
     for (int l = 0; l < e->L; l++) {
         LayerRt *r = &e->lr[l];
         for (int j = 0; j < r->n_parts; j++) {
             if (r->parts[j].wq.data)
-                e->weight_bytes -= model_attn_part_bytes(c, &r->parts[j]);
+                e->stats.weight_bytes -= model_attn_part_bytes(c, &r->parts[j]);
             model_free_attn_part(&r->parts[j]);
         }
         free(r->parts);
@@ -170,16 +175,15 @@ void engine_replan(DistEngine *e, int positions)
         free(r->wo_cols);
         r->n_parts = 0;
         r->my_floats = 0;
-        for (int k = 0; k < next.layers[l].n_parts; k++)
-            if (next.layers[l].parts[k].rank == me) {
+        for (int k = 0; k < next->layers[l].n_parts; k++)
+            if (next->layers[l].parts[k].rank == me) {
                 r->n_parts++;
-                r->my_floats += (next.layers[l].parts[k].q1 - next.layers[l].parts[k].q0) * hd;
+                r->my_floats += (next->layers[l].parts[k].q1 - next->layers[l].parts[k].q0) * hd;
             }
         r->wo_cols = xcalloc((size_t)(r->n_parts ? r->n_parts : 1), sizeof(QMat));
     }
-    free(fresh);
     plan_free(&e->plan_own);
-    e->plan_own = next;
+    e->plan_own = *next;
     e->plan = &e->plan_own;
     schedule_free(&e->sched);
     plan_schedule(&e->sched, e->plan, c);
@@ -188,8 +192,14 @@ void engine_replan(DistEngine *e, int positions)
         engine_setup_layer(e, l);
     }
     engine_refresh_roles(e);
-    /* The controller records what it cost. */
-    uint64_t mine[2] = {kv_moved, loaded}, all[2] = {0, 0};
+}
+
+/* The controller's record of what the re-placement at `positions` cost (collective: the
+ * ranks' moved and loaded bytes summed). */
+static void replan_record(DistEngine *e, int positions, int moved, const Migration *mg,
+                          double t0)
+{
+    uint64_t mine[2] = {mg->kv_moved, mg->loaded}, all[2] = {0, 0};
     uint64_t *every = xmalloc(2 * (size_t)e->tp->size * sizeof(uint64_t));
     transport_allgather(e->tp, mine, sizeof mine, every);
     for (int r = 0; r < e->tp->size; r++) {
@@ -197,7 +207,7 @@ void engine_replan(DistEngine *e, int positions)
         all[1] += every[2 * r + 1];
     }
     free(every);
-    if (me == 0) {
+    if (e->tp->rank == 0) {
         json_t *rec = json_pack("{s:i,s:i,s:I,s:I,s:f,s:f}", "token", positions,
                                 "parts_moved", moved, "kv_bytes_moved", (json_int_t)all[0],
                                 "weight_bytes_loaded", (json_int_t)all[1],
@@ -205,6 +215,38 @@ void engine_replan(DistEngine *e, int positions)
                                 "pause_ms", (time_now() - t0) * 1e3);
         json_array_append_new(e->mem.records, rec);
     }
+}
+
+/* Re-places attention parts (collective).  See plan_replace for the policy. */
+void engine_replan(DistEngine *e, int positions)
+{
+    const ModelConfig *c = e->c;
+    double t0 = time_now();
+    Plan next;
+    char err[512];
+    /* The decision looks at the next position (positions + 1 cached after this token), as the
+     * controller's check did; the caches hold `positions` positions now. */
+    int moved = plan_replace(&next, e->plan, c, &e->mem.req, positions + 1, e->mem.steps,
+                             e->mem.threshold, err, sizeof err);
+    CHECK(moved >= 0, "%s", err);
+    const int cap = 4 * c->n_layers * c->n_heads + 4;
+    Migration mg = {.next = &next, .kv_floats = (size_t)positions * (size_t)c->head_dim,
+                    .reqs = xmalloc((size_t)cap * sizeof(TransportReq)),
+                    .fresh = xcalloc((size_t)e->L, sizeof(AttnPartW *)), .file = -1};
+    transport_exclusive(e->tp, 1); /* posts and file reads only: nothing waits in here */
+    for (int l = 0; l < e->L; l++) {
+        migrate_send(e, &mg, l);
+        migrate_take(e, &mg, l);
+    }
+    if (mg.file >= 0)
+        H5Fclose(mg.file);
+    transport_exclusive(e->tp, 0);
+    for (int i = 0; i < mg.nreq; i++)
+        transport_wait(e->tp, &mg.reqs[i]);
+    free(mg.reqs);
+    replan_install(e, mg.fresh, &next);
+    free(mg.fresh);
+    replan_record(e, positions, moved, &mg, t0);
 }
 
 int dist_controller_prepare(void *ctx, int pos, char *err, size_t errlen)

@@ -16,15 +16,15 @@ void dist_set_service(DistEngine *e, int rank, DistServiceFn fn, void *ctx, size
     CHECK(rank >= 1 && rank < e->tp->size, "service rank %d: must be a worker, 1..%d", rank,
           e->tp->size - 1);
     CHECK(req_cap <= 0x7fffffff && resp_cap <= 0x7fffffff, "service messages over 2 GB");
-    e->service_rank = rank;
-    e->service_fn = fn;
-    e->service_ctx = ctx;
-    e->svc_req_cap = req_cap;
-    e->svc_resp_cap = resp_cap;
-    free(e->svc_req);
-    free(e->svc_resp);
-    e->svc_req = xcalloc(sizeof(WireHdr) + req_cap, 1);
-    e->svc_resp = xcalloc(sizeof(WireHdr) + resp_cap, 1);
+    e->svc.rank = rank;
+    e->svc.fn = fn;
+    e->svc.ctx = ctx;
+    e->svc.req_cap = req_cap;
+    e->svc.resp_cap = resp_cap;
+    free(e->svc.req);
+    free(e->svc.resp);
+    e->svc.req = xcalloc(sizeof(WireHdr) + req_cap, 1);
+    e->svc.resp = xcalloc(sizeof(WireHdr) + resp_cap, 1);
 }
 
 /* Sends [hdr | bytes of payload] (payload already in buf after the header). */
@@ -32,43 +32,38 @@ static void send_msg(DistEngine *e, unsigned char *buf, int cmd, int pos, size_t
                      int tag)
 {
     WireHdr h = {.magic = WIRE_MAGIC, .cmd = cmd, .pos = pos, .layer = (int32_t)bytes};
-    transport_stamp(e->tp, &h);
     memcpy(buf, &h, sizeof h);
-    TransportReq rq;
-    transport_isend(e->tp, buf, sizeof h + bytes, dst, tag, &rq);
-    transport_wait(e->tp, &rq);
+    transport_msg_send(e->tp, buf, sizeof h + bytes, dst, tag, -1);
 }
 
 void engine_service_go(DistEngine *e, int cmd)
 {
-    if (e->service_rank <= 0 || e->tp->rank != 0)
+    if (e->svc.rank <= 0 || e->tp->rank != 0)
         return;
     unsigned char buf[sizeof(WireHdr)];
-    send_msg(e, buf, WIRE_SERVICE_GO, cmd, 0, e->service_rank, WIRE_TAG_SERVICE);
+    send_msg(e, buf, WIRE_SERVICE_GO, cmd, 0, e->svc.rank, WIRE_TAG_SERVICE);
 }
 
 size_t dist_service_call(DistEngine *e, const void *req, size_t req_bytes, void *resp,
                          size_t resp_cap)
 {
-    CHECK(e->service_rank > 0 && e->tp->rank == 0, "service call without a service rank");
-    CHECK(req_bytes <= e->svc_req_cap, "service request of %zu bytes (at most %zu)", req_bytes,
-          e->svc_req_cap);
-    memcpy(e->svc_req + sizeof(WireHdr), req, req_bytes);
+    CHECK(e->svc.rank > 0 && e->tp->rank == 0, "service call without a service rank");
+    CHECK(req_bytes <= e->svc.req_cap, "service request of %zu bytes (at most %zu)", req_bytes,
+          e->svc.req_cap);
+    memcpy(e->svc.req + sizeof(WireHdr), req, req_bytes);
     TransportReq rq;
-    transport_irecv(e->tp, e->svc_resp, sizeof(WireHdr) + e->svc_resp_cap, e->service_rank,
+    transport_irecv(e->tp, e->svc.resp, sizeof(WireHdr) + e->svc.resp_cap, e->svc.rank,
                     WIRE_TAG_SERVICE_REPLY, &rq);
-    send_msg(e, e->svc_req, WIRE_SERVICE_CALL, 0, req_bytes, e->service_rank, WIRE_TAG_SERVICE);
+    send_msg(e, e->svc.req, WIRE_SERVICE_CALL, 0, req_bytes, e->svc.rank, WIRE_TAG_SERVICE);
     double ewma = 0;
-    transport_wait_link(e->tp, &rq, e->service_rank, "the service's reply (draft tokens)", -1,
-                        &ewma);
-    WireHdr h;
-    memcpy(&h, e->svc_resp, sizeof h);
-    CHECK(h.magic == WIRE_MAGIC && h.cmd == WIRE_SERVICE_CALL && h.layer >= 0 &&
+    WireHdr h = transport_msg_wait(e->tp, &rq, e->svc.resp, e->svc.rank,
+                                   "the service's reply (draft tokens)", -1, &ewma);
+    CHECK(h.cmd == WIRE_SERVICE_CALL && h.layer >= 0 &&
               (size_t)h.layer <= resp_cap,
-          "rank %d: a bad service reply (%d bytes, at most %zu)", e->service_rank, h.layer,
+          "rank %d: a bad service reply (%d bytes, at most %zu)", e->svc.rank, h.layer,
           resp_cap);
     transport_deliver(e->tp, &h, sizeof h + (size_t)h.layer);
-    memcpy(resp, e->svc_resp + sizeof h, (size_t)h.layer);
+    memcpy(resp, e->svc.resp + sizeof h, (size_t)h.layer);
     return (size_t)h.layer;
 }
 
@@ -76,23 +71,23 @@ int engine_service_serve(DistEngine *e)
 {
     for (;;) {
         TransportReq rq;
-        transport_irecv(e->tp, e->svc_req, sizeof(WireHdr) + e->svc_req_cap, 0,
+        transport_irecv(e->tp, e->svc.req, sizeof(WireHdr) + e->svc.req_cap, 0,
                         WIRE_TAG_SERVICE, &rq);
         transport_wait(e->tp, &rq); /* between passes: idle as long as the controller is */
         WireHdr h;
-        memcpy(&h, e->svc_req, sizeof h);
+        memcpy(&h, e->svc.req, sizeof h);
         CHECK(h.magic == WIRE_MAGIC, "rank %d: a service message with a bad magic",
               e->tp->rank);
         transport_deliver(e->tp, &h, sizeof h + (size_t)(h.layer > 0 ? h.layer : 0));
         if (h.cmd == WIRE_SERVICE_GO)
             return h.pos;
-        CHECK(h.cmd == WIRE_SERVICE_CALL && h.layer >= 0 && (size_t)h.layer <= e->svc_req_cap,
+        CHECK(h.cmd == WIRE_SERVICE_CALL && h.layer >= 0 && (size_t)h.layer <= e->svc.req_cap,
               "rank %d: unknown service message %d (%d bytes)", e->tp->rank, h.cmd, h.layer);
         char err[512] = "";
-        long n = e->service_fn(e->service_ctx, e->svc_req + sizeof h, (size_t)h.layer,
-                               e->svc_resp + sizeof h, e->svc_resp_cap, err, sizeof err);
-        CHECK(n >= 0 && (size_t)n <= e->svc_resp_cap, "rank %d (service): %s", e->tp->rank,
+        long n = e->svc.fn(e->svc.ctx, e->svc.req + sizeof h, (size_t)h.layer,
+                               e->svc.resp + sizeof h, e->svc.resp_cap, err, sizeof err);
+        CHECK(n >= 0 && (size_t)n <= e->svc.resp_cap, "rank %d (service): %s", e->tp->rank,
               err[0] ? err : "reply too long");
-        send_msg(e, e->svc_resp, WIRE_SERVICE_CALL, 0, (size_t)n, 0, WIRE_TAG_SERVICE_REPLY);
+        send_msg(e, e->svc.resp, WIRE_SERVICE_CALL, 0, (size_t)n, 0, WIRE_TAG_SERVICE_REPLY);
     }
 }

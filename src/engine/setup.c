@@ -69,7 +69,7 @@ static int load_layer(DistEngine *e, int l, hid_t file, const char *fname, int k
         if (model_load_attn_part(&r->parts[j], c, file, fname, l, p->unit, p->q0, p->q1, kv_cap,
                                  err, errlen) < 0)
             return -1;
-        e->weight_bytes += model_attn_part_bytes(c, &r->parts[j]);
+        e->stats.weight_bytes += model_attn_part_bytes(c, &r->parts[j]);
         int ncols = (p->q1 - p->q0) * hd, col0 = (p->unit * Q + p->q0) * hd;
         if (lp->mode == LAYER_SLICE && !exact && /* exact: wo by rows, below */
             !(merge && k > 0 && lp->parts[k - 1].rank == me)) {
@@ -79,7 +79,7 @@ static int load_layer(DistEngine *e, int l, hid_t file, const char *fname, int k
             if (model_load_proj_cols(&r->wo_cols[j], c, file, fname, l, col0, run, err,
                                      errlen) < 0)
                 return -1;
-            e->weight_bytes += model_qmat_bytes(&r->wo_cols[j]);
+            e->stats.weight_bytes += model_qmat_bytes(&r->wo_cols[j]);
         }
         r->my_floats += ncols;
         j++;
@@ -93,7 +93,7 @@ static int load_layer(DistEngine *e, int l, hid_t file, const char *fname, int k
                 if (model_load_ffn(&r->ffn, c, file, fname, l, lp->slices[k].f0,
                                    lp->slices[k].f1, err, errlen) < 0)
                     return -1;
-                e->weight_bytes += model_ffn_bytes(c, &r->ffn);
+                e->stats.weight_bytes += model_ffn_bytes(c, &r->ffn);
             }
         const ScheduleLayer *sl = &e->sched.layers[l];
         if (c->arch == ARCH_GPT2 && sl->n_members > 0 && sl->members[0] == me) {
@@ -106,12 +106,12 @@ static int load_layer(DistEngine *e, int l, hid_t file, const char *fname, int k
     if (r->is_proj) {
         if (model_load_proj(&r->proj, c, file, fname, l, err, errlen) < 0)
             return -1;
-        e->weight_bytes += model_proj_bytes(c, &r->proj);
+        e->stats.weight_bytes += model_proj_bytes(c, &r->proj);
     }
     if (r->is_ffn) {
         if (model_load_ffn(&r->ffn, c, file, fname, l, 0, c->ffn_dim, err, errlen) < 0)
             return -1;
-        e->weight_bytes += model_ffn_bytes(c, &r->ffn);
+        e->stats.weight_bytes += model_ffn_bytes(c, &r->ffn);
     }
     return 0;
 }
@@ -123,46 +123,46 @@ static void alloc_buffers(DistEngine *e)
     const size_t B = (size_t)e->bmax, W = (size_t)e->plan->n_workers;
     const size_t qd = (size_t)c->n_heads * (size_t)c->head_dim;
     const size_t hdr = sizeof(WireHdr);
-    e->msg_bytes = hdr + B * (size_t)c->dim * sizeof(float);
-    e->xmsg = xcalloc(e->msg_bytes, 1);
-    e->xout = xcalloc(e->msg_bytes, 1);
-    e->zmsg = xcalloc(e->msg_bytes, 1);
-    e->zspec = xcalloc(e->msg_bytes, 1);
-    e->gbuf = xcalloc(hdr + B * qd * sizeof(float), 1);
-    e->staging = xcalloc((W + 2) * hdr + B * qd * sizeof(float), 1);
-    e->xsend = xcalloc(e->msg_bytes, 1);
-    e->xrecv = xcalloc((W + 1) * e->msg_bytes, 1);
-    e->wire_bytes = hdr + B * (size_t)c->dim * sizeof(uint16_t);
-    e->wsend = xcalloc(e->wire_bytes, 1);
-    e->wbcast = xcalloc(e->wire_bytes, 1);
-    e->wzspec = xcalloc(e->wire_bytes, 1);
-    e->wrecv = xcalloc((W + 1) * e->wire_bytes, 1);
-    e->heads = xcalloc(B * qd, sizeof(float));
-    e->acc = xcalloc(B * (size_t)c->dim, sizeof(float));
-    e->g_counts_n = xcalloc(W + 2, sizeof(int));
-    e->g_displs_n = xcalloc(W + 2, sizeof(int));
+    e->buf.msg_bytes = hdr + B * (size_t)c->dim * sizeof(float);
+    e->buf.xmsg = xcalloc(e->buf.msg_bytes, 1);
+    e->buf.xout = xcalloc(e->buf.msg_bytes, 1);
+    e->buf.zmsg = xcalloc(e->buf.msg_bytes, 1);
+    e->buf.zspec = xcalloc(e->buf.msg_bytes, 1);
+    e->buf.gbuf = xcalloc(hdr + B * qd * sizeof(float), 1);
+    e->buf.staging = xcalloc((W + 2) * hdr + B * qd * sizeof(float), 1);
+    e->buf.xsend = xcalloc(e->buf.msg_bytes, 1);
+    e->buf.xrecv = xcalloc((W + 1) * e->buf.msg_bytes, 1);
+    e->buf.wire_bytes = hdr + B * (size_t)c->dim * sizeof(uint16_t);
+    e->buf.wsend = xcalloc(e->buf.wire_bytes, 1);
+    e->buf.wbcast = xcalloc(e->buf.wire_bytes, 1);
+    e->buf.wzspec = xcalloc(e->buf.wire_bytes, 1);
+    e->buf.wrecv = xcalloc((W + 1) * e->buf.wire_bytes, 1);
+    e->buf.heads = xcalloc(B * qd, sizeof(float));
+    e->buf.acc = xcalloc(B * (size_t)c->dim, sizeof(float));
+    e->buf.g_counts_n = xcalloc(W + 2, sizeof(int));
+    e->buf.g_displs_n = xcalloc(W + 2, sizeof(int));
     model_scratch_init_batch(&e->scratch, c, e->kv_cap, e->bmax);
     engine_exact_alloc(e);
 }
 
 static void free_buffers(DistEngine *e)
 {
-    free(e->xmsg);
-    free(e->xout);
-    free(e->zmsg);
-    free(e->zspec);
-    free(e->gbuf);
-    free(e->staging);
-    free(e->xsend);
-    free(e->xrecv);
-    free(e->wsend);
-    free(e->wbcast);
-    free(e->wzspec);
-    free(e->wrecv);
-    free(e->heads);
-    free(e->acc);
-    free(e->g_counts_n);
-    free(e->g_displs_n);
+    free(e->buf.xmsg);
+    free(e->buf.xout);
+    free(e->buf.zmsg);
+    free(e->buf.zspec);
+    free(e->buf.gbuf);
+    free(e->buf.staging);
+    free(e->buf.xsend);
+    free(e->buf.xrecv);
+    free(e->buf.wsend);
+    free(e->buf.wbcast);
+    free(e->buf.wzspec);
+    free(e->buf.wrecv);
+    free(e->buf.heads);
+    free(e->buf.acc);
+    free(e->buf.g_counts_n);
+    free(e->buf.g_displs_n);
     model_scratch_free(&e->scratch);
     engine_exact_free(e);
 }
@@ -207,15 +207,15 @@ int dist_setup(DistEngine **out, Transport *tp, const ModelConfig *c, const Plan
     e->bmax = 1;
     e->nb = 1;
     alloc_buffers(e);
-    e->timers = xcalloc((size_t)e->L * T_COUNT, sizeof(double));
-    e->eligible = xcalloc((size_t)e->L, 1);
-    e->spec = xcalloc((size_t)e->L, 1);
-    e->spec_pending = xcalloc((size_t)e->L, 1);
-    e->acc_ewma = xcalloc((size_t)e->L, sizeof(double));
-    e->spec_tried = xcalloc((size_t)e->L, sizeof(long));
-    e->spec_kept = xcalloc((size_t)e->L, sizeof(long));
-    e->spec_attn_s = xcalloc((size_t)e->L, sizeof(double));
-    e->ffn_s_spec = xcalloc((size_t)e->L, sizeof(double));
+    e->stats.timers = xcalloc((size_t)e->L * T_COUNT, sizeof(double));
+    e->sp.eligible = xcalloc((size_t)e->L, 1);
+    e->sp.on = xcalloc((size_t)e->L, 1);
+    e->sp.pending = xcalloc((size_t)e->L, 1);
+    e->sp.acc_ewma = xcalloc((size_t)e->L, sizeof(double));
+    e->sp.tried = xcalloc((size_t)e->L, sizeof(long));
+    e->sp.kept = xcalloc((size_t)e->L, sizeof(long));
+    e->sp.attn_s = xcalloc((size_t)e->L, sizeof(double));
+    e->sp.ffn_s = xcalloc((size_t)e->L, sizeof(double));
     engine_refresh_roles(e);
     engine_setup_head(e, file, fname, err, sizeof err); /* collective: every rank, error or not */
     *out = e;
@@ -227,15 +227,41 @@ int dist_setup(DistEngine **out, Transport *tp, const ModelConfig *c, const Plan
     return 0;
 }
 
+int engine_chain_depth(const DistEngine *e)
+{
+    const Plan *p = e->plan;
+    int runs = 0, prev = -1;
+    for (int l = 0; l < p->n_layers; l++) {
+        const LayerPlan *lp = &p->layers[l];
+        const int r = lp->ffn_rank;
+        if (lp->mode != LAYER_PIPE || lp->proj_rank != r)
+            return 0;
+        for (int k = 0; k < lp->n_parts; k++)
+            if (lp->parts[k].rank != r)
+                return 0;
+        if (r == prev)
+            continue;
+        for (int m = 0; m < l; m++) /* a rank that comes back would wait on itself */
+            if (p->layers[m].ffn_rank == r)
+                return 0;
+        runs++;
+        prev = r;
+    }
+    if (p->head_split)
+        return 0;
+    const int d = runs - 1;
+    return d < ENGINE_MAX_DEPTH ? d : ENGINE_MAX_DEPTH;
+}
+
 void engine_refresh_roles(DistEngine *e)
 {
     const Plan *plan = e->plan;
     e->active = 0;
     for (int l = 0; l < e->L; l++) {
         e->active |= e->tp->rank > 0 && plan_rank_in_layer(plan, l, e->tp->rank);
-        e->eligible[l] = (unsigned char)e->sched.layers[l].spec_eligible;
-        e->spec[l] &= e->eligible[l];
-        e->spec_pending[l] &= e->eligible[l];
+        e->sp.eligible[l] = (unsigned char)e->sched.layers[l].spec_eligible;
+        e->sp.on[l] &= e->sp.eligible[l];
+        e->sp.pending[l] &= e->sp.eligible[l];
     }
     e->chain = engine_chain_depth(e);
 }
@@ -266,24 +292,24 @@ void dist_free(DistEngine *e)
     }
     free(e->lr);
     free_buffers(e);
-    free(e->timers);
-    free(e->eligible);
-    free(e->spec);
-    free(e->spec_pending);
-    free(e->acc_ewma);
-    free(e->spec_tried);
-    free(e->spec_kept);
-    free(e->spec_attn_s);
-    free(e->ffn_s_spec);
-    transport_group_free(e->tp, e->head_comm);
-    model_free_head(&e->head_rows);
-    free(e->hsend);
-    free(e->hrecv);
-    free(e->logits);
-    free(e->h_counts_n);
-    free(e->h_displs_n);
-    free(e->svc_req);
-    free(e->svc_resp);
+    free(e->stats.timers);
+    free(e->sp.eligible);
+    free(e->sp.on);
+    free(e->sp.pending);
+    free(e->sp.acc_ewma);
+    free(e->sp.tried);
+    free(e->sp.kept);
+    free(e->sp.attn_s);
+    free(e->sp.ffn_s);
+    transport_group_free(e->tp, e->hd.comm);
+    model_free_head(&e->hd.rows);
+    free(e->hd.send);
+    free(e->hd.recv);
+    free(e->hd.logits);
+    free(e->hd.counts_n);
+    free(e->hd.displs_n);
+    free(e->svc.req);
+    free(e->svc.resp);
     schedule_free(&e->sched);
     plan_free(&e->plan_own);
     free(e->fname);

@@ -23,14 +23,10 @@
  * values. */
 static WireHdr stamp_partial(DistEngine *e, int l, int nv)
 {
-    WireHdr h;
-    memcpy(&h, e->xsend, sizeof h);
-    transport_stamp(e->tp, &h);
-    h.layer = l;
-    memcpy(e->xsend, &h, sizeof h);
+    WireHdr h = transport_msg_stamp(e->tp, e->buf.xsend, l);
     if (e->wire16) {
-        memcpy(e->wsend, &h, sizeof h);
-        engine_wire_round(e, payload(e->xsend), e->wsend + sizeof h, nv);
+        memcpy(e->buf.wsend, &h, sizeof h);
+        engine_wire_round(e, payload(e->buf.xsend), e->buf.wsend + sizeof h, nv);
     }
     return h;
 }
@@ -41,11 +37,11 @@ static void take_partial(DistEngine *e, int l, int phase, TransportReq *rq, int 
                          const unsigned char *msg, size_t wb, float *out, int n)
 {
     LayerRt *r = &e->lr[l];
-    transport_wait_link(e->tp, rq, peer, phase ? "FFN partial sums" : "projection partial sums",
-                        l, &r->ewma[phase ? W_X2 : W_X1]);
-    WireHdr hi = engine_read_hdr(msg, l);
-    transport_deliver(e->tp, &hi, wb);
-    engine_wire_get(e, msg + sizeof hi, out, n);
+    transport_msg_take(e->tp, rq, msg, wb, peer,
+                       phase ? "FFN partial sums" : "projection partial sums", l,
+                       &r->ewma[phase ? W_X2 : W_X1]);
+    engine_read_hdr(msg, l);
+    engine_wire_get(e, msg + sizeof(WireHdr), out, n);
 }
 
 /* All-to-all: every member sends its partial to every other (one hop). */
@@ -60,8 +56,8 @@ static void exchange_all(DistEngine *e, int l, int phase, float *base, int nv)
     int nr = 0;
     stamp_partial(e, l, nv);
     const size_t wb = sizeof(WireHdr) + engine_wire_len(e, nv);
-    unsigned char *sbuf = e->wire16 ? e->wsend : e->xsend;
-    unsigned char *rbuf = e->wire16 ? e->wrecv : e->xrecv;
+    unsigned char *sbuf = e->wire16 ? e->buf.wsend : e->buf.xsend;
+    unsigned char *rbuf = e->wire16 ? e->buf.wrecv : e->buf.xrecv;
     for (int i = 0; i < n; i++) {
         if (members[i] == me)
             continue;
@@ -76,17 +72,17 @@ static void exchange_all(DistEngine *e, int l, int phase, float *base, int nv)
         if (members[i] == me)
             continue;
         take_partial(e, l, phase, &rq[k++], members[i], rbuf + (size_t)i * wb, wb,
-                     payload(e->xrecv + (size_t)i * xs), dim);
+                     payload(e->buf.xrecv + (size_t)i * xs), dim);
     }
     for (int k = n - 1; k < nr; k++)
         transport_wait(e->tp, &rq[k]);
     for (int i = 0; i < n; i++) {
-        const float *p = members[i] == me ? payload(e->xsend)
-                                             : payload(e->xrecv + (size_t)i * xs);
+        const float *p = members[i] == me ? payload(e->buf.xsend)
+                                             : payload(e->buf.xrecv + (size_t)i * xs);
         kernels_add(base, p, dim);
     }
     /* the sum rounded as the other patterns send it back */
-    engine_wire_round(e, base, e->wsend + sizeof(WireHdr), dim);
+    engine_wire_round(e, base, e->buf.wsend + sizeof(WireHdr), dim);
     free(rq);
 }
 
@@ -106,39 +102,37 @@ static void exchange_reduce(DistEngine *e, int l, int phase, float *base, int nv
     int nr = 0;
     WireHdr h = stamp_partial(e, l, nv);
     const size_t wb = sizeof(WireHdr) + engine_wire_len(e, nv);
-    unsigned char *sbuf = e->wire16 ? e->wsend : e->xsend;
-    unsigned char *rbuf = e->wire16 ? e->wrecv : e->xrecv;
+    unsigned char *sbuf = e->wire16 ? e->buf.wsend : e->buf.xsend;
+    unsigned char *rbuf = e->wire16 ? e->buf.wrecv : e->buf.xrecv;
     if (me == root) {
         for (int i = 1; i < n; i++)
             transport_irecv(e->tp, rbuf + (size_t)i * wb, wb, members[i], tag, &rq[nr++]);
         for (int i = 1; i < n; i++)
             take_partial(e, l, phase, &rq[i - 1], members[i], rbuf + (size_t)i * wb, wb,
-                         payload(e->xrecv + (size_t)i * xs), dim);
-        kernels_add(base, payload(e->xsend), dim);
+                         payload(e->buf.xrecv + (size_t)i * xs), dim);
+        kernels_add(base, payload(e->buf.xsend), dim);
         for (int i = 1; i < n; i++)
-            kernels_add(base, payload(e->xrecv + (size_t)i * xs), dim);
+            kernels_add(base, payload(e->buf.xrecv + (size_t)i * xs), dim);
         /* the sum goes back in xsend (this member's partial is spent); with --wire f16 or
          * q8 rounded as it travels, and the root keeps the rounded values too */
-        transport_stamp(e->tp, &h);
-        h.layer = l;
-        memcpy(e->xsend, &h, sizeof h);
-        const size_t sb = sizeof h + engine_wire_put(e, base, e->xsend + sizeof h, dim);
+        h = transport_msg_stamp(e->tp, e->buf.xsend, l);
+        const size_t sb = sizeof h + engine_wire_put(e, base, e->buf.xsend + sizeof h, dim);
         if (e->wire16)
-            engine_wire_get(e, e->xsend + sizeof h, base, dim);
+            engine_wire_get(e, e->buf.xsend + sizeof h, base, dim);
         nr = 0;
         for (int i = 1; i < n; i++)
-            transport_isend(e->tp, e->xsend, sb, members[i], tag2, &rq[nr++]);
+            transport_isend(e->tp, e->buf.xsend, sb, members[i], tag2, &rq[nr++]);
         for (int k = 0; k < nr; k++)
             transport_wait(e->tp, &rq[k]);
     } else {
         const size_t sb = sizeof(WireHdr) + engine_wire_len(e, dim);
-        transport_irecv(e->tp, e->xrecv, sb, root, tag2, &rq[0]);
+        transport_irecv(e->tp, e->buf.xrecv, sb, root, tag2, &rq[0]);
         transport_isend(e->tp, sbuf, wb, root, tag, &rq[1]);
-        transport_wait_link(e->tp, &rq[0], root, phase ? "FFN sums" : "projection sums", l,
-                            &r->ewma[phase ? W_X2 : W_X1]);
-        WireHdr hi = engine_read_hdr(e->xrecv, l);
-        transport_deliver(e->tp, &hi, sb);
-        engine_wire_get(e, e->xrecv + sizeof hi, base, dim);
+        transport_msg_take(e->tp, &rq[0], e->buf.xrecv, sb, root,
+                           phase ? "FFN sums" : "projection sums", l,
+                           &r->ewma[phase ? W_X2 : W_X1]);
+        engine_read_hdr(e->buf.xrecv, l);
+        engine_wire_get(e, e->buf.xrecv + sizeof(WireHdr), base, dim);
         transport_wait(e->tp, &rq[1]);
     }
     free(rq);
@@ -168,7 +162,7 @@ static void exchange_rsag(DistEngine *e, int l, int phase, float *base, int nv)
     unsigned char *sb = xmalloc((size_t)n * cb), *rb = xmalloc((size_t)n * cb);
     float *parts = xmalloc((size_t)n * cmax * sizeof(float)); /* [n][cmax] my chunk's */
     WireHdr h = stamp_partial(e, l, nv);
-    const unsigned char *mine = e->wire16 ? e->wsend + hdr : e->xsend + hdr;
+    const unsigned char *mine = e->wire16 ? e->buf.wsend + hdr : e->buf.xsend + hdr;
     const int o0 = C0(mi), o1 = C0(mi + 1);
     int nr = 0;
     for (int i = 0; i < n; i++)
@@ -191,13 +185,12 @@ static void exchange_rsag(DistEngine *e, int l, int phase, float *base, int nv)
     for (int k = n - 1; k < nr; k++)
         transport_wait(e->tp, &rq[k]);
     for (int i = 0; i < n; i++)
-        kernels_add(base + o0, i == mi ? payload(e->xsend) + o0 : parts + (size_t)i * cmax,
+        kernels_add(base + o0, i == mi ? payload(e->buf.xsend) + o0 : parts + (size_t)i * cmax,
                     o1 - o0);
     /* all-gather: my chunk of the sum to every member, theirs into base (with --wire f16 or
      * q8 rounded as it travels; the owner keeps the rounded values too) */
-    transport_stamp(e->tp, &h);
-    h.layer = l;
     memcpy(sb, &h, hdr);
+    h = transport_msg_stamp(e->tp, sb, l);
     engine_wire_put(e, base + o0, sb + hdr, o1 - o0);
     if (e->wire16)
         engine_wire_get(e, sb + hdr, base + o0, o1 - o0);
@@ -214,10 +207,10 @@ static void exchange_rsag(DistEngine *e, int l, int phase, float *base, int nv)
         if (i == mi)
             continue;
         const int cnt = C0(i + 1) - C0(i);
-        transport_wait_link(e->tp, &rq[k++], members[i], phase ? "FFN sums" : "projection sums",
-                            l, &r->ewma[phase ? W_X2 : W_X1]);
-        WireHdr hi = engine_read_hdr(rb + (size_t)i * cb, l);
-        transport_deliver(e->tp, &hi, hdr + engine_wire_len(e, cnt));
+        transport_msg_take(e->tp, &rq[k++], rb + (size_t)i * cb, hdr + engine_wire_len(e, cnt),
+                           members[i], phase ? "FFN sums" : "projection sums", l,
+                           &r->ewma[phase ? W_X2 : W_X1]);
+        engine_read_hdr(rb + (size_t)i * cb, l);
         engine_wire_get(e, rb + (size_t)i * cb + hdr, base + C0(i), cnt);
     }
     for (int k = n - 1; k < nr; k++)
@@ -246,14 +239,14 @@ int engine_slice_layer(DistEngine *e, int l)
 {
     LayerRt *r = &e->lr[l];
     const ModelConfig *c = e->c;
-    double *tm = e->timers + (size_t)l * T_COUNT, t;
+    double *tm = e->stats.timers + (size_t)l * T_COUNT, t;
     if (r->in_comm && !r->in_root) {
         t = time_now();
-        engine_bcast_input(e, l, e->xmsg);
+        engine_bcast_input(e, l, e->buf.xmsg);
         tm[T_BCAST] += time_now() - t;
     }
-    WireHdr h = engine_read_hdr(e->xmsg, l);
-    float *x = payload(e->xmsg), *part = payload(e->xsend);
+    WireHdr h = engine_read_hdr(e->buf.xmsg, l);
+    float *x = payload(e->buf.xmsg), *part = payload(e->buf.xsend);
     if (h.cmd != WIRE_STEP)
         goto forward;
     if (e->plan->exchange == EXCHANGE_EXACT) { /* slice_exact.c: all-gathers, no sums */
@@ -272,23 +265,23 @@ int engine_slice_layer(DistEngine *e, int l)
             run = k;
             off = 0;
         }
-        model_attn_part_forward_n(c, &r->parts[k], &e->scratch, x, h.pos, n, e->heads + off,
+        model_attn_part_forward_n(c, &r->parts[k], &e->scratch, x, h.pos, n, e->buf.heads + off,
                                   qd);
         off += (r->parts[k].q1 - r->parts[k].q0) * c->head_dim;
         transport_streamed(e->tp, attn_stream_bytes(c, &r->parts[k], h.pos, n) +
                                       (r->wo_cols[k].data ? (double)model_qmat_bytes(&r->wo_cols[k])
                                                           : 0));
         if (k + 1 == r->n_parts || r->wo_cols[k + 1].data) {
-            model_proj_partial_n(c, &e->scratch, &r->wo_cols[run], e->heads, qd, off, e->acc,
-                                 n);
-            kernels_add(part, e->acc, (int)nd);
+            model_proj_partial_n(c, &e->scratch, &r->wo_cols[run], e->buf.heads, qd, off,
+                                 e->buf.acc, n);
+            kernels_add(part, e->buf.acc, (int)nd);
         }
     }
     if (r->proj.bo)
         for (int i = 0; i < n; i++)
             kernels_add(part + (size_t)i * (size_t)c->dim, r->proj.bo, c->dim);
     tm[T_ATTN] += time_now() - t;
-    memcpy(e->xsend, &h, sizeof h);
+    memcpy(e->buf.xsend, &h, sizeof h);
     t = time_now();
     exchange_partials(e, l, 0, x, n); /* x becomes Z */
     tm[T_GATHER] += time_now() - t;
@@ -300,17 +293,17 @@ int engine_slice_layer(DistEngine *e, int l)
     exchange_partials(e, l, 1, x, n); /* x becomes X' */
     tm[T_BCAST] += time_now() - t;
 forward:
-    memcpy(e->xmsg, &h, sizeof h);
-    if (l == e->L - 1 && e->hsend && h.cmd == WIRE_STEP) { /* split LM head: logits go */
+    memcpy(e->buf.xmsg, &h, sizeof h);
+    if (l == e->L - 1 && e->hd.send && h.cmd == WIRE_STEP) { /* split LM head: logits go */
         t = time_now();
         engine_head_send(e, &h, x);
         tm[T_BCAST] += time_now() - t;
-        return h.cmd & 0xff;
+        return h.cmd;
     }
     if (l + 1 <= e->L && e->lr[l + 1].in_root && e->lr[l + 1].in_comm) {
         t = time_now();
-        engine_bcast_input(e, l + 1, e->xmsg);
+        engine_bcast_input(e, l + 1, e->buf.xmsg);
         tm[T_BCAST] += time_now() - t;
     }
-    return h.cmd & 0xff;
+    return h.cmd;
 }

@@ -94,12 +94,10 @@ static void exact_allgather(DistEngine *e, int l, int round, const WireHdr *h0, 
     const int tag = base[round] + 2 * l + (round >= R_HIDDEN);
     const size_t hdr = sizeof(WireHdr);
     LayerRt *r = &e->lr[l];
-    TransportReq *rq = e->gx_reqs;
-    WireHdr h = *h0;
-    transport_stamp(e->tp, &h);
-    h.layer = l;
-    memcpy(e->gx_send, &h, hdr);
-    pack_rows(e, l, round, me, buf, width, n, payload(e->gx_send), 0);
+    TransportReq *rq = e->ex.reqs;
+    memcpy(e->ex.send, h0, hdr);
+    transport_msg_stamp(e->tp, e->ex.send, l);
+    pack_rows(e, l, round, me, buf, width, n, payload(e->ex.send), 0);
     const size_t sb = hdr + (size_t)n * round_floats(e, l, round, me) * sizeof(float);
     int nr = 0;
     for (int i = 0; i < nm; i++) {
@@ -107,21 +105,21 @@ static void exact_allgather(DistEngine *e, int l, int round, const WireHdr *h0, 
             continue;
         const size_t rb = hdr + (size_t)n * round_floats(e, l, round, sl->members[i]) *
                                     sizeof(float);
-        transport_irecv(e->tp, e->gx_recv + (size_t)i * e->gx_stride, rb, sl->members[i], tag,
+        transport_irecv(e->tp, e->ex.recv + (size_t)i * e->ex.stride, rb, sl->members[i], tag,
                         &rq[nr++]);
     }
     for (int i = 0; i < nm; i++)
         if (sl->members[i] != me)
-            transport_isend(e->tp, e->gx_send, sb, sl->members[i], tag, &rq[nr++]);
+            transport_isend(e->tp, e->ex.send, sb, sl->members[i], tag, &rq[nr++]);
     for (int i = 0, k = 0; i < nm; i++) {
         const int peer = sl->members[i];
         if (peer == me)
             continue;
-        unsigned char *msg = e->gx_recv + (size_t)i * e->gx_stride;
-        transport_wait_link(e->tp, &rq[k++], peer, what[round], l, &r->ewma[site[round]]);
-        WireHdr hi = engine_read_hdr(msg, l);
-        transport_deliver(e->tp, &hi,
-                          hdr + (size_t)n * round_floats(e, l, round, peer) * sizeof(float));
+        unsigned char *msg = e->ex.recv + (size_t)i * e->ex.stride;
+        transport_msg_take(e->tp, &rq[k++], msg,
+                           hdr + (size_t)n * round_floats(e, l, round, peer) * sizeof(float),
+                           peer, what[round], l, &r->ewma[site[round]]);
+        engine_read_hdr(msg, l);
         pack_rows(e, l, round, peer, buf, width, n, payload(msg), 1);
     }
     for (int k = nm - 1; k < nr; k++)
@@ -132,24 +130,23 @@ void engine_exact_compute(DistEngine *e, int l, const WireHdr *h, float *x)
 {
     LayerRt *r = &e->lr[l];
     const ModelConfig *c = e->c;
-    double *tm = e->timers + (size_t)l * T_COUNT, t = time_now();
+    double *tm = e->stats.timers + (size_t)l * T_COUNT, t = time_now();
     const int n = h->n, qd = c->n_heads * c->head_dim;
     const int Q = config_q_per_kv(c);
     /* 1. attention: each part's heads straight into their place in head order */
     for (int k = 0; k < r->n_parts; k++) {
         const AttnPartW *p = &r->parts[k];
-        model_attn_part_forward_n(c, &r->parts[k], &e->scratch, x, h->pos, n,
-                                  e->heads + (size_t)(p->unit * Q + p->q0) * (size_t)c->head_dim,
-                                  qd);
+        float *out = e->buf.heads + (size_t)(p->unit * Q + p->q0) * (size_t)c->head_dim;
+        model_attn_part_forward_n(c, &r->parts[k], &e->scratch, x, h->pos, n, out, qd);
         transport_streamed(e->tp, attn_stream_bytes(c, &r->parts[k], h->pos, n));
     }
     tm[T_ATTN] += time_now() - t;
     t = time_now();
-    exact_allgather(e, l, R_HEADS, h, e->heads, qd, n);
+    exact_allgather(e, l, R_HEADS, h, e->buf.heads, qd, n);
     tm[T_GATHER] += time_now() - t;
     /* 2. this member's rows of Z (in place: x's rows [d0, d1) become Z's), then the others' */
     t = time_now();
-    model_proj_rows_n(c, &r->proj, &e->scratch, r->d0, x, e->heads, x, n);
+    model_proj_rows_n(c, &r->proj, &e->scratch, r->d0, x, e->buf.heads, x, n);
     transport_streamed(e->tp, (double)model_proj_bytes(c, &r->proj));
     tm[T_PROJ] += time_now() - t;
     t = time_now();
@@ -157,14 +154,14 @@ void engine_exact_compute(DistEngine *e, int l, const WireHdr *h, float *x)
     tm[T_GATHER] += time_now() - t;
     /* 3. the FFN's hidden activations of this member's slice, then everyone's */
     t = time_now();
-    model_ffn_hidden_n(c, &r->ffn, &e->scratch, x, e->hidden + r->ffn.f0, c->ffn_dim, n);
+    model_ffn_hidden_n(c, &r->ffn, &e->scratch, x, e->ex.hidden + r->ffn.f0, c->ffn_dim, n);
     tm[T_FFN] += time_now() - t;
     t = time_now();
-    exact_allgather(e, l, R_HIDDEN, h, e->hidden, c->ffn_dim, n);
+    exact_allgather(e, l, R_HIDDEN, h, e->ex.hidden, c->ffn_dim, n);
     tm[T_BCAST] += time_now() - t;
     /* 4. this member's rows of X' (in place over Z's), then the others' */
     t = time_now();
-    model_ffn_down_rows_n(c, &r->ffn, &e->scratch, x, e->hidden, x, n);
+    model_ffn_down_rows_n(c, &r->ffn, &e->scratch, x, e->ex.hidden, x, n);
     transport_streamed(e->tp, (double)model_ffn_bytes(c, &r->ffn));
     tm[T_FFN] += time_now() - t;
     t = time_now();
@@ -190,14 +187,14 @@ int engine_exact_load(DistEngine *e, int l, hid_t file, const char *fname, char 
     if (c->arch == ARCH_GPT2 &&
         model_load_proj_bias(&r->proj.bo, c, file, fname, l, err, errlen) < 0)
         return -1;
-    e->weight_bytes += model_proj_bytes(c, &r->proj);
+    e->stats.weight_bytes += model_proj_bytes(c, &r->proj);
     for (int k = 0; k < lp->n_slices; k++)
         if (lp->slices[k].rank == me) {
             r->is_ffn = 1;
             if (model_load_ffn_rows(&r->ffn, c, file, fname, l, lp->slices[k].f0,
                                     lp->slices[k].f1, r->d0, r->d1, err, errlen) < 0)
                 return -1;
-            e->weight_bytes += model_ffn_bytes(c, &r->ffn);
+            e->stats.weight_bytes += model_ffn_bytes(c, &r->ffn);
         }
     return 0;
 }
@@ -214,20 +211,20 @@ void engine_exact_alloc(DistEngine *e)
         w = (size_t)c->ffn_dim;
     if ((size_t)c->dim > w)
         w = (size_t)c->dim;
-    e->gx_stride = sizeof(WireHdr) + B * w * sizeof(float);
-    e->gx_send = xcalloc(e->gx_stride, 1);
-    e->gx_recv = xcalloc((W + 1) * e->gx_stride, 1);
-    e->gx_reqs = xcalloc(2 * (W + 1), sizeof(TransportReq));
-    e->hidden = xcalloc(B * (size_t)c->ffn_dim, sizeof(float));
+    e->ex.stride = sizeof(WireHdr) + B * w * sizeof(float);
+    e->ex.send = xcalloc(e->ex.stride, 1);
+    e->ex.recv = xcalloc((W + 1) * e->ex.stride, 1);
+    e->ex.reqs = xcalloc(2 * (W + 1), sizeof(TransportReq));
+    e->ex.hidden = xcalloc(B * (size_t)c->ffn_dim, sizeof(float));
 }
 
 void engine_exact_free(DistEngine *e)
 {
-    free(e->gx_send);
-    free(e->gx_recv);
-    free(e->gx_reqs);
-    free(e->hidden);
-    e->gx_send = e->gx_recv = NULL;
-    e->gx_reqs = NULL;
-    e->hidden = NULL;
+    free(e->ex.send);
+    free(e->ex.recv);
+    free(e->ex.reqs);
+    free(e->ex.hidden);
+    e->ex.send = e->ex.recv = NULL;
+    e->ex.reqs = NULL;
+    e->ex.hidden = NULL;
 }

@@ -12,25 +12,25 @@
  * header flags for X'.  Logged at debug level. */
 int engine_spec_decide(DistEngine *e, int l, float ratio, int s_out)
 {
-    int flags = 0, ok = ratio < e->tolerance;
+    int flags = 0, ok = ratio < e->sp.tolerance;
     if (s_out) {
-        e->spec_tried[l]++;
+        e->sp.tried[l]++;
         if (ok) {
-            e->spec_kept[l]++;
+            e->sp.kept[l]++;
             flags |= WIRE_FLAG_ACCEPT;
         }
         LOG_DEBUG("speculation layer %d->%d: r = %.5f, tolerance %.4f: %s", l, l + 1,
-                  (double)ratio, (double)e->tolerance, ok ? "kept" : "re-executed");
+                  (double)ratio, (double)e->sp.tolerance, ok ? "kept" : "re-executed");
     }
-    if (e->adaptive && e->eligible[l]) {
+    if (e->sp.adaptive && e->sp.eligible[l]) {
         /* Moving average with hysteresis around --min-acceptance. */
-        e->acc_ewma[l] = 0.9 * e->acc_ewma[l] + 0.1 * ok;
-        int next = e->spec[l];
-        if (next && e->acc_ewma[l] < e->min_acceptance - 0.05)
+        e->sp.acc_ewma[l] = 0.9 * e->sp.acc_ewma[l] + 0.1 * ok;
+        int next = e->sp.on[l];
+        if (next && e->sp.acc_ewma[l] < e->sp.min_acceptance - 0.05)
             next = 0;
-        else if (!next && e->acc_ewma[l] >= e->min_acceptance + 0.05)
+        else if (!next && e->sp.acc_ewma[l] >= e->sp.min_acceptance + 0.05)
             next = 1;
-        e->spec_pending[l] = (unsigned char)next;
+        e->sp.pending[l] = (unsigned char)next;
         flags |= WIRE_FLAG_SPEC_ON | (next ? WIRE_FLAG_SPEC_NEXT : 0);
     }
     return flags;
@@ -41,14 +41,14 @@ int dist_set_speculation(DistEngine *e, const unsigned char *mask, float toleran
 {
     int n = 0;
     for (int l = 0; l < e->L; l++) {
-        e->spec[l] = e->spec_pending[l] = mask && mask[l] && e->eligible[l];
-        e->acc_ewma[l] = e->spec[l] ? 1.0 : 0.0;
-        n += e->spec[l];
+        e->sp.on[l] = e->sp.pending[l] = mask && mask[l] && e->sp.eligible[l];
+        e->sp.acc_ewma[l] = e->sp.on[l] ? 1.0 : 0.0;
+        n += e->sp.on[l];
     }
-    e->tolerance = tolerance;
-    e->min_acceptance = min_acceptance;
-    e->adaptive = adaptive;
+    e->sp.tolerance = tolerance;
+    e->sp.min_acceptance = min_acceptance;
+    e->sp.adaptive = adaptive;
     return n;
 }
 
-const unsigned char *dist_spec_eligible(const DistEngine *e) { return e->eligible; }
+const unsigned char *dist_spec_eligible(const DistEngine *e) { return e->sp.eligible; }

@@ -291,7 +291,7 @@ static int fault_deliver(void *self, Transport *t, const WireHdr *h, size_t byte
 {
     Faults *f = self;
     (void)bytes;
-    if (f->kill_rank == t->rank && h->pos >= f->kill_pos && (h->cmd & 0xff) == WIRE_STEP) {
+    if (f->kill_rank == t->rank && h->pos >= f->kill_pos && h->cmd == WIRE_STEP) {
         fprintf(stderr, "headsplit: [rank %d] --inject-kill: killing myself at position %d\n",
                 t->rank, h->pos);
         fflush(stderr);

@@ -41,4 +41,16 @@ run_hs 5 --model "$T/m.h5" --prompt "$P" --steps 40 --quiet --partition head \
 "$CMP" "$T/a.bin" "$T/exact.bin" --cols "$vocab" --exact >/dev/null || fail "adaptive not exact"
 tried=$(jq .spec_tried "$T/a.json")
 [ "$tried" -lt $((39 * 4)) ] || fail "adaptive did not switch speculation off ($tried tried)"
+# predicted_ms_per_token prices the speculation the run uses: kept (no profile: assumed kept)
+# it is below the prediction without, from the same measured inputs (one run states both).
+run_hs 4 --model "$T/m.h5" --prompt "$P" --steps 4 --quiet --partition head \
+  --placement roundrobin --speculate all --tolerance 0.3 --metrics "$T/p.json" 2> "$T/p.err" \
+  >/dev/null || { cat "$T/p.err"; fail "prediction run failed"; }
+line=$(grep "predicted ms/token" "$T/p.err") || fail "no prediction with speculation logged"
+with=$(echo "$line" | sed 's/.*ms\/token \([^ ]*\) with.*/\1/')
+without=$(echo "$line" | sed 's/.*), \([^ ]*\) without.*/\1/')
+pred=$(jq .predicted_ms_per_token "$T/p.json")
+awk -v a="$with" -v b="$without" -v p="$pred" 'BEGIN { exit !(a < b && p > a * 0.9999 &&
+  p < a * 1.0001) }' || fail "prediction with speculation $with (metrics $pred), without $without"
+echo "ok: predicted ms/token $with with speculation, $without without"
 echo "PASS: speculation is exact at tolerance 0 and matches its emulation elsewhere"
