@@ -25,6 +25,8 @@ TYPES=${TYPES:-f32 q4_0}
 REPS=${REPS:-3}
 . scripts/mpi-env.sh
 cmake --build "$BUILD" --target headsplit headsplit-convert readbw >/dev/null
+# The revision the binaries were built from (HEAD may move while the runs go on).
+REV="$(git rev-parse --short HEAD 2>/dev/null || echo ?)$(git diff --quiet HEAD -- src include 2>/dev/null || echo +changes)"
 PRE=()
 if [ "${RT:-0}" = 1 ]; then
   if chrt -f 1 true 2>/dev/null; then PRE=(chrt -f 1); else
@@ -47,7 +49,7 @@ OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
-echo "host: $(nproc) cores ($cpu), revision $(git rev-parse --short HEAD 2>/dev/null || echo ?)," \
+echo "host: $(nproc) cores ($cpu), revision $REV (built)," \
   "priority ${PRE[*]:-normal}"
 echo "load before: $(load)"
 "${PRE[@]}" "$BUILD/bench/readbw" -m 1024 -r 7 -t 2 > "$OUT/readbw.txt"

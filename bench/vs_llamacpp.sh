@@ -31,6 +31,8 @@ DIR=${DIR:-/tmp/headsplit-bench/gguf}
 LAYERS=${LAYERS:-22}
 . scripts/mpi-env.sh
 cmake --build "$BUILD" --target headsplit headsplit-convert >/dev/null
+# The revision the binaries were built from (HEAD may move while the runs go on).
+REV="$(git rev-parse --short HEAD 2>/dev/null || echo ?)$(git diff --quiet HEAD -- src include 2>/dev/null || echo +changes)"
 PRE=()
 if [ "${RT:-0}" = 1 ]; then
   if chrt -f 1 true 2>/dev/null; then PRE=(chrt -f 1); else
@@ -59,7 +61,7 @@ load() { cut -d' ' -f1-3 /proc/loadavg; }
 # how many the prompt made).
 PROMPT=$(printf 'x%.0s' $(seq 126))
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
-echo "host: $(nproc) cores ($cpu), revision $(git rev-parse --short HEAD 2>/dev/null || echo ?)," \
+echo "host: $(nproc) cores ($cpu), revision $REV (built)," \
   "llama.cpp: $LLAMA_CPP_BIN, priority ${PRE[*]:-normal}"
 echo "load before: $(load)"
 for rep in $(seq "$REPS"); do
