@@ -4,7 +4,7 @@
 # HEADSPLIT_TEST_QUICK=1 (the sanitizer build): 3 ranks instead of 5 (rank 2, the one killed,
 # is a worker either way; the supervisor relaunches on 2).
 . "$(dirname "$0")/common.sh"
-stories_model "$T/m.h5" 4
+text_model "$T/m.h5" 4
 NP=$(quick 3 5)
 args=(--model "$T/m.h5" --prompt "Once upon a time" --steps 80 --quiet --partition head)
 run_hs $NP "${args[@]}" --metrics "$T/full.json"
@@ -31,7 +31,7 @@ grep -q "rank 2" "$T/err" || { cat "$T/err"; fail "the failed rank is not named"
 ngen=$(grep -c '^t ' "$T/t.txt")
 [ "$ngen" -ge 30 ] || fail "transcript holds only $ngen generated tokens"
 # Every token in the transcript is the uninterrupted run's.
-want=$(jq -r '.tokens[5:][]' "$T/full.json" | head -n "$ngen" | tr '\n' ' ')
+want=$(jq -r '.tokens[.n_prompt_tokens:][]' "$T/full.json" | head -n "$ngen" | tr '\n' ' ')
 have=$(sed -n 's/^t //p' "$T/t.txt" | tr '\n' ' ')
 [ "$want" = "$have" ] || fail "transcript tokens differ from the uninterrupted run"
 echo "ok: killed run ended in ${took}s with $ngen tokens saved"
