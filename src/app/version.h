@@ -8,9 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#ifndef HEADSPLIT_GIT_REV
-#define HEADSPLIT_GIT_REV "unknown"
-#endif
+#include "gitrev.h" /* HEADSPLIT_GIT_REV: generated at build time (scripts/gitrev.cmake) */
 
 static inline void app_version(FILE *out, const char *program)
 {
