@@ -7,7 +7,7 @@ same bytes.  Speed does not depend on the weights' values.
 Python standard library only.  Weights: one table of N(0, 0.02^2) floats (seeded) repeated
 with a shifting offset; norms 1.0.  Tokenizer: a SentencePiece-style vocabulary whose first
 259 entries are <unk>, <s>, </s> and the 256 byte tokens (what llama.cpp's loader looks up),
-the rest placeholder pieces.
+the rest pieces named tok0, tok1, ... (score 0: speed tests only need a valid vocabulary).
 
 usage: random_gguf.py OUT.gguf [--dim 2048 --ffn 5632 --layers 22 --heads 32 --kv-heads 4
                                 --vocab 32000 --ctx 2048 --seed 1]

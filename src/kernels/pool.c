@@ -111,6 +111,23 @@ static void pool_work(unsigned gen)
     }
 }
 
+/* One step of a wait's spin (spins: the steps so far, t0: 0 at the start): a pause, and every
+ * 64th step a yield where the cores are shared and a look at the clock.  1 once the wait has
+ * spun pool.spin_ns: the caller then sleeps. */
+static int pool_spin_spent(int spins, long long *t0)
+{
+    POOL_RELAX();
+    if ((spins & 63) != 0)
+        return 0;
+    if (pool.yield)
+        sched_yield();
+    if (*t0 == 0) {
+        *t0 = pool_now_ns();
+        return 0;
+    }
+    return pool_now_ns() - *t0 > pool.spin_ns;
+}
+
 static void *pool_main(void *p)
 {
     (void)p;
@@ -122,14 +139,7 @@ static void *pool_main(void *p)
              (g = JW_GEN(atomic_load_explicit(&pool.word, memory_order_acquire))) == seen &&
              !atomic_load_explicit(&pool.quit, memory_order_relaxed);
              spins++) {
-            POOL_RELAX();
-            if ((spins & 63) != 0)
-                continue;
-            if (pool.yield)
-                sched_yield();
-            if (t0 == 0)
-                t0 = pool_now_ns();
-            else if (pool_now_ns() - t0 > pool.spin_ns) {
+            if (pool_spin_spent(spins, &t0)) {
                 pthread_mutex_lock(&pool.mu);
                 atomic_fetch_add(&pool.sleepers, 1);
                 while (JW_GEN(atomic_load(&pool.word)) == seen && !atomic_load(&pool.quit))
@@ -318,14 +328,7 @@ void kernels_parallel_rows(KernelsRowsFn fn, void *arg, int rows, long long work
     pool_work(gen);
     long long t0 = 0;
     for (int spins = 0; atomic_load_explicit(&pool.done, memory_order_acquire) < count; spins++) {
-        POOL_RELAX();
-        if ((spins & 63) != 0)
-            continue;
-        if (pool.yield)
-            sched_yield();
-        if (t0 == 0)
-            t0 = pool_now_ns();
-        else if (pool_now_ns() - t0 > pool.spin_ns) {
+        if (pool_spin_spent(spins, &t0)) {
             /* a helper was descheduled inside a chunk: sleep until the last chunk is done */
             atomic_store(&pool.caller_asleep, 1);
             pthread_mutex_lock(&pool.mu);
