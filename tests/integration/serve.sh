@@ -93,6 +93,9 @@ kill $SERVER; wait $SERVER 2>/dev/null || true
 # server says so and answers the next request at once
 "$CONVERT" --synthetic "llama:dim=512,layers=8,heads=8,kv_heads=8,head_dim=64,ffn=2048,vocab=4096,ctx=4096" \
   --out "$T/slow.h5" > /dev/null
+# a port of its own: the first server's closed connections may hold its port a while
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+URL=http://127.0.0.1:$PORT
 timeout -k 5 120 mpirun $MPI_FLAGS -np 1 "$HS" --model "$T/slow.h5" --serve 127.0.0.1:$PORT \
   --chat-template chatml --threads 1 > "$T/serve2.out" 2> "$T/serve2.err" &
 SERVER=$!
@@ -100,7 +103,7 @@ SERVER=$!
 for _ in $(seq 100); do curl -sf "$URL/v1/models" > /dev/null 2>&1 && break; sleep 0.3; done
 timeout -k 5 60 bash -c 'curl -s -N -d "{\"prompt\":\"hello\",\"max_tokens\":3000,\"stream\":true}" "$1/v1/completions" | head -n 3' \
   _ "$URL" > "$T/cut.sse" || true
-grep -q '^data: {' "$T/cut.sse" || fail "no streamed data before the disconnect"
+grep -q '^data: {' "$T/cut.sse" || { cat "$T/serve2.err" "$T/cut.sse"; fail "no streamed data before the disconnect"; }
 t0=$(date +%s.%N)
 curl -s -d '{"prompt":"hello","max_tokens":2}' "$URL/v1/completions" | grep -q text_completion || fail "no reply after a disconnect"
 t1=$(date +%s.%N)
