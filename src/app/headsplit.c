@@ -97,12 +97,15 @@ static uint64_t file_bytes(const char *path)
     return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
 }
 
-/* The load's bar: the whole file for a single process, else the controller's share (no
- * total: the plan decides it). */
+/* The load's bar: the whole file for a single process, else this rank's share (no total:
+ * the plan decides it); a worker's names its rank. */
 static Progress *load_bar_start(const Run *run)
 {
     char label[1100];
-    snprintf(label, sizeof label, "loading %s", run->o.model);
+    if (run->cm.rank > 0)
+        snprintf(label, sizeof label, "rank %d: loading %s", run->cm.rank, run->o.model);
+    else
+        snprintf(label, sizeof label, "loading %s", run->o.model);
     return progress_start(label, run->distributed ? 0 : file_bytes(run->o.model), 0);
 }
 
@@ -477,8 +480,8 @@ static int load_draft(Run *run)
 static int run_load(Run *run)
 {
     /* a bar on the controller's terminal: the whole file for a single process (started in
-     * run_open), the controller's own share otherwise */
-    if (run->cm.rank == 0 && run->distributed)
+     * run_open), each rank's own share otherwise (under mpirun, lines in its log) */
+    if (run->distributed)
         run->load_bar = load_bar_start(run);
     int rc = run->distributed ? load_dist(run) : load_local(run);
     progress_stop(run->load_bar, rc == 0);

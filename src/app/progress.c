@@ -1,4 +1,5 @@
-/* progress.c: the progress bar of progress.h, a thread sampling /proc/self/io. */
+/* progress.c: the progress bar of progress.h, a thread sampling /proc/self/io: redrawn in
+ * place on a terminal, a line every few seconds in a log. */
 #include "progress.h"
 
 #include "util.h"
@@ -14,6 +15,10 @@ struct Progress {
     char label[128];
     uint64_t total, base;
     int writes;
+    int log;        /* stderr is not a terminal: whole lines, not a redrawn bar */
+    double every;   /* log: seconds between lines (0: every tick, and always a last line) */
+    double next;    /* log: when the next line is due, seconds after t0 */
+    int lines;      /* log: lines printed so far */
     double t0;
     pthread_t tid;
     pthread_mutex_t mu;
@@ -37,6 +42,24 @@ static int64_t io_bytes(int writes)
     return v;
 }
 
+/* A log's line: what a bar shows, ended by a newline, never redrawn. */
+static void progress_line(Progress *p, uint64_t done, double dt, int final)
+{
+    double rate = dt > 0 ? done / dt : 0;
+    double unit = (p->total ? p->total : done) >= 1000000000 ? 1e9 : 1e6;
+    const char *un = unit > 1e6 ? "GB" : "MB";
+    if (p->total)
+        fprintf(stderr, "%s: %3d%%  %.2f / %.2f %s  %.1f MB/s", p->label,
+                (int)(100.0 * (double)done / (double)p->total), done / unit, p->total / unit, un,
+                rate / 1e6);
+    else
+        fprintf(stderr, "%s: %.2f %s  %.1f MB/s", p->label, done / unit, un, rate / 1e6);
+    fprintf(stderr, final == 2 ? ", done in %.1f s\n" : final ? ", stopped after %.1f s\n"
+                                                               : "  (%.0f s)\n", dt);
+    fflush(stderr);
+    p->lines++;
+}
+
 /* final: 1 the last line, 2 the last line of completed work (the total reached). */
 static void progress_draw(Progress *p, int final)
 {
@@ -45,6 +68,14 @@ static void progress_draw(Progress *p, int final)
     if (p->total && (done > p->total || final == 2))
         done = p->total;
     double dt = time_now() - p->t0;
+    if (p->log) {
+        if (final ? p->lines > 0 || p->every == 0 : dt >= p->next) {
+            progress_line(p, done, dt, final);
+            while (p->next <= dt)
+                p->next += p->every > 0 ? p->every : 1e9;
+        }
+        return;
+    }
     double rate = dt > 0 ? done / dt : 0;
     char bar[32] = "";
     if (p->total) {
@@ -85,9 +116,23 @@ static void *progress_main(void *arg)
     return NULL;
 }
 
+/* A log's interval: HEADSPLIT_PROGRESS_EVERY seconds (0: every tick), else 5; negative or
+ * "off": no lines. */
+static double log_every(void)
+{
+    const char *v = getenv("HEADSPLIT_PROGRESS_EVERY");
+    if (!v || !*v)
+        return 5.0;
+    char *end;
+    double s = strtod(v, &end);
+    return end == v || *end ? -1 : s;
+}
+
 Progress *progress_start(const char *label, uint64_t total, int writes)
 {
-    if (!isatty(STDERR_FILENO))
+    int log = !isatty(STDERR_FILENO);
+    double every = log ? log_every() : 0;
+    if (every < 0)
         return NULL;
     int64_t base = io_bytes(writes);
     if (base < 0)
@@ -96,6 +141,9 @@ Progress *progress_start(const char *label, uint64_t total, int writes)
     snprintf(p->label, sizeof p->label, "%s", label);
     p->total = total;
     p->writes = writes;
+    p->log = log;
+    p->every = every;
+    p->next = every;
     p->base = (uint64_t)base;
     p->t0 = time_now();
     pthread_mutex_init(&p->mu, NULL);

@@ -3,7 +3,8 @@
 # -n counts new tokens; --stop cuts the text; special-token text becomes the token unless
 # --no-special; chat templates applied to --prompt; sampling filters are seeded and
 # deterministic; clear errors (unknown template, --serve beyond loopback without a key, a
-# model in another format with the convert command); --version on every program.
+# model in another format with the convert command); --version on every program; progress
+# bars on a terminal, lines per rank in a log (mpirun), none when off.
 . "$(dirname "$0")/common.sh"
 stories_model "$T/m.h5" 9
 gen() { run_hs 1 --model "$T/m.h5" --quiet "$@"; }
@@ -66,6 +67,18 @@ done
 # progress: a bar on a terminal (script(1) gives one), nothing when stderr is a file
 gen --prompt "$P" --steps 4 2> "$T/plain.err" > /dev/null
 ! grep -q "loading" "$T/plain.err" || fail "a progress bar was drawn into a file"
+# in a log (under mpirun stderr is a pipe) a load longer than HEADSPLIT_PROGRESS_EVERY seconds
+# prints lines, each rank its own: every tick and a last line with 0
+HEADSPLIT_PROGRESS_EVERY=0 run_hs 3 --model "$T/m.h5" --prompt "$P" --steps 4 --quiet \
+  2> "$T/log.err" > /dev/null || { cat "$T/log.err"; fail "the load with progress lines"; }
+for r in 1 2; do
+  grep -q "^rank $r: loading $T/m.h5: .* MB/s, done in [0-9.]* s$" "$T/log.err" \
+    || { cat "$T/log.err"; fail "no progress line of rank $r's load in the log"; }
+done
+! grep -q $'\r' "$T/log.err" || fail "a log's progress lines hold carriage returns"
+HEADSPLIT_PROGRESS_EVERY=off run_hs 3 --model "$T/m.h5" --prompt "$P" --steps 4 --quiet \
+  2> "$T/off.err" > /dev/null || { cat "$T/off.err"; fail "the load with progress off"; }
+! grep -q "loading" "$T/off.err" || fail "HEADSPLIT_PROGRESS_EVERY=off printed progress"
 if command -v script >/dev/null; then
   script -qec "$HS --model $T/m.h5 --prompt x --steps 4 --quiet" /dev/null > "$T/tty.out" 2>&1 || true
   grep -aq "loading $T/m.h5: \[" "$T/tty.out" || { cat "$T/tty.out"; fail "no loading bar on a terminal"; }
