@@ -4,13 +4,17 @@ comparisons against llama.cpp (bench/prompt.sh): llama-quantize turns it into Q8
 Q4_K_M, headsplit-convert --format gguf reads the quantized file, so both engines run the
 same bytes.  Speed does not depend on the weights' values.
 
+--type q8_0|q4_0 writes the 2-D tensors as those blocks directly (random quants, fp16 scales
+near 0.02/127 and 0.02/7), without llama-quantize: how a 7-8B-class GGUF is made here in a
+few minutes (an F32 one would be 27 GB).  Norms stay F32.
+
 Python standard library only.  Weights: one table of N(0, 0.02^2) floats (seeded) repeated
 with a shifting offset; norms 1.0.  Tokenizer: a SentencePiece-style vocabulary whose first
 259 entries are <unk>, <s>, </s> and the 256 byte tokens (what llama.cpp's loader looks up),
 the rest pieces named tok0, tok1, ... (score 0: speed tests only need a valid vocabulary).
 
 usage: random_gguf.py OUT.gguf [--dim 2048 --ffn 5632 --layers 22 --heads 32 --kv-heads 4
-                                --vocab 32000 --ctx 2048 --seed 1]
+                                --vocab 32000 --ctx 2048 --seed 1 --type f32]
 (the defaults are TinyLlama-1.1B's shape)"""
 import argparse
 import array
@@ -52,7 +56,13 @@ def main():
     for k, v in (('dim', 2048), ('ffn', 5632), ('layers', 22), ('heads', 32), ('kv-heads', 4),
                  ('vocab', 32000), ('ctx', 2048), ('seed', 1)):
         ap.add_argument('--' + k, type=int, default=v)
+    ap.add_argument('--type', choices=('f32', 'q8_0', 'q4_0'), default='f32')
     a = ap.parse_args()
+    # ggml type id, bytes per block of 32 values (f32: per value), general.file_type
+    gtype, bsize, ftype = {'f32': (0, 4, 0), 'q8_0': (8, 34, 7), 'q4_0': (2, 18, 2)}[a.type]
+    per = 1 if a.type == 'f32' else 32
+    if per > 1 and (a.dim % 32 or a.ffn % 32):
+        sys.exit('random_gguf.py: --type %s needs dim and ffn multiples of 32' % a.type)
     if a.vocab < 259 or a.dim % a.heads or a.heads % a.kv_heads:
         sys.exit('random_gguf.py: vocab below 259 or heads not dividing dim / kv-heads')
     hd = a.dim // a.heads
@@ -84,7 +94,7 @@ def main():
             kv('llama.attention.head_count_kv', T_UINT32, a.kv_heads),
             kv('llama.attention.layer_norm_rms_epsilon', T_FLOAT32, 1e-5),
             kv('llama.rope.freq_base', T_FLOAT32, 10000.0),
-            kv('general.file_type', T_UINT32, 0),
+            kv('general.file_type', T_UINT32, ftype),
             kv('tokenizer.ggml.model', T_STRING, 'llama'),
             kv_array('tokenizer.ggml.tokens', T_STRING, toks),
             kv_array('tokenizer.ggml.scores', T_FLOAT32, [0.0] * a.vocab),
@@ -93,16 +103,25 @@ def main():
             kv('tokenizer.ggml.eos_token_id', T_UINT32, 2),
             kv('tokenizer.ggml.unknown_token_id', T_UINT32, 0)]
 
+    def tbytes(ne0, ne1):
+        return 4 * ne0 if ne1 is None else ne0 * ne1 // per * bsize
+
     infos, off = [], 0
     for name, ne0, ne1 in tensors:
         dims = [ne0] if ne1 is None else [ne0, ne1]
         infos.append(gstr(name) + struct.pack('<I', len(dims)) +
-                     b''.join(struct.pack('<Q', d) for d in dims) + struct.pack('<IQ', 0, off))
-        off += (4 * ne0 * (ne1 or 1) + ALIGN - 1) // ALIGN * ALIGN
+                     b''.join(struct.pack('<Q', d) for d in dims) +
+                     struct.pack('<IQ', 0 if ne1 is None else gtype, off))
+        off += (tbytes(ne0, ne1) + ALIGN - 1) // ALIGN * ALIGN
 
     rng = random.Random(a.seed)
-    table = array.array('f', (rng.gauss(0.0, 0.02) for _ in range(1 << 20)))
-    tb = table.tobytes()
+    if a.type == 'f32':
+        tb = array.array('f', (rng.gauss(0.0, 0.02) for _ in range(1 << 20))).tobytes()
+    else:  # 2^15 random blocks: an fp16 scale, then 32 int8 or 16 bytes of nibbles
+        amax = 127 if a.type == 'q8_0' else 7
+        tb = b''.join(struct.pack('<e', 0.02 * (0.5 + rng.random()) / amax) +
+                      bytes(rng.getrandbits(8) for _ in range(bsize - 2))
+                      for _ in range(1 << 15))
     ones = array.array('f', [1.0]).tobytes()
     with open(a.out, 'wb') as f:
         f.write(b'GGUF' + struct.pack('<IQQ', 3, len(tensors), len(meta)))
@@ -110,13 +129,13 @@ def main():
         f.write(b'\0' * (-f.tell() % ALIGN))
         shift = 0
         for name, ne0, ne1 in tensors:
-            nbytes = 4 * ne0 * (ne1 or 1)
+            nbytes = tbytes(ne0, ne1)
             if ne1 is None:
                 f.write(ones * ne0)
             else:
                 left = nbytes
                 while left:
-                    shift = (shift + 4 * 4099) % len(tb)
+                    shift = (shift + (4 if a.type == 'f32' else bsize) * 4099) % len(tb)
                     chunk = (tb[shift:] + tb[:shift])[:left]
                     f.write(chunk)
                     left -= len(chunk)

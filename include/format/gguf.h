@@ -70,6 +70,11 @@ int gguf_open(GgufFile **out, const char *path, char *err, size_t errlen);
 int gguf_open_mem(GgufFile **out, const void *data, size_t len, const char *name, char *err,
                   size_t errlen);
 void gguf_close(GgufFile *g);
+/* Drops the mapped pages of [p, p + n) (within the file's map) from this process's memory
+ * once they have been read, so that a pass over a file larger than the memory keeps the
+ * resident set to what is in use; a later read maps them in again.  No-op for
+ * gguf_open_mem. */
+void gguf_release(const GgufFile *g, const void *p, uint64_t n);
 
 /* The key or tensor of that name, or NULL. */
 const GgufKV *gguf_find_kv(const GgufFile *g, const char *key);

@@ -6,10 +6,14 @@
 #include "progress.h"
 
 #include <stdio.h>
+#include <unistd.h>
 
-/* ConvertProgress's ends: the bar on stderr (progress.h), ctx a Progress **. */
+/* ConvertProgress's ends: the bar on stderr's terminal (progress.h), ctx a Progress **; in a
+ * log the writer prints its own lines (ConvertStats.progress). */
 static void bar_start(void *ctx, uint64_t total, int writes)
 {
+    if (!isatty(STDERR_FILENO))
+        return;
     *(Progress **)ctx = progress_start(writes ? "headsplit-convert: writing"
                                               : "headsplit-convert: reading", total, writes);
 }

@@ -191,7 +191,7 @@ static double quantize_bytes_per_weight(const char *q)
 }
 
 /* The work of a conversion for its progress line: the input's bytes (*writes 0), or for
- * --synthetic the matrices' bytes it will write (*writes 1); 0 when not known. */
+ * --synthetic and GGUF the bytes it will write (*writes 1); 0 when not known. */
 static uint64_t cli_work_bytes(const CliArgs *a, int *writes)
 {
     *writes = 0;
@@ -211,8 +211,11 @@ static uint64_t cli_work_bytes(const CliArgs *a, int *writes)
     }
     if (a->format && !strcmp(a->format, "llama2c"))
         return file_size(a->checkpoint);
-    if (a->format && !strcmp(a->format, "gguf"))
+    if (a->format && !strcmp(a->format, "gguf")) {
+        *writes = 1; /* the file is mapped, unseen by the read counter; its tensors are written
+                      * byte for byte, so the output's size is the input's, near enough */
         return file_size(a->file);
+    }
     if (a->format && !strcmp(a->format, "hf") && a->dir)
         return dir_safetensors_bytes(a->dir);
     return 0;

@@ -238,15 +238,21 @@ static int put(Conv *cv, const char *path, const GgufTensor *t, uint64_t off, in
                         (unsigned long long)row_bytes, (unsigned long long)t->bytes);
     /* GGUF is little-endian, and so are the datasets: the bytes go across unchanged */
     void *src = (void *)(uintptr_t)(t->data + off);
-    if (t->type == QTYPE_F32)
-        return writer_stream_tensor(w, path, rank, dims, fill_from_map, src, cv->err,
-                                    cv->errlen);
+    /* a tensor's pages leave the resident set once written: converting a 7B-class file
+     * holds one tensor's worth of the map, not the file */
+    if (t->type == QTYPE_F32) {
+        int rc = writer_stream_tensor(w, path, rank, dims, fill_from_map, src, cv->err,
+                                      cv->errlen);
+        gguf_release(cv->g, src, rows * row_bytes);
+        return rc;
+    }
     char herr[256];
     hid_t d = h5io_create_qtensor(w->file, path, rank, dims, (QType)t->type, herr, sizeof herr);
     if (d < 0)
         return util_err(cv->err, cv->errlen, "%s: %s", w->out_path, herr);
     int rc = h5io_write_qrows(d, 0, rows, src, herr, sizeof herr);
     H5Dclose(d);
+    gguf_release(cv->g, src, rows * row_bytes);
     if (rc < 0)
         return util_err(cv->err, cv->errlen, "%s: %s", w->out_path, herr);
     w->bytes += rows * row_bytes;

@@ -430,6 +430,20 @@ int gguf_open(GgufFile **out, const char *path, char *err, size_t errlen)
     return 0;
 }
 
+void gguf_release(const GgufFile *g, const void *p, uint64_t n)
+{
+    if (!g || !g->mapped || n == 0)
+        return;
+    const uint8_t *b = p, *e = b + n;
+    if (b < g->map || e > g->map + g->size)
+        return;
+    /* whole pages inside the range only: the neighbours' pages may still be wanted */
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)b + page - 1) / page * page, hi = (uintptr_t)e / page * page;
+    if (hi > lo)
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 void gguf_close(GgufFile *g)
 {
     if (!g)
