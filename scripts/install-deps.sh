@@ -6,7 +6,8 @@ PKGS=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin libopenblas-de
       gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user  # NEON kernels under qemu
       python3                                                 # scripts/check_layering.py
       libmicrohttpd-dev                                       # headsplit --serve
-      tmux curl nodejs npm)
+      tmux curl nodejs npm
+      time)                                                   # /usr/bin/time: peak RSS in tests
 # tmux: the --chat test; curl, nodejs, npm: the --serve test and tests/integration/
 # tokenizers_hf.sh, with the npm packages of tests/node (the openai client, JavaScript
 # Hugging Face tokenizers) installed below from its package-lock.json.
