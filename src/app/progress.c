@@ -4,6 +4,7 @@
 
 #include "util.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,21 +43,37 @@ static int64_t io_bytes(int writes)
     return v;
 }
 
-/* A log's line: what a bar shows, ended by a newline, never redrawn. */
+/* A log's line: what a bar shows, ended by a newline, never redrawn.  The line is formatted first
+ * and written with one write(2): under mpirun every rank's stderr is forwarded through its own
+ * pipe, and a line written in pieces lets another rank's line land in the middle of it. */
 static void progress_line(Progress *p, uint64_t done, double dt, int final)
 {
     double rate = dt > 0 ? done / dt : 0;
     double unit = (p->total ? p->total : done) >= 1000000000 ? 1e9 : 1e6;
     const char *un = unit > 1e6 ? "GB" : "MB";
+    char line[512];
+    int n;
     if (p->total)
-        fprintf(stderr, "%s: %3d%%  %.2f / %.2f %s  %.1f MB/s", p->label,
-                (int)(100.0 * (double)done / (double)p->total), done / unit, p->total / unit, un,
-                rate / 1e6);
+        n = snprintf(line, sizeof line, "%s: %3d%%  %.2f / %.2f %s  %.1f MB/s", p->label,
+                     (int)(100.0 * (double)done / (double)p->total), done / unit,
+                     p->total / unit, un, rate / 1e6);
     else
-        fprintf(stderr, "%s: %.2f %s  %.1f MB/s", p->label, done / unit, un, rate / 1e6);
-    fprintf(stderr, final == 2 ? ", done in %.1f s\n" : final ? ", stopped after %.1f s\n"
-                                                               : "  (%.0f s)\n", dt);
+        n = snprintf(line, sizeof line, "%s: %.2f %s  %.1f MB/s", p->label, done / unit, un,
+                     rate / 1e6);
+    if (n < 0 || (size_t)n >= sizeof line)
+        n = (int)sizeof line - 40; /* a label too long: cut it, keep the line's end */
+    n += snprintf(line + n, sizeof line - (size_t)n,
+                  final == 2 ? ", done in %.1f s\n" : final ? ", stopped after %.1f s\n"
+                                                          : "  (%.0f s)\n", dt);
     fflush(stderr);
+    for (size_t off = 0; off < (size_t)n;) {
+        ssize_t w = write(STDERR_FILENO, line + off, (size_t)n - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        off += (size_t)w;
+    }
     p->lines++;
 }
 
