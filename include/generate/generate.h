@@ -107,4 +107,9 @@ int generate_read_transcript(const char *path, int vocab, int **prompt, int *n_p
 /* Median of the per-token times after the first (warm-up) position. */
 double generate_ms_per_token(const GenResult *res);
 
+/* Median of the decode positions' times alone: the positions after the prompt's
+ * (token_ms[n_prompt_run..n_forward-1], each run by a pass that decodes one token or, with a
+ * draft, its share of a verifying pass); 0 when no position was decoded. */
+double generate_decode_ms_per_token(const GenResult *res);
+
 #endif

@@ -138,6 +138,12 @@ static json_t *metrics_json(const Run *run, json_t *dm, double ms, uint64_t sum)
     json_object_set_new(m, "gen_s", json_real(res->gen_ms / 1e3));
     json_object_set_new(m, "prompt_tokens_per_s", json_real(prompt_rate(res)));
     json_object_set_new(m, "gen_tokens_per_s", json_real(gen_rate(res)));
+    /* decode alone: the prompt's positions (a batched pass's shares) left out */
+    const int n_dec = res->n_forward - res->n_prompt_run;
+    json_object_set_new(m, "n_prompt_run", json_integer(res->n_prompt_run));
+    json_object_set_new(m, "decode_positions", json_integer(n_dec > 0 ? n_dec : 0));
+    json_object_set_new(m, "decode_ms_per_token",
+                        n_dec > 0 ? json_real(generate_decode_ms_per_token(res)) : json_null());
     passes_json(m, run);
     json_object_set_new(m, "threads", json_integer(kernels_get_threads()));
     json_object_set_new(m, "token_ms", tms);

@@ -78,6 +78,12 @@ double generate_ms_per_token(const GenResult *res)
     return util_median(res->token_ms + 1, (size_t)n);
 }
 
+double generate_decode_ms_per_token(const GenResult *res)
+{
+    int first = res->n_prompt_run, n = res->n_forward - first;
+    return n > 0 ? util_median(res->token_ms + first, (size_t)n) : 0.0;
+}
+
 void generate_result_free(GenResult *res)
 {
     if (!res)
