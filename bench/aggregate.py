@@ -14,15 +14,24 @@ if os.path.exists(os.path.join(out, "meta.json")):
     meta = json.load(open(os.path.join(out, "meta.json")))
 base_rtt = float(meta.get("base_rtt", "10") or 10) if meta.get("base_rtt", "") not in ("", "none") else None
 
-MAIN_ORDER = ["layer", "head/seed", "head/seed+spec", "head/greedy", "head+spec/random",
+MAIN_ORDER = ["single", "layer", "layer/dp", "head/seed", "head/seed+spec", "head/greedy", "head+spec/random",
               "head+spec/roundrobin", "head+spec/greedy", "slice", "slice/f16", "slice/q8",
               "slice/lm-ctl",
               "auto"]
-SWEEP_CONFIGS = ["layer", "head/greedy", "head/seed", "slice", "auto"]
+SWEEP_CONFIGS = ["layer", "layer/dp", "head/greedy", "head/seed", "slice", "auto"]
+LAYERWISE = ("layer", "layer/dp")  # the layer-wise baselines: naive N stages, and the best plan
+# "single": the single-process reference (-np 1 on the host, outside the device emulation): the
+# "exact" and "same tokens" columns compare every run with it; its time is the host's, not a
+# board's, and takes part in no speedup.
 # auto's candidates (its log line names partitions) and the configurations that measure them
 CAND = {"layer": "layer", "head": "head/greedy", "slice": "slice"}
+# auto's layer-wise candidate is the better of N stages and the best layer-wise plan over
+# subsets of the boards (its log line says "as --placement dp" when it took the latter): it
+# is measured by layer/dp where the matrix has it
+def cand_config(p_, have):
+    return "layer/dp" if p_ == "layer" and "layer/dp" in have else CAND[p_]
 # "exact" is measured, not listed: a configuration is exact when its logits are bit-identical
-# to the layer-wise run's in the same repeat (logits_vs_layer below).
+# to the single-process run's in the same repeat (logits_vs_single below).
 # Harness fallback when the engine reports no energy: a Pi 4 idles at 3.8 W and draws 1.2 W
 # more per busy core-second.
 IDLE_W, EXTRA_W = 3.8, 1.2
@@ -62,7 +71,9 @@ for r in rows:
         "placement": r["placement"], "speculate": r["speculate"],
         "tolerance": num(r["tolerance"]) if r["tolerance"] != "-" else None,
         "rtt_ms": num(r["rtt_ms"]), "link": r["link"], "groups": r["groups"],
-        "rep": int(r["rep"]), "seed": int(r["seed"]), "steps": int(r["steps"]),
+        "rep": int(r["rep"]), "seed": int(r["seed"]),
+        "n_predict": int(r.get("n_predict") or r.get("steps") or 0),
+        "base_model": r["model"].split("@")[0],
         "status": r["status"], "rc": int(r["rc"]), "wall_s": num(r["wall_s"]),
         "loadavg_1min": num(r["load1"]), "started": r["started"],
         "load_wait_s": num(r.get("load_wait_s")), "max_load": num(r.get("max_load")),
@@ -71,7 +82,7 @@ for r in rows:
         "log": os.path.relpath(r["log"], out) if r["log"] else "",
     }
     m = None
-    if r["status"] == "ok" and os.path.exists(r["metrics"]):
+    if r["status"] in ("ok", "short") and os.path.exists(r["metrics"]):
         try:
             m = json.load(open(r["metrics"]))
         except Exception as e:
@@ -82,11 +93,28 @@ for r in rows:
         tms = m.get("token_ms") or []
         nf = m.get("n_forward") or len(tms) or None
         gen = num(m.get("generate_s"))
-        ms = num(m.get("ms_per_token"))
+        # s/token: the decode positions alone (the engine's decode_ms_per_token; an engine
+        # without it: the median of token_ms after the prompt's positions); ms_per_token, the
+        # median over every position after the first, counts the prompt's batched shares.
+        ms = num(m.get("decode_ms_per_token"))
+        npr = m.get("n_prompt_run", m.get("n_prompt_tokens"))
+        if "decode_ms_per_token" not in m and npr is not None and len(tms) > npr:
+            ms = statistics.median(tms[npr:])
+        ngen = m.get("n_gen_tokens")
+        if ngen is None or ngen < d["n_predict"]:
+            d["status"] = "short"  # generated fewer tokens than asked: no decode figure
         ranks = m.get("ranks") or []
         workers = [x for x in ranks if x.get("role") == "worker"] or ranks
         d.update({
-            "n_forward": nf, "ms_per_token": ms,
+            "n_forward": nf, "ms_per_token": ms, "n_gen_tokens": ngen,
+            "n_prompt_tokens": m.get("n_prompt_tokens"), "decode_positions": m.get("decode_positions"),
+            "gen_tokens_per_s": num(m.get("gen_tokens_per_s")),
+            "ms_per_token_all_positions": num(m.get("ms_per_token")),
+            "stopped_by": m.get("stopped_by"),
+            # the boards a plan uses: the controller (a board of its own, rank 0) and every
+            # worker that holds weights; a single process is one
+            "boards": (1 + sum(1 for x in ranks if x.get("role") == "worker"
+                               and (x.get("weight_bytes") or 0) > 0)) if ranks else None,
             "s_per_256": ms * 256 / 1000 if ms is not None else None,
             "first_position_s": tms[0] / 1000 if tms else None,
             "load_s": num(m.get("load_s")), "generate_s": gen,
@@ -140,10 +168,12 @@ for r in rows:
                     kv = part.split()
                     if len(kv) == 2 and num(kv[1]) is not None:
                         d[f"auto_predicted_{kv[0]}_ms"] = num(kv[1])
-                d["auto_choice"] = d.get("auto_choice") or CAND.get(mm.group(2), mm.group(2))
+                ch = "layer/dp" if mm.group(2) == "layer" and "--placement dp" in line else \
+                    CAND.get(mm.group(2), mm.group(2))
+                d["auto_choice"] = ch if ch == "layer/dp" else (d.get("auto_choice") or ch)
     results.append(d)
 
-# ---- exactness, measured: logits against the layer-wise run of the same model, RTT and repeat
+# ---- exactness, measured: logits against the single-process run of the same model and repeat
 from array import array
 def read_f32(path):
     a = array("f")
@@ -155,36 +185,41 @@ def logits_of(d):
     p = os.path.join(out, d["metrics"][:-5] + ".logits") if d.get("metrics") else ""
     return p if p and os.path.exists(p) else None
 
-layer_runs = {(d["model"], d["rtt_ms"], d["rep"]): d
-              for d in results if d["config"] == "layer" and d["status"] == "ok"}
+single_runs = {(d["base_model"], d["rep"]): d
+               for d in results if d["config"] == "single" and d["status"] == "ok"}
 for d in results:
-    if d["status"] != "ok": continue
-    ref = layer_runs.get((d["model"], d["rtt_ms"], d["rep"]))
+    if d["status"] != "ok" or d["config"] == "single": continue
+    ref = single_runs.get((d["base_model"], d["rep"]))
+    if ref:
+        d["same_tokens_as_single"] = d.get("tokens_checksum") == ref.get("tokens_checksum")
     a_p, b_p = logits_of(d), ref and logits_of(ref)
     if not a_p or not b_p: continue
     a, b = read_f32(a_p), read_f32(b_p)
     m = json.load(open(os.path.join(out, d["metrics"])))
     V = ((m.get("model") or {}).get("vocab_size")) or 0
-    if len(a) != len(b) or not V or len(a) % V:
-        d["logits_vs_layer"] = "different length"; continue
+    if not V or len(a) % V or len(b) % V:
+        d["logits_vs_single"] = "different length"; continue
     if a.tobytes() == b.tobytes():
-        d["logits_vs_layer"] = "identical"; d["logits_max_abs_diff"] = 0.0; d["argmax_rows_differ"] = 0
+        d["logits_vs_single"] = "identical"; d["logits_max_abs_diff"] = 0.0; d["argmax_rows_differ"] = 0
         continue
+    n = min(len(a), len(b))  # the rows both ran (a run cut short has fewer)
     dm, rows = 0.0, 0
-    for i in range(0, len(a), V):
+    for i in range(0, n, V):
         ra, rb = a[i:i + V], b[i:i + V]
         dm = max(dm, max(abs(x - y) for x, y in zip(ra, rb)))
         rows += max(range(V), key=ra.__getitem__) != max(range(V), key=rb.__getitem__)
-    d["logits_vs_layer"] = "differ"; d["logits_max_abs_diff"] = dm; d["argmax_rows_differ"] = rows
+    d["logits_vs_single"] = "differ" if len(a) == len(b) else "differ in length"
+    d["logits_max_abs_diff"] = dm; d["argmax_rows_differ"] = rows
 
 COLS = ["model", "config", "partition", "placement", "speculate", "tolerance", "rtt_ms", "link",
-        "groups", "rep", "seed", "steps", "status", "rc", "wall_s", "loadavg_1min", "started",
-        "n_forward", "ms_per_token", "s_per_256", "first_position_s", "load_s", "generate_s",
+        "groups", "rep", "seed", "n_predict", "status", "rc", "wall_s", "loadavg_1min", "started",
+        "n_forward", "n_prompt_tokens", "n_gen_tokens", "decode_positions", "stopped_by",
+        "ms_per_token", "ms_per_token_all_positions", "gen_tokens_per_s", "boards", "s_per_256", "first_position_s", "load_s", "generate_s",
         "hops_per_token", "bytes_per_token", "mb_per_256", "bytes_total", "spec_tried",
         "spec_kept", "spec_acceptance", "deadline_misses", "retries", "energy_source",
         "energy_j", "energy_per_token_j", "edp_js", "energy_per_token_steady_j",
         "edp_steady_js", "peak_rss_worker_max_mb", "weight_bytes_worker_max",
-        "logits_vs_layer", "logits_max_abs_diff", "argmax_rows_differ", "load_wait_s",
+        "logits_vs_single", "same_tokens_as_single", "logits_max_abs_diff", "argmax_rows_differ", "load_wait_s",
         "max_load",
         "tokens_checksum", "auto_choice", "predicted_ms_per_token", "auto_predicted_layer_ms",
         "auto_predicted_head_ms", "auto_predicted_slice_ms", "synthetic", "metrics", "log"]
@@ -207,6 +242,8 @@ def key_rtt(v):
     return None if v is None else round(v, 3)
 
 def pick(model, config, rtt, tol=None):
+    if config == "single":  # one per model and repeat, whatever the RTT and the medium
+        return [d for d in ok if d["base_model"] == model.split("@")[0] and d["config"] == "single"]
     return [d for d in ok if d["model"] == model and d["config"] == config
             and key_rtt(d["rtt_ms"]) == key_rtt(rtt)
             and (tol is None or (d["tolerance"] is not None and abs(d["tolerance"] - tol) < 1e-9))]
@@ -228,11 +265,12 @@ def spec_tol(d):
 def summarise(model, config, rtt, tol=None):
     runs = pick(model, config, rtt, tol)
     allruns = [d for d in results if d["model"] == model and d["config"] == config
-               and key_rtt(d["rtt_ms"]) == key_rtt(rtt)
+               and (config == "single" or key_rtt(d["rtt_ms"]) == key_rtt(rtt))
                and (tol is None or (d["tolerance"] is not None and abs(d["tolerance"] - tol) < 1e-9))]
     if not allruns: return None
     layer = pick(model, "layer", rtt)
-    s = {"model": model, "config": config, "rtt_ms": rtt, "tolerance": tol,
+    s = {"model": model, "config": config, "rtt_ms": None if config == "single" else rtt,
+         "tolerance": tol,
          "runs": len(allruns), "ok": len(runs),
          "failed": ",".join(sorted({d["status"] for d in allruns if d["status"] != "ok"}))}
     v = [d["ms_per_token"] / 1000 for d in runs]
@@ -241,9 +279,22 @@ def summarise(model, config, rtt, tol=None):
     s["s_per_256_min"] = s["s_per_token_min"] * 256 if v else None
     s["s_per_256_max"] = s["s_per_token_max"] * 256 if v else None
     lm = med([d["ms_per_token"] for d in layer])
-    s["speedup_vs_layer"] = (lm / (s["s_per_token_median"] * 1000)) if lm and v else None
-    rr = per_rep_ratio(layer, runs)
+    timed = config != "single"  # the reference's time is the host's: no speedup
+    s["speedup_vs_layer"] = (lm / (s["s_per_token_median"] * 1000)) if lm and v and timed else None
+    rr = per_rep_ratio(layer, runs) if timed else []
     s["speedup_min"], s["speedup_max"] = mn(rr), mx(rr)
+    # the best layer-wise baseline: the faster (median) of naive N stages and the best plan
+    # over subsets of the boards (--placement dp)
+    lw = [(med([d["ms_per_token"] for d in pick(model, c, rtt)]), c) for c in LAYERWISE]
+    lw = [x for x in lw if x[0]]
+    if lw and v and timed:
+        bm, bc = min(lw)
+        s["best_layerwise"] = bc
+        s["speedup_vs_best_layerwise"] = bm / (s["s_per_token_median"] * 1000)
+    s["boards"] = ",".join(str(b) for b in sorted({d["boards"] for d in runs if d.get("boards")}))
+    s["gen_tokens_per_s_median"] = med([d.get("gen_tokens_per_s") for d in runs])
+    s["n_gen_tokens_min"] = mn([d.get("n_gen_tokens") for d in runs])
+    s["n_predict"] = mx([d.get("n_predict") for d in allruns])
     for k in ("hops_per_token", "bytes_per_token", "mb_per_256", "spec_acceptance",
               "wire_bytes_per_token", "msgs_per_token",
               "energy_per_token_j", "edp_js", "energy_per_token_steady_j", "edp_steady_js",
@@ -255,17 +306,17 @@ def summarise(model, config, rtt, tol=None):
     s["peak_rss_worker_max_mb"] = mx([d.get("peak_rss_worker_max_mb") for d in runs])
     s["energy_source"] = ",".join(sorted({d.get("energy_source", "") for d in runs if d.get("energy_source")}))
     s["auto_choice"] = ",".join(sorted({d["auto_choice"] for d in runs if d.get("auto_choice")})) if config == "auto" else ""
-    # Same tokens as layer-wise in the same repeat? (exact configurations must agree)
-    lref = {d["rep"]: d["tokens_checksum"] for d in layer}
-    same = [d["tokens_checksum"] == lref[d["rep"]] for d in runs if d["rep"] in lref]
-    s["same_tokens_as_layer"] = ("yes" if same and all(same) else "no" if same and not any(same)
-                                 else f"{sum(same)}/{len(same)}" if same else "")
-    cmp_ = [d for d in runs if d.get("logits_vs_layer")]
-    if config == "layer":
+    # Same tokens as the single process in the same repeat? (exact configurations must agree)
+    same = [d["same_tokens_as_single"] for d in runs if d.get("same_tokens_as_single") is not None]
+    s["same_tokens_as_single"] = ("reference" if config == "single" else
+                                  "yes" if same and all(same) else "no" if same and not any(same)
+                                  else f"{sum(same)}/{len(same)}" if same else "")
+    cmp_ = [d for d in runs if d.get("logits_vs_single")]
+    if config == "single":
         s["exact"] = "reference"
     elif not cmp_:
         s["exact"] = "?"
-    elif all(d["logits_vs_layer"] == "identical" for d in cmp_):
+    elif all(d["logits_vs_single"] == "identical" for d in cmp_):
         s["exact"] = "yes"
     else:
         dm = mx([d.get("logits_max_abs_diff") for d in cmp_])
@@ -299,7 +350,9 @@ SUMCOLS = ["model", "config", "exact", "rtt_ms", "tolerance", "runs", "ok", "fai
            "hops_per_token", "bytes_per_token", "mb_per_256", "spec_acceptance", "spec_tried",
            "spec_kept", "energy_per_token_j", "edp_js", "energy_per_token_steady_j",
            "edp_steady_js", "energy_source", "peak_rss_worker_max_mb", "first_position_s",
-           "load_s", "same_tokens_as_layer", "auto_choice", "predicted_ms_per_token",
+           "load_s", "same_tokens_as_single", "auto_choice", "predicted_ms_per_token",
+           "boards", "best_layerwise", "speedup_vs_best_layerwise", "gen_tokens_per_s_median",
+           "n_gen_tokens_min", "n_predict",
            "deadline_misses", "loadavg_median", "loadavg_max", "load_wait_s_max",
            "logits_max_abs_diff"]
 with open(os.path.join(out, "summary.csv"), "w", newline="") as f:
@@ -342,8 +395,9 @@ for model in sweep_models:
                 r["auto_ok"] = r["auto_same_as_best"] or (r["vs_best"] is not None and r["vs_best"] <= 1.10)
                 for p_ in ("layer", "head", "slice"):
                     r[f"auto_predicted_{p_}_ms"] = s.get(f"auto_predicted_{p_}_ms")
-                    r[f"measured_{p_}_ms"] = (cells[CAND[p_]]["s_per_token_median"] * 1000
-                                              if CAND[p_] in cells else None)
+                    cc = cand_config(p_, cells)
+                    r[f"measured_{p_}_ms"] = (cells[cc]["s_per_token_median"] * 1000
+                                              if cc in cells else None)
             rtt_rows.append(r)
 RTTCOLS = ["model", "rtt_ms", "config", "s_per_token_median", "s_per_token_min",
            "s_per_token_max", "speedup_vs_layer", "hops_per_token", "bytes_per_token",
@@ -398,7 +452,7 @@ with open(os.path.join(out, "tolerance_sweep.csv"), "w", newline="") as f:
 
 # ---- headline figures ------------------------------------------------------------------
 # Exact for the headline: bit-identical logits, or (slice: sums in another order) the same
-# argmax everywhere with logits within 1e-4 of layer-wise's.
+# argmax everywhere with logits within 1e-4 of the single process's.
 def exact_tokens(s):
     e = s.get("exact") or ""
     return e in ("yes", "reference") or (e.endswith("same argmax")
@@ -407,20 +461,24 @@ def exact_tokens(s):
 headline = {}
 for model in models:
     # The best exact configuration is a fixed one (auto is judged against it).
-    exact = [s for s in summary if s["model"] == model and s["config"] != "auto"
+    exact = [s for s in summary if s["model"] == model and s["config"] not in ("auto", "single")
              and exact_tokens(s) and s["s_per_token_median"] is not None]
     layer = [s for s in exact if s["config"] == "layer"]
     if not exact or not layer: continue
     best = min(exact, key=lambda s: s["s_per_token_median"])
-    allbest = min([s for s in summary if s["model"] == model and s["config"] != "auto"
+    allbest = min([s for s in summary if s["model"] == model and s["config"] not in ("auto", "single")
                    and s["s_per_token_median"] is not None],
                   key=lambda s: s["s_per_token_median"])
+    lws = [s for s in exact if s["config"] in LAYERWISE]
+    blw = min(lws, key=lambda s: s["s_per_token_median"])
     autos = [s for s in summary if s["model"] == model and s["config"] == "auto"]
     h = {"layer_s_per_token": layer[0]["s_per_token_median"], "best_exact": best["config"],
          "best_exact_s_per_token": best["s_per_token_median"],
          "best_exact_speedup": layer[0]["s_per_token_median"] / best["s_per_token_median"],
          "best_any": allbest["config"], "best_any_speedup":
-         layer[0]["s_per_token_median"] / allbest["s_per_token_median"]}
+         layer[0]["s_per_token_median"] / allbest["s_per_token_median"],
+         "best_layerwise": blw["config"], "best_layerwise_s_per_token": blw["s_per_token_median"],
+         "best_exact_vs_best_layerwise": blw["s_per_token_median"] / best["s_per_token_median"]}
     if autos and autos[0]["s_per_token_median"]:
         h["auto_choice"] = autos[0]["auto_choice"]
         h["auto_hops"], h["best_exact_hops"] = autos[0]["hops_per_token"], best["hops_per_token"]
@@ -524,7 +582,8 @@ L = []
 reps = meta.get("repeats", "?")
 L.append(f"Base link: `{meta.get('link', '?')}`; device: `{meta.get('device', '?')}`; "
          f"launcher: `{meta.get('launcher', '?')}`; repeats: {reps}; "
-         f"positions per run: {meta.get('tokens_desc', '?')}.")
+         f"new tokens per run: {meta.get('tokens_desc', '?')} after the prompt "
+         f"\"{meta.get('prompt', '?')}\" (`--batch {meta.get('batch', '?')}`).")
 L.append("")
 if headline:
     L.append("### Headline")
@@ -535,6 +594,9 @@ if headline:
                 f"**{h['best_exact_speedup']:.2f}x** layer-wise")
         if h.get("best_any") != h.get("best_exact"):
             line += f" (fastest of all: `{h['best_any']}`, {h['best_any_speedup']:.2f}x)"
+        line += (f"; against the best layer-wise plan (`{h['best_layerwise']}`, "
+                 f"{h['best_layerwise_s_per_token']:.3f} s/token): "
+                 f"**{h['best_exact_vs_best_layerwise']:.2f}x**")
         if "auto_choice" in h:
             same = h["auto_choice"] == h["best_exact"]
             line += (f"; `auto` chose `{h['auto_choice']}`"
@@ -587,28 +649,40 @@ if str(reps) == "1":
     L.append("")
 L.append(f"### Main matrix (RTT {base_rtt:g} ms)" if base_rtt is not None else "### Main matrix")
 L.append("")
-L.append("Median over repeats, (min–max) where repeats differ. Speedup = layer-wise median / "
-         "configuration median (range: per-repeat ratios). s/256 tok = median s/token x 256.")
+L.append("Median over repeats, (min–max) where repeats differ. **s/token**: the median of the "
+         "decode positions alone (the engine's `decode_ms_per_token`: the prompt's batched pass "
+         "left out); **tok/s**: the engine's `gen_tokens_per_s` (the new tokens after the first "
+         "over the time after it); **new tokens**: the fewest any run generated / asked. "
+         "Speedup = naive layer-wise (`layer`, N stages) median / configuration median (range: "
+         "per-repeat ratios); **vs best layer-wise**: against the faster of `layer` and "
+         "`layer/dp` (the best layer-wise plan over subsets of the boards). **boards**: the "
+         "controller and the workers holding weights. `single` is the reference, one process on "
+         "the host outside the emulation: its time is not a board's. s/256 tok = median s/token x 256.")
 L.append("")
-L.append("| model | configuration | exact | s/token | s/256 tok | speedup vs layer-wise | hops/token "
+L.append("| model | configuration | boards | exact | same tokens as single | s/token | tok/s | new tokens "
+         "| s/256 tok | speedup vs layer-wise | vs best layer-wise | hops/token "
          "| bytes/token | MB/256 tok | acceptance | J/token | EDP J·s/token "
-         "| peak RSS/worker | same tokens as layer-wise | runs ok | load at start (max) |")
-L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+         "| peak RSS/worker | runs ok | load at start (max) |")
+L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for s in summary:
     acc = (f"{s['spec_acceptance']:.2f} ({s['spec_kept']}/{s['spec_tried']})"
            if "spec" in s["config"] and s["spec_acceptance"] is not None else "–")
     cfg = s["config"] + (f" -> {s['auto_choice']}" if s["auto_choice"] else "")
     sp = (f"{s['speedup_vs_layer']:.2f}x{rng(s['speedup_min'], s['speedup_max'])}"
           if s["speedup_vs_layer"] is not None else "–")
+    blw = (f"{s['speedup_vs_best_layerwise']:.2f}x ({s['best_layerwise']})"
+           if s.get("speedup_vs_best_layerwise") is not None else "–")
     L.append(
-        f"| {s['model']} | {cfg} | {s['exact']} "
+        f"| {s['model']} | {cfg} | {s['boards'] or '–'} | {s['exact']} | {s['same_tokens_as_single'] or '–'} "
         f"| {fsig(s['s_per_token_median'])}{rng(s['s_per_token_min'], s['s_per_token_max'], 3)} "
-        f"| {fsig(s['s_per_256_median'])} | {sp} "
+        f"| {fsig(s['gen_tokens_per_s_median'])} "
+        f"| {s['n_gen_tokens_min'] if s['n_gen_tokens_min'] is not None else '–'}/{s['n_predict'] or '?'} "
+        f"| {fsig(s['s_per_256_median'])} | {sp} | {blw} "
         f"| {f2(s['hops_per_token'], 0)} | {human_bytes(s['bytes_per_token'])} "
         f"| {f2(s['mb_per_256'], 2)} | {acc} "
         f"| {fsig(s['energy_per_token_steady_j'])} "
         f"| {fsig(s['edp_steady_js'])} "
-        f"| {f2(s['peak_rss_worker_max_mb'], 0, ' MB')} | {s['same_tokens_as_layer'] or '–'} "
+        f"| {f2(s['peak_rss_worker_max_mb'], 0, ' MB')} "
         f"| {s['ok']}/{s['runs']}{' (' + s['failed'] + ')' if s['failed'] else ''} "
         f"| {f2(s['loadavg_max'], 1)} |")
 srcs = sorted({s["energy_source"] for s in summary if s["energy_source"]})
@@ -617,7 +691,7 @@ L.append(f"Energy source: {', '.join(srcs) if srcs else '–'}. J/token is the s
          "first position of a run also waits for the workers to finish loading, so the token "
          "loop's energy is scaled to the later positions' share of its time and divided by "
          "their number (an approximation: assumes even power over the loop). EDP = J/token x "
-         "s/token. **exact**: the run's logits against the layer-wise run's of the same repeat "
+         "s/token. **exact**: the run's logits against the single process's of the same repeat "
          "(`--logits-out`): `yes` bit-identical; otherwise the largest difference and whether "
          "any position's argmax differs. **load at start**: the host's 1-minute load average "
          "when the run began (the harness waits, bounded, for it to fall below "
@@ -681,12 +755,13 @@ if True:
     for s in summary:
         if s["config"] == "auto" and s.get("auto_predicted_layer_ms") is not None \
                 and (s["model"], key_rtt(base_rtt)) not in seen:
+            have = {x["config"] for x in summary if x["model"] == s["model"] and x["s_per_token_median"]}
             meas = {p_: next((x["s_per_token_median"] * 1000 for x in summary if x["model"] == s["model"]
-                              and x["config"] == CAND[p_] and x["s_per_token_median"]), None)
+                              and x["config"] == cand_config(p_, have) and x["s_per_token_median"]), None)
                     for p_ in ("layer", "head", "slice")}
             exact_ = {p_: v for p_, v in meas.items() if v is not None}
             autos.append({"model": s["model"], "rtt_ms": base_rtt, "auto_choice": s["auto_choice"],
-                          "best_fixed_config": CAND[min(exact_, key=exact_.get)] if exact_ else None,
+                          "best_fixed_config": cand_config(min(exact_, key=exact_.get), have) if exact_ else None,
                           **{f"auto_predicted_{p_}_ms": s.get(f"auto_predicted_{p_}_ms") for p_ in meas},
                           **{f"measured_{p_}_ms": v for p_, v in meas.items()}})
 if autos:

@@ -3,14 +3,20 @@
 # cluster allocation with srun), in one run, all configurations interleaved.  See bench/README.md.
 #
 #   bench/run.sh [--quick|--full] [--launcher mpirun|srun] [--out DIR] [--tokens N]
-#                [--repeats K] [--models LIST] [--media LIST] [--rtts LIST]
-#                [--tolerances LIST] [--max-load L] [--dry-run]
+#                [--batch B] [--prompt TEXT] [--repeats K] [--models LIST] [--media LIST]
+#                [--rtts LIST] [--tolerances LIST] [--max-load L] [--dry-run]
+#
+# Every run decodes --tokens new tokens after the prompt (`-n N`, the prompt's pass(es) of
+# --batch positions first): s/token is the median of the decode positions alone (the
+# engine's `decode_ms_per_token`), tok/s its `gen_tokens_per_s`; a run that generates fewer
+# tokens than asked is a failure ("short").  Each model also runs once per repeat as a single
+# process (`single`: -np 1, on the host, outside the device emulation): the reference of the
+# "exact" and "same tokens" columns.
 #
 # Options:
-#   --quick            (default) fewer positions (TinyLlama 16, GPT-2 32, stories260K 64),
-#                      3 repeats, RTT sweep on gpt2-small only (0,10,20,30 ms), tolerance
+#   --quick            (default) 32 new tokens per run, 3 repeats, RTT sweep on gpt2-small only (0,10,20,30 ms), tolerance
 #                      sweep on stories260K and trained models: ~75 minutes on 2 cores
-#   --full             256 positions, 3 repeats, RTT sweep 0,2,5,10,20,30 ms and tolerance
+#   --full             256 new tokens per run, 3 repeats, RTT sweep 0,2,5,10,20,30 ms and tolerance
 #                      sweep on every model: 6-8 hours on a 2-core machine (the estimate
 #                      for the plan at hand is printed before the first run)
 #   --launcher L       mpirun (default) or srun (inside a Slurm allocation)
@@ -30,12 +36,22 @@
 #   --ranks N          MPI ranks: the controller + N-1 workers (default 5; srun: $SLURM_NTASKS)
 #   --build DIR        where headsplit and headsplit-convert are (default build)
 #   --out DIR          results (default out/bench-YYYYmmdd-HHMMSS)
-#   --tokens N         positions per run (prompt included) for every model, or per model
-#                      (tinyllama=8,gpt2-small=16; the others keep the mode's default)
+#   --tokens N         new tokens per run (the prompt not counted; -n N) for every model, or
+#                      per model (tinyllama=32,gpt2-small=64; the others keep the mode's
+#                      default); the KV cache holds the prompt and them (--ctx-size)
+#   --batch B          prompt positions per pass, passed as --batch B (default 64, the
+#                      engine's default, explicit)
+#   --prompt TEXT      the prompt of every run (default "Once upon a time")
 #   --repeats K        repeats of the whole interleaved matrix
-#   --models LIST      comma-separated: tinyllama, gpt2-small, stories260K or FILE.h5
-#                      (default tinyllama,gpt2-small,stories260K)
-#   --configs LIST     subset of layer, head (= head/greedy), head/greedy, head/seed (the
+#   --models LIST      comma-separated: tinyllama, gpt2-small, stories260K, tiny or FILE.h5
+#                      (default tinyllama,gpt2-small,stories260K).  The synthetic models
+#                      carry a real tokenizer: Llama 2's (../shared/models/llama2-tokenizer)
+#                      for tinyllama and tiny (a 4-layer dim-128 Llama of the same
+#                      vocabulary, for tests), GPT-2's (../shared/models/gpt2-tiny-random)
+#                      for gpt2-small; without it, a synthetic one (with a note)
+#   --configs LIST     subset of layer (naive: N stages, --placement layer), layer/dp (the
+#                      best layer-wise plan over subsets of the boards, --placement dp),
+#                      head (= head/greedy), head/greedy, head/seed (the
 #                      reference design: --placement spread), head/seed+spec,
 #                      head+spec/random, head+spec/roundrobin, head+spec/greedy, slice,
 #                      slice/f16 (--wire f16), slice/q8 (--wire q8: Q8_0 blocks),
@@ -70,6 +86,7 @@ die() { echo "bench: $*" >&2; exit 2; }
 
 DEVICE_MODEL=dilate
 MODE=quick LAUNCHER=mpirun DEVICE='' LINK='' EMULATE=0 RANKS='' BUILD=build OUT='' TOKENS='' REPEATS=''
+BATCH=64 PROMPT="Once upon a time"
 MODELS=tinyllama,gpt2-small,stories260K CONFIGS='' RTTS='' RTT_MODELS='' TOLS='' TOL_MODELS=''
 MODEL_DIR=out/models TIMEOUT='' REPORT=0 DRY=0 MEDIA=- MAX_LOAD=3 LOAD_WAIT=600 DEADLINE=
 while [ $# -gt 0 ]; do
@@ -85,6 +102,8 @@ while [ $# -gt 0 ]; do
     --build) BUILD=${2:?}; shift 2 ;;
     --out) OUT=${2:?}; shift 2 ;;
     --tokens) TOKENS=${2:?}; shift 2 ;;
+    --batch) BATCH=${2:?}; shift 2 ;;
+    --prompt) PROMPT=${2?}; shift 2 ;;
     --repeats) REPEATS=${2:?}; shift 2 ;;
     --models) MODELS=${2:?}; shift 2 ;;
     --configs) CONFIGS=${2:?}; shift 2 ;;
@@ -113,6 +132,8 @@ esac
 [[ $REPEATS =~ ^[1-9][0-9]*$ ]] || die "--repeats must be a positive integer"
 [ -z "$TOKENS" ] || [[ $TOKENS =~ ^[1-9][0-9]*$ ]] || [[ $TOKENS =~ ^([^=,]+=[1-9][0-9]*,?)+$ ]] ||
   die "--tokens must be a positive integer or MODEL=N,..."
+[[ $BATCH =~ ^[1-9][0-9]*$ ]] || die "--batch must be a positive integer"
+[ -n "$PROMPT" ] || die "--prompt must not be empty (the runs compare their tokens after it)"
 [[ $MAX_LOAD =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--max-load must be a number"
 [[ $LOAD_WAIT =~ ^[0-9]+$ ]] || die "--load-wait must be whole seconds"
 for md in ${MEDIA//,/ }; do
@@ -130,7 +151,6 @@ if [ -z "$RANKS" ]; then
 fi
 [ -n "$OUT" ] || OUT=out/bench-$(date +%Y%m%d-%H%M%S)
 SPEC_TOL=0.05          # tolerance of the main matrix's heads + speculation
-PROMPT="Once upon a time"
 SHARED=${HEADSPLIT_SHARED:-$ROOT/../shared/models}
 
 # ---- the engine --------------------------------------------------------------------------
@@ -150,7 +170,9 @@ note() { NOTES+="$*"$'\n'; echo "bench: note: $*" >&2; }
 # name -> partition placement speculate
 cfg_def() {
   case $1 in
+    single) echo "single - none" ;;
     layer) echo "layer layer none" ;;
+    layer/dp) echo "layer dp none" ;;
     head|head/greedy) echo "head greedy none" ;;
     head/seed) echo "head spread none" ;;
     head/seed+spec) echo "head spread all" ;;
@@ -165,7 +187,11 @@ cfg_def() {
     *) return 1 ;;
   esac
 }
-ALL_CONFIGS="layer head/greedy head/seed head/seed+spec head+spec/random head+spec/roundrobin head+spec/greedy"
+HAVE_DP=0
+grep -qE -- '--placement [a-z|]*\|dp' <<<"$HELP" && HAVE_DP=1
+ALL_CONFIGS="layer"
+[ "$HAVE_DP" = 1 ] && ALL_CONFIGS+=" layer/dp" || note "the engine has no --placement dp: layer/dp skipped"
+ALL_CONFIGS+=" head/greedy head/seed head/seed+spec head+spec/random head+spec/roundrobin head+spec/greedy"
 [ "$HAVE_SLICE" = 1 ] && ALL_CONFIGS+=" slice" || note "the engine has no --partition slice: slice skipped"
 [ "$HAVE_SLICE$HAVE_WIRE" = 11 ] && ALL_CONFIGS+=" slice/f16"
 [ "$HAVE_SLICE$HAVE_Q8" = 11 ] && ALL_CONFIGS+=" slice/q8"
@@ -175,6 +201,7 @@ if [ -n "$CONFIGS" ]; then
   SEL=""
   for c in ${CONFIGS//,/ }; do
     cfg_def "$c" >/dev/null || die "unknown configuration '$c'"
+    [ "$c" = single ] && continue  # always run: the reference
     [[ " $ALL_CONFIGS " == *" $c "* ]] || { note "configuration $c not supported by this engine: skipped"; continue; }
     SEL+=" $c"
   done
@@ -184,7 +211,7 @@ else
 fi
 [[ " $CONFIGS " == *" layer "* ]] || note "layer-wise is not in --configs: no speedups"
 SWEEP_CONFIGS=""
-for c in layer head head/greedy slice auto; do [[ " $CONFIGS " == *" $c "* ]] && SWEEP_CONFIGS+=" $c"; done
+for c in layer layer/dp head head/greedy slice auto; do [[ " $CONFIGS " == *" $c "* ]] && SWEEP_CONFIGS+=" $c"; done
 
 # ---- the link --------------------------------------------------------------------------
 BASE_RTT=none JIT_RATIO=0.2
@@ -224,7 +251,7 @@ fi
 mkdir_p() { [ "$DRY" = 1 ] || mkdir -p "$@"; }
 mkdir_p "$MODEL_DIR"
 # model_path NAME: prints the model file, converting it when absent (empty + a note: skipped).
-declare -A MPATH MSYN MLAYERS MBYTES
+declare -A MPATH MSYN MLAYERS MBYTES MNP
 is_synthetic() {
   local src
   src=$(hs_h5attr "$1" source)
@@ -237,6 +264,29 @@ convert() {  # convert OUT ARGS...: runs headsplit-convert unless --dry-run
   echo "bench: writing $out ($BUILD/headsplit-convert $*)" >&2
   "$BUILD/headsplit-convert" "$@" --out "$out" >&2 || die "headsplit-convert failed for $out"
 }
+LLAMA_TOK=$SHARED/llama2-tokenizer/tokenizer.bin GPT2_TOK=$SHARED/gpt2-tiny-random
+# has_real_tokenizer FILE: the synthetic model FILE was written with --tokenizer (its source
+# attribute names it), or is not synthetic.
+has_real_tokenizer() {
+  local src
+  src=$(hs_h5attr "$1" source)
+  [[ $src != SYNTHETIC* ]] || [[ $src == *", tokenizer "* ]]
+}
+# synth_model FILE TOKENIZER ARGS...: FILE from headsplit-convert --synthetic ARGS with the
+# real TOKENIZER where it exists; a FILE written without it is rewritten when it does.
+synth_model() {
+  local f=$1 tok=$2; shift 2
+  if [ -e "$f" ] && [ -e "$tok" ] && ! has_real_tokenizer "$f"; then
+    echo "bench: $f has a synthetic tokenizer: rewriting it with $tok" >&2
+    [ "$DRY" = 1 ] || rm -f "$f"
+  fi
+  [ -e "$f" ] && return 0
+  if [ -e "$tok" ]; then convert "$f" --synthetic "$@" --tokenizer "$tok"
+  else
+    note "$(basename "$f"): $tok is absent: synthetic tokenizer (a prompt of bytes)"
+    convert "$f" --synthetic "$@"
+  fi
+}
 resolve_model() {
   local name=$1 f src
   case $name in
@@ -248,22 +298,26 @@ resolve_model() {
       fi
       if [ ! -e "$f" ]; then
         for src in weights/tinyllama-1.1b-synthetic.h5 /tmp/tinyllama-synth.h5; do
-          if [ -f "$src" ] && [[ $(hs_h5attr "$src" source) == *"--synthetic tinyllama-1.1b --seed 1 "* ]]; then
+          if [ -f "$src" ] && [[ $(hs_h5attr "$src" source) == *"--synthetic tinyllama-1.1b --seed 1 "* ]] &&
+             { [ ! -e "$LLAMA_TOK" ] || has_real_tokenizer "$src"; }; then
             echo "bench: reusing $src for $f (same synthetic model, seed 1)" >&2
             [ "$DRY" = 1 ] || ln -s "$(cd "$(dirname "$src")" && pwd)/$(basename "$src")" "$f"
             break
           fi
         done
       fi
-      if [ ! -e "$f" ]; then
-        local tok="$SHARED/llama2-tokenizer/tokenizer.bin" targs=()
-        [ -f "$tok" ] && targs=(--tokenizer "$tok")
-        echo "bench: TinyLlama-1.1B-shaped synthetic model: 4.4 GB, about 100 s to write" >&2
-        convert "$f" --synthetic tinyllama-1.1b --seed 1 "${targs[@]}"
-      fi ;;
+      if [ -L "$f" ] && [ -e "$LLAMA_TOK" ] && ! has_real_tokenizer "$f"; then
+        echo "bench: $f links to a model with a synthetic tokenizer: writing one with $LLAMA_TOK" >&2
+        [ "$DRY" = 1 ] || rm -f "$f"
+      fi
+      [ -e "$f" ] || echo "bench: TinyLlama-1.1B-shaped synthetic model: 4.4 GB, about 100 s to write" >&2
+      synth_model "$f" "$LLAMA_TOK" tinyllama-1.1b --seed 1 ;;
     gpt2-small|gpt2)
       f=$MODEL_DIR/gpt2-small.h5
-      [ -e "$f" ] || convert "$f" --synthetic gpt2-small --seed 1 ;;
+      synth_model "$f" "$GPT2_TOK" gpt2-small --seed 1 ;;
+    tiny)
+      f=$MODEL_DIR/tiny.h5
+      synth_model "$f" "$LLAMA_TOK" "llama:dim=128,layers=4,heads=4,kv_heads=2,ffn=352,vocab=32000,ctx=512,tied=0,rope=half" --seed 1 ;;
     stories260K|stories260k)
       f=$MODEL_DIR/stories260K.h5
       if [ ! -e "$f" ]; then
@@ -278,14 +332,18 @@ resolve_model() {
     *.h5)
       f=$name
       [ -f "$f" ] || { note "model $f skipped: no such file"; return 1; } ;;
-    *) die "unknown model '$name' (tinyllama, gpt2-small, stories260K or a .h5 file)" ;;
+    *) die "unknown model '$name' (tinyllama, gpt2-small, stories260K, tiny or a .h5 file)" ;;
   esac
   MPATH[$name]=$f
   if [ -e "$f" ]; then
     MLAYERS[$name]=$(hs_h5attr "$f" n_layers)
     MBYTES[$name]=$(stat -L -c %s "$f" 2>/dev/null || echo 0)
     if is_synthetic "$f"; then MSYN[$name]=1; else MSYN[$name]=0; fi
+    # the prompt's tokens under the model's tokenizer: the KV cache holds them and the new ones
+    MNP[$name]=$("$BUILD/headsplit-tokenize" --model "$f" "$PROMPT" 2>/dev/null | tr -cd ',0-9' | tr ',' '\n' | grep -c .)
+    [ "${MNP[$name]:-0}" -gt 0 ] || die "headsplit-tokenize cannot encode the prompt for $f"
   else  # dry run, not converted yet
+    MNP[$name]=16
     case $name in
       tinyllama*) MLAYERS[$name]=22 MBYTES[$name]=4400000000 MSYN[$name]=1 ;;
       gpt2*) MLAYERS[$name]=12 MBYTES[$name]=500000000 MSYN[$name]=1 ;;
@@ -316,20 +374,22 @@ if [ -z "$TOL_MODELS" ]; then
   TOL_MODELS=${TOL_MODELS#,}
   [ ${#TRAINED[@]} -gt 0 ] || note "no trained models in weights/*.h5: the tolerance sweep runs on stories260K only$([ "$MODE" = full ] && echo ' (and, for speed only, the synthetic models)')"
 fi
-for m in ${RTT_MODELS//,/ } ${TOL_MODELS//,/ }; do
+SWEPT=""  # the sweeps' models, those of a sweep that runs
+[ "$RTTS" = none ] || SWEPT+=" ${RTT_MODELS//,/ }"
+[ "$TOLS" = none ] || SWEPT+=" ${TOL_MODELS//,/ }"
+for m in $SWEPT; do
   [ -n "${MPATH[$m]:-}" ] || resolve_model "$m" || true
 done
 [ ${#MODEL_LIST[@]} -gt 0 ] || die "no model to run"
 
-default_tokens() {
-  if [[ $TOKENS == *=* ]]; then  # per model: tinyllama=8,gpt2-small=16
+default_tokens() {  # new tokens per run
+  if [[ $TOKENS == *=* ]]; then  # per model: tinyllama=32,gpt2-small=64
     local kv
     for kv in ${TOKENS//,/ }; do
       [ "${kv%%=*}" = "$1" ] || [ "${kv%%=*}" = "$(short_name "$1")" ] && { echo "${kv#*=}"; return; }
     done
   elif [ -n "$TOKENS" ]; then echo "$TOKENS"; return; fi
-  if [ "$MODE" = full ]; then echo 256; return; fi
-  case $1 in tinyllama*) echo 16 ;; gpt2*) echo 32 ;; *) echo 64 ;; esac
+  if [ "$MODE" = full ]; then echo 256; else echo 32; fi
 }
 
 # ---- the plan ----------------------------------------------------------------------------
@@ -350,7 +410,10 @@ add_run() {  # add_run MODEL CONFIG RTT TOL GROUP
 spec_cfgs() { for c in $CONFIGS; do [[ $c == head+spec* ]] && echo "$c"; done; }
 tol_of() { [[ $1 == *spec* ]] && echo "$2" || echo -; }
 in_list() { [[ ",$2," == *",$1,"* ]]; }
+# add_ref MODEL GROUP: the single-process reference run (no link, no medium).
+add_ref() { local md=$MD; MD=-; add_run "$1" single none - "$2"; MD=$md; }
 for m in "${MODEL_LIST[@]}"; do
+  add_ref "$m" main
   for MD in "${MEDIA_LIST[@]}"; do
     for c in $CONFIGS; do add_run "$m" "$c" "$BASE_RTT" "$(tol_of "$c" $SPEC_TOL)" main; done
   done
@@ -369,9 +432,11 @@ for m in ${RTT_MODELS//,/ } ${TOL_MODELS//,/ }; do
   in_list "$m" "$(IFS=,; echo "${MODEL_LIST[*]}")" && continue
   [ -n "${MPATH[$m]:-}" ] || continue
   if [ "$RTTS" != none ] && in_list "$m" "$RTT_MODELS"; then
+    add_ref "$m" ref
     for r in ${RTTS//,/ }; do for c in $SWEEP_CONFIGS; do add_run "$m" "$c" "$r" - rtt; done; done
   fi
   if [ "$TOLS" != none ] && in_list "$m" "$TOL_MODELS"; then
+    add_ref "$m" ref
     [ "$MODE" = full ] && add_run "$m" layer "$BASE_RTT" - tol  # quick: heads only as reference
     add_run "$m" head "$BASE_RTT" - tol
     for t in ${TOLS//,/ }; do add_run "$m" head+spec/greedy "$BASE_RTT" "$t" tol; done
@@ -388,7 +453,7 @@ NRUNS=$((NU * REPEATS))
 # weights one after the other) times a partition factor, plus each hop's one-way latency.
 est_run() {  # est_run MODEL CONFIG RTT -> seconds
   local m=$1 c=$2 r=$3 steps L gb
-  steps=$(default_tokens "$m"); L=${MLAYERS[$m]:-12}; gb=$(awk -v b="${MBYTES[$m]:-0}" 'BEGIN{print b/1e9}')
+  steps=$(($(default_tokens "$m") + ${MNP[$m]:-16})); L=${MLAYERS[$m]:-12}; gb=$(awk -v b="${MBYTES[$m]:-0}" 'BEGIN{print b/1e9}')
   [ "$r" = none ] && r=0
   awk -v s="$steps" -v L="$L" -v gb="$gb" -v r="$r" -v c="$c" -v w=$((RANKS - 1)) 'BEGIN{
     f = 1; hops = w + 1
@@ -396,6 +461,7 @@ est_run() {  # est_run MODEL CONFIG RTT -> seconds
     if (c == "slice") { f = 0.45; hops = 2 * L + 2 }
     if (c == "auto") { f = 0.8; hops = (r > 3 ? w + 1 : 2 * L + 1) }
     if (c ~ /spec/) f = 0.7
+    if (c == "single") { f = 0.15; hops = 0 }  # the host, undilated
     t = 8 + 12 * gb + s * (130 * gb * f + hops * (r / 2 + 0.3)) / 1000
     printf "%.0f", t }'
 }
@@ -410,10 +476,11 @@ done
 # ---- launch ------------------------------------------------------------------------------
 if [ "$LAUNCHER" = mpirun ]; then
   . "$ROOT/scripts/mpi-env.sh"
-  LAUNCH=(mpirun $MPI_FLAGS -np "$RANKS")
+  LAUNCH=(mpirun $MPI_FLAGS -np "$RANKS") LAUNCH1=(mpirun $MPI_FLAGS -np 1)
 else
   [ -n "${SLURM_JOB_ID:-}" ] || [ "$DRY" = 1 ] || die "--launcher srun needs a Slurm allocation (SLURM_JOB_ID unset)"
   LAUNCH=(srun --ntasks="$RANKS" --kill-on-bad-exit=1 ${SRUN_MPI:+--mpi=$SRUN_MPI})
+  LAUNCH1=(srun --ntasks=1 --kill-on-bad-exit=1 ${SRUN_MPI:+--mpi=$SRUN_MPI})
 fi
 WRAP=()
 [ "$DEVICE" != none ] && WRAP=("$ROOT/scripts/emulate-device" "$DEVICE")
@@ -428,18 +495,25 @@ TOKDESC=${TOKDESC%, }
 
 echo "bench: $MODE matrix: ${#MODEL_LIST[@]} model(s) [${MODEL_LIST[*]}], configurations [$CONFIGS]," \
      "RTT sweep [${RTTS}] on [${RTT_MODELS}], tolerance sweep [${TOLS}] on [${TOL_MODELS:-none}]" >&2
-echo "bench: $NU distinct runs x $REPEATS repeat(s) = $NRUNS runs; positions: $TOKDESC;" \
+echo "bench: $NU distinct runs x $REPEATS repeat(s) = $NRUNS runs; new tokens per run: $TOKDESC (prompt \"$PROMPT\", --batch $BATCH);" \
      "device $DEVICE ($DEVICE_MODEL), link $LINK, launcher $LAUNCHER ($RANKS ranks)" >&2
 echo "bench: estimated duration ~$(hs_fmt_dur "$TOTAL_EST") (from a model of the 2-core emulated testbed; the ETA refines it as runs finish)" >&2
 
 cmd_for() {  # cmd_for MODEL CONFIG RTT TOL MEDIUM REP METRICS -> sets CMD array
   local m=$1 c=$2 r=$3 t=$4 md=$5 rep=$6 metrics=$7 part pl spec wire lmhead link
   read -r part pl spec wire lmhead <<<"$(cfg_def "$c")"
+  # the prompt, its passes of --batch positions, the new tokens and a KV cache for both
+  local gen; gen=$(default_tokens "$m")
+  local run=(--model "${MPATH[$m]}" --prompt "$PROMPT" --batch "$BATCH" --n-predict "$gen"
+             --ctx-size $((${MNP[$m]:-16} + gen)) --seed $((41 + rep)) --metrics "$metrics"
+             --quiet --logits-out "${metrics%.json}.logits")
+  if [ "$c" = single ]; then  # the reference: one process on the host, no board, no link
+    CMD=("${LAUNCH1[@]}" "$BIN" "${run[@]}")
+    return 0
+  fi
   link=$(link_for "$r" "$md")
-  CMD=("${LAUNCH[@]}" "${WRAP[@]}" "$BIN" --model "${MPATH[$m]}" --prompt "$PROMPT"
-       --steps "$(default_tokens "$m")" --partition "$part" --placement "$pl"
-       --speculate "$spec" --seed $((41 + rep)) --timeout 120 --metrics "$metrics" --quiet
-       --logits-out "${metrics%.json}.logits")
+  CMD=("${LAUNCH[@]}" "${WRAP[@]}" "$BIN" "${run[@]}" --partition "$part" --placement "$pl"
+       --speculate "$spec" --timeout 120)
   [ -n "$wire" ] && CMD+=(--wire "$wire")
   [ -n "$lmhead" ] && CMD+=(--lm-head "$lmhead")
   [ "$t" != - ] && CMD+=(--tolerance "$t")
@@ -487,7 +561,7 @@ export HS_META_COMMAND="$(hs_shell_words bench/run.sh "${ARGV[@]}")" HS_META_MOD
   HS_META_REPEATS=$REPEATS HS_META_N_RUNS=$NRUNS HS_META_N_UNIQUE=$NU \
   HS_META_CONFIGS="$CONFIGS" HS_META_MODELS="${MODEL_LIST[*]}" HS_META_RTTS=$RTTS \
   HS_META_RTT_MODELS=$RTT_MODELS HS_META_TOLERANCES=$TOLS HS_META_TOL_MODELS=$TOL_MODELS \
-  HS_META_SPEC_TOLERANCE=$SPEC_TOL HS_META_TOKENS_DESC="$TOKDESC" HS_META_PROMPT="$PROMPT" \
+  HS_META_SPEC_TOLERANCE=$SPEC_TOL HS_META_TOKENS_DESC="$TOKDESC" HS_META_PROMPT="$PROMPT" HS_META_BATCH=$BATCH \
   HS_META_GIT_REVISION=$GITREV HS_META_MACHINE="$(hs_machine_line)" HS_META_HOST=$(hostname) \
   HS_META_STARTED=$(date -Iseconds) HS_META_LOADAVG_START="$(hs_loadavg)" \
   HS_META_ESTIMATE_S=$TOTAL_EST HS_META_BINARY_SHA256=$(sha256sum "$BIN" | cut -c1-16) \
@@ -496,7 +570,7 @@ export HS_META_COMMAND="$(hs_shell_words bench/run.sh "${ARGV[@]}")" HS_META_MOD
 hs_write_meta "$OUT"
 for m in "${!MPATH[@]}"; do echo "$m ${MPATH[$m]} synthetic=${MSYN[$m]} layers=${MLAYERS[$m]} bytes=${MBYTES[$m]}"; done >"$OUT/models.txt"
 RUNS_TSV=$OUT/runs.tsv
-printf 'model\tmodel_path\tconfig\tpartition\tplacement\tspeculate\ttolerance\trtt_ms\tlink\tsteps\tgroups\trep\tseed\tstatus\trc\twall_s\tload1\tstarted\tsynthetic\tmetrics\tlog\tcommand\tload_wait_s\tmax_load\n' >"$RUNS_TSV"
+printf 'model\tmodel_path\tconfig\tpartition\tplacement\tspeculate\ttolerance\trtt_ms\tlink\tn_predict\tgroups\trep\tseed\tstatus\trc\twall_s\tload1\tstarted\tsynthetic\tmetrics\tlog\tcommand\tload_wait_s\tmax_load\n' >"$RUNS_TSV"
 
 CHILD=0
 on_signal() {
@@ -513,7 +587,8 @@ trap on_signal INT TERM
 declare -A KEY LNK STP
 for line in "${PLAN[@]}"; do
   IFS='|' read -r m c r t md g <<<"$line"
-  KEY[$line]=$(keyname "$m" "$c" "$r" "$t" "$md"); LNK[$line]=$(link_for "$r" "$md"); STP[$line]=$(default_tokens "$m")
+  KEY[$line]=$(keyname "$m" "$c" "$r" "$t" "$md"); STP[$line]=$(default_tokens "$m")
+  if [ "$c" = single ]; then LNK[$line]=none; else LNK[$line]=$(link_for "$r" "$md"); fi
 done
 if [ -n "${EPOCHREALTIME:-}" ]; then now() { NOW=${EPOCHREALTIME/,/.}; }
 else now() { NOW=$(date +%s.%N); }; fi
@@ -571,6 +646,8 @@ for rep in $(seq 1 "$REPEATS"); do
     CHILD=0
     now; wall=$(awk -v a="$s0" -v b="$NOW" 'BEGIN{printf "%.2f", b-a}')
     if [ "$rc" = 0 ] && [ -s "$metrics" ]; then status=ok
+      ng=$(jnum n_gen_tokens "$metrics")  # a run that generated fewer tokens than asked
+      [ "${ng:-0}" -ge "${STP[$line]}" ] || status=short
     elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then status=timeout
     else status=failed; fi
     [ "$status" = ok ] || FAILED=$((FAILED + 1))
@@ -579,9 +656,11 @@ for rep in $(seq 1 "$REPEATS"); do
       "${STP[$line]}" "$g" "$rep" $((41 + rep)) "$status" "$rc" "$wall" "$load1" "$started" \
       "${MSYN[$m]}" "$metrics" "$log" "$cmdq" "$waited" "$MAX_LOAD" >>"$RUNS_TSV"
     if [ "$status" = ok ]; then
-      res="$(jnum ms_per_token "$metrics")"; res="${res%%.*} ms/token, $(jnum hops_per_token "$metrics") hops"
+      res="$(printf "%.4g" "$(jnum decode_ms_per_token "$metrics")")"; res="$res ms/token decoding $ng tokens, $(jnum hops_per_token "$metrics") hops"
       [ "$c" = auto ] && res+=" -> $(jnum partition "$metrics" last)"
       echo "| $res in ${wall%.*}s" >&2
+    elif [ "$status" = short ]; then
+      echo "| short: generated ${ng:-?} of ${STP[$line]} tokens (stopped by $(jnum stopped_by "$metrics")) in ${wall%.*}s" >&2
     else
       echo "| $status (exit $rc) after ${wall%.*}s: $(grep -m1 -iE 'error|exceeded|timeout|abort' "$log" | cut -c1-160)" >&2
     fi

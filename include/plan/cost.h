@@ -71,10 +71,14 @@ double cost_ffn_s(const CostModel *m, int rank, const ModelConfig *c);
 
 /* Builds the candidate plans (layer-wise, head-level greedy, slice) from req and keeps the one
  * m predicts fastest; a later (less simple) candidate must be predicted at least 1% faster.
- * *pred_ms (may be NULL) receives its prediction, preds[3] (may be NULL) every candidate's
- * (-1 where it does not fit).  Returns 0, or -1 with err when no candidate fits. */
+ * With a cluster cl (may be NULL) the layer-wise candidate is the better of req's naive
+ * stages and the best layer-wise plan over subsets of cl's devices (solver_layer_dp under m,
+ * KV for kv_positions in the budgets): one board when the model fits it and nothing faster
+ * does.  *pred_ms (may be NULL) receives its prediction, preds[3] (may be NULL) every
+ * candidate's (-1 where it does not fit); *layer_dp (may be NULL) is 1 when the layer-wise
+ * candidate is the solver's.  Returns 0, or -1 with err when no candidate fits. */
 int cost_build_best(Plan *plan, const ModelConfig *c, const PlanRequest *req,
-                    const CostModel *m, double *pred_ms, double *preds, char *err,
-                    size_t errlen);
+                    const CostModel *m, const Cluster *cl, int kv_positions, double *pred_ms,
+                    double *preds, int *layer_dp, char *err, size_t errlen);
 
 #endif

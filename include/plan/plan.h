@@ -175,10 +175,14 @@ double plan_predict_ms(const Plan *plan, const ModelConfig *c, const PlanRequest
 /* (fixed_ms is the controller's LM head; a head_split plan replaces it with the members'
  * rows and the logits' way to the controller.) */
 /* Builds the candidate plans (layer-wise, head-level greedy, slice) and keeps the one with
- * the lowest predicted time; *pred_ms (may be NULL) receives it, names[]/preds[] (may be NULL,
- * 3 entries) every candidate's prediction. */
-int plan_build_auto(Plan *plan, const ModelConfig *c, const PlanRequest *req, double *pred_ms,
-                    double *preds, char *err, size_t errlen);
+ * the lowest predicted time; *pred_ms (may be NULL) receives it, preds[] (may be NULL,
+ * 3 entries) every candidate's prediction.  With a cluster cl (may be NULL: req's naive
+ * stages only) the layer-wise candidate is the best layer-wise plan over subsets of its
+ * devices (KV for kv_positions in its budgets) when that is predicted faster (*layer_dp,
+ * may be NULL, says so); see cost_build_best. */
+int plan_build_auto(Plan *plan, const ModelConfig *c, const PlanRequest *req,
+                    const Cluster *cl, int kv_positions, double *pred_ms, double *preds,
+                    int *layer_dp, char *err, size_t errlen);
 
 /* Bytes a worker accounts for besides weights and KV cache: its message buffers and scratch. */
 size_t plan_rank_buffer_bytes(const ModelConfig *c);

@@ -202,11 +202,20 @@ static int run_plan(Run *run)
     inputs_fill_request(&run->ci, &run->req);
     char err[512] = "";
     double preds[3] = {0, 0, 0}, pred = 0;
-    int bad = o->solver           ? solve_placement(run, err, sizeof err) < 0
-              : o->partition_auto ? plan_build_auto(&run->plan, &run->cfg, &run->req, &pred,
-                                                    preds, err, sizeof err) < 0
-                                  : plan_build(&run->plan, &run->cfg, &run->req, err,
-                                               sizeof err) < 0;
+    int layer_dp = 0, bad;
+    if (o->solver) {
+        bad = solve_placement(run, err, sizeof err) < 0;
+    } else if (o->partition_auto) {
+        /* the layer-wise candidate: the better of N stages and the best over subsets of the
+         * boards (the cluster as --placement dp sees it) */
+        Cluster cl;
+        inputs_planner_cluster(&cl, &run->ci, run->req.fill > 0 ? run->req.fill : 1);
+        bad = plan_build_auto(&run->plan, &run->cfg, &run->req, &cl, run->kv_cap, &pred, preds,
+                              &layer_dp, err, sizeof err) < 0;
+        cluster_free(&cl);
+    } else {
+        bad = plan_build(&run->plan, &run->cfg, &run->req, err, sizeof err) < 0;
+    }
     if (bad) {
         if (run->cm.rank == 0)
             fprintf(stderr, "headsplit: error: %s (--mem-budget %s)\n", err,
@@ -216,8 +225,10 @@ static int run_plan(Run *run)
     run->predicted_ms = plan_predict_ms(&run->plan, &run->cfg, &run->req);
     if (run->cm.rank == 0 && o->partition_auto)
         LOG_INFO("headsplit: auto partition: predicted ms/token layer %.1f, head %.1f, "
-                 "slice %.1f -> %s", preds[0], preds[1], preds[2],
-                 plan_partition_name(run->plan.partition));
+                 "slice %.1f -> %s%s", preds[0], preds[1], preds[2],
+                 plan_partition_name(run->plan.partition),
+                 layer_dp ? " (the best layer-wise plan over subsets of the boards, as "
+                            "--placement dp)" : "");
     o->partition = run->plan.partition;
     o->placement = run->plan.placement;
     if (o->show_placement && run->cm.rank == 0)

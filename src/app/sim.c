@@ -494,7 +494,8 @@ static int run_sim(const SimArgs *a, const ModelConfig *c, const Cluster *cl, ch
         SimCostInputs in = {cl, a->tokens / 2};
         CostModel model = sim_cost_model(&in);
         int rc = a->engine_partition_auto
-                     ? cost_build_best(&eplan, c, &req, &model, NULL, NULL, err, errlen)
+                     ? cost_build_best(&eplan, c, &req, &model, cl, a->tokens, NULL, NULL,
+                                       NULL, err, errlen)
                      : plan_build(&eplan, c, &req, err, errlen);
         free(lat);
         free(dv);

@@ -8,6 +8,7 @@
 #include "plan.h"
 #include "plan_internal.h"
 #include "schedule.h"
+#include "solver.h"
 #include "steps.h"
 #include "util.h"
 
@@ -352,9 +353,22 @@ double cost_ffn_s(const CostModel *m, int rank, const ModelConfig *c)
     return m->ffn_s(m->ctx, rank, c);
 }
 
+/* The best layer-wise plan over subsets of cl's devices, by m (solver_layer_dp); -1 when
+ * none fits. */
+static double best_layer_dp(Plan *p, const ModelConfig *c, const CostModel *m,
+                            const Cluster *cl, int kv_positions)
+{
+    SolverRequest sreq = {kv_positions, 2000000, 0};
+    SolverStats st;
+    char e[256];
+    if (solver_layer_dp(p, &st, c, cl, m, &sreq, e, sizeof e) < 0)
+        return -1;
+    return cost_token_ms(m, p, c);
+}
+
 int cost_build_best(Plan *plan, const ModelConfig *c, const PlanRequest *req,
-                    const CostModel *m, double *pred_ms, double *preds, char *err,
-                    size_t errlen)
+                    const CostModel *m, const Cluster *cl, int kv_positions, double *pred_ms,
+                    double *preds, int *layer_dp, char *err, size_t errlen)
 {
     static const Partition parts[3] = {PARTITION_LAYER, PARTITION_HEAD, PARTITION_SLICE};
     static const PlacementKind places[3] = {PLACEMENT_LAYER, PLACEMENT_GREEDY, PLACEMENT_GREEDY};
@@ -362,14 +376,32 @@ int cost_build_best(Plan *plan, const ModelConfig *c, const PlanRequest *req,
     int have = 0;
     char last_err[256] = "";
     memset(plan, 0, sizeof *plan);
+    if (layer_dp)
+        *layer_dp = 0;
     for (int i = 0; i < 3; i++) {
         PlanRequest r = *req;
         r.partition = parts[i];
         r.placement = places[i];
         Plan p;
         double v = -1;
-        if (plan_build(&p, c, &r, last_err, sizeof last_err) == 0) {
+        if (plan_build(&p, c, &r, last_err, sizeof last_err) == 0)
             v = cost_token_ms(m, &p, c);
+        else
+            memset(&p, 0, sizeof p);
+        if (i == 0 && cl) { /* the best layer-wise plan where it beats the naive stages */
+            Plan d;
+            double vd = best_layer_dp(&d, c, m, cl, kv_positions);
+            if (vd >= 0 && (v < 0 || vd < v)) {
+                plan_free(&p);
+                p = d;
+                v = vd;
+                if (layer_dp)
+                    *layer_dp = 1;
+            } else if (vd >= 0) {
+                plan_free(&d);
+            }
+        }
+        if (v >= 0) {
             /* Candidates come simplest first: another must be predicted 1% faster, so that
              * near-identical plans (heads kept with their FFN on a slow network) stay
              * layer-wise. */
@@ -388,16 +420,20 @@ int cost_build_best(Plan *plan, const ModelConfig *c, const PlanRequest *req,
     }
     if (!have)
         return util_err(err, errlen, "no candidate placement fits: %s", last_err);
+    if (layer_dp && plan->partition != PARTITION_LAYER)
+        *layer_dp = 0;
     plan->build_ms = (time_now() - t0) * 1e3;
     if (pred_ms)
         *pred_ms = best;
     return 0;
 }
 
-int plan_build_auto(Plan *plan, const ModelConfig *c, const PlanRequest *req, double *pred_ms,
-                    double *preds, char *err, size_t errlen)
+int plan_build_auto(Plan *plan, const ModelConfig *c, const PlanRequest *req,
+                    const Cluster *cl, int kv_positions, double *pred_ms, double *preds,
+                    int *layer_dp, char *err, size_t errlen)
 {
     /* The analytic model reads only req's devices and links, which every candidate shares. */
     CostModel m = cost_model_analytic(req);
-    return cost_build_best(plan, c, req, &m, pred_ms, preds, err, errlen);
+    return cost_build_best(plan, c, req, &m, cl, kv_positions, pred_ms, preds, layer_dp, err,
+                           errlen);
 }

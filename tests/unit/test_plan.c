@@ -257,7 +257,7 @@ static void test_links_and_auto(void **state)
         }
         plan_free(&p);
         double preds[3], best;
-        assert_int_equal(plan_build_auto(&p, &c, &req, &best, preds, err, sizeof err), 0);
+        assert_int_equal(plan_build_auto(&p, &c, &req, NULL, 0, &best, preds, NULL, err, sizeof err), 0);
         for (int i = 0; i < 3; i++) /* the pick is the fastest, or within 1% of it */
             assert_true(best <= 1.01 * preds[i]);
         assert_int_equal(p.partition, pass == 0 ? PARTITION_SLICE : PARTITION_LAYER);

@@ -9,6 +9,7 @@
 
 #include "cost.h"
 #include "sim.h"
+#include "solver.h"
 #include "util.h"
 #include "wire.h"
 
@@ -352,7 +353,7 @@ static void test_cost_models(void **state)
         const CostModel *m = which ? &ana : &sim;
         Plan best;
         double preds[3], pred;
-        assert_int_equal(cost_build_best(&best, &c, &req, m, &pred, preds, err, sizeof err), 0);
+        assert_int_equal(cost_build_best(&best, &c, &req, m, NULL, 0, &pred, preds, NULL, err, sizeof err), 0);
         int pick = -1, priced = 0;
         double v = 0;
         for (int i = 0; i < 3; i++) {
@@ -382,13 +383,66 @@ static void test_cost_models(void **state)
         if (which) { /* the analytic model: what --partition auto has always chosen */
             Plan a;
             double apreds[3], apred;
-            assert_int_equal(plan_build_auto(&a, &c, &req, &apred, apreds, err, sizeof err), 0);
+            assert_int_equal(plan_build_auto(&a, &c, &req, NULL, 0, &apred, apreds, NULL, err, sizeof err), 0);
             assert_int_equal(a.partition, parts[pick]);
             assert_true(apred == pred);
             assert_memory_equal(apreds, preds, sizeof preds);
             plan_free(&a);
         }
     }
+    free(lat);
+    free(dv);
+    cluster_free(&cl);
+}
+
+/* --partition auto's layer-wise candidate with the cluster: the better of N stages and the
+ * best layer-wise plan over subsets of the boards (solver_layer_dp under the same model).
+ * On WiFi a model that fits one board is one stage, not four, and the prediction says so. */
+static void test_auto_layer_dp(void **state)
+{
+    (void)state;
+    ModelConfig c = small_llama();
+    Cluster cl;
+    char err[256];
+    assert_int_equal(sim_cluster_generate(&cl, 4, 2, &c, 3.0, 64, err, sizeof err), 0);
+    assert_int_equal(sim_cluster_set_links(&cl, "wifi", 2, err, sizeof err), 0);
+    Device *dv = cluster_plan_devices(&cl, 1.0);
+    PlanRequest req = {.partition = PARTITION_LAYER, .placement = PLACEMENT_LAYER, .seed = 1,
+                       .n_workers = 4, .devices = dv, .kv_positions = 64};
+    double *lat = cluster_plan_links(&cl, &req);
+    CostModel ana = cost_model_analytic(&req);
+    Plan naive, dp, a;
+    assert_int_equal(plan_build(&naive, &c, &req, err, sizeof err), 0);
+    SolverRequest sreq = {64, 2000000, 0};
+    SolverStats st;
+    assert_int_equal(solver_layer_dp(&dp, &st, &c, &cl, &ana, &sreq, err, sizeof err), 0);
+    double v_naive = cost_token_ms(&ana, &naive, &c), v_dp = cost_token_ms(&ana, &dp, &c);
+    /* four stages pay three more WiFi hops than the fewest boards that hold the model */
+    assert_true(v_dp < v_naive);
+    double preds[3], pred, preds0[3];
+    int layer_dp = -1;
+    assert_int_equal(plan_build_auto(&a, &c, &req, &cl, 64, &pred, preds, &layer_dp, err,
+                                     sizeof err), 0);
+    assert_true(preds[0] == v_dp);
+    assert_true(pred <= v_dp);
+    if (a.partition == PARTITION_LAYER) { /* the solver's plan, layer by layer */
+        assert_int_equal(layer_dp, 1);
+        for (int l = 0; l < c.n_layers; l++)
+            assert_int_equal(a.layers[l].ffn_rank, dp.layers[l].ffn_rank);
+    } else {
+        assert_int_equal(layer_dp, 0);
+        assert_true(pred < 0.99 * v_dp);
+    }
+    plan_free(&a);
+    /* without the cluster: the naive stages, as before */
+    assert_int_equal(plan_build_auto(&a, &c, &req, NULL, 0, &pred, preds0, &layer_dp, err,
+                                     sizeof err), 0);
+    assert_true(preds0[0] == v_naive);
+    assert_int_equal(layer_dp, 0);
+    assert_true(preds0[1] == preds[1] && preds0[2] == preds[2]);
+    plan_free(&a);
+    plan_free(&dp);
+    plan_free(&naive);
     free(lat);
     free(dv);
     cluster_free(&cl);
@@ -454,6 +508,7 @@ int main(void)
         cmocka_unit_test(test_policies_and_replacement),
         cmocka_unit_test(test_cluster_roundtrip),
         cmocka_unit_test(test_cost_models),
+        cmocka_unit_test(test_auto_layer_dp),
         cmocka_unit_test(test_shared_medium),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
