@@ -10,4 +10,8 @@
  * MPI_COMM_WORLD (transport_finalize ends with MPI_Finalize). */
 void transport_mpi_init(Transport *t, int *argc, char ***argv);
 
+/* This process's rank as its launcher (mpirun, srun) set it in the environment, read before
+ * MPI_Init; 0 when started without one. */
+int transport_mpi_launch_rank(void);
+
 #endif

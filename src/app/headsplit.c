@@ -628,6 +628,20 @@ static void run_free(Run *run)
 
 int main(int argc, char **argv)
 {
+    /* --help and --version answer before MPI_Init: a singleton MPI_Init starts an orted and
+     * threads only to print a page (and under LeakSanitizer its exit raced those threads). */
+    {
+        const int prc = options_info_request(argc, argv);
+        if (prc == 1 || prc == 2) {
+            if (transport_mpi_launch_rank() != 0)
+                ; /* rank 0 speaks for all */
+            else if (prc == 2)
+                options_version(stdout, "headsplit");
+            else
+                options_usage(stdout);
+            return 0;
+        }
+    }
     Run run;
     memset(&run, 0, sizeof run);
     run.file = -1;

@@ -90,6 +90,9 @@ typedef struct {
 int options_parse(Options *o, int argc, char **argv, char *err, size_t errlen);
 void options_usage(FILE *out);
 void options_free(Options *o);
+/* 1 when argv asks for --help, 2 for --version (the first of them), else 0; reads nothing
+ * else (no prompt file, no stdin), so main can answer before MPI_Init. */
+int options_info_request(int argc, char **argv);
 /* --version's text: git revision, build options, SIMD path. */
 void options_version(FILE *out, const char *program);
 /* The "config" object of the metrics. */

@@ -563,6 +563,17 @@ static int parse_runtime(Options *o, int ch, const char *arg, char *err, size_t 
     return 0;
 }
 
+int options_info_request(int argc, char **argv)
+{
+    char err[256];
+    int i = 1, ch;
+    const char *arg;
+    while ((ch = argparse_next(longopts, shortopts, argc, argv, &i, &arg, err, sizeof err)) > 0)
+        if (ch == O_HELP || ch == O_VERSION)
+            return ch == O_HELP ? 1 : 2;
+    return 0;
+}
+
 int options_parse(Options *o, int argc, char **argv, char *err, size_t errlen)
 {
     options_defaults(o);

@@ -141,6 +141,18 @@ static const TransportOps mpi_ops = {
     .finalize = mpi_finalize,
 };
 
+int transport_mpi_launch_rank(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
+                                       "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v)
+            return atoi(v);
+    }
+    return 0;
+}
+
 void transport_mpi_init(Transport *t, int *argc, char ***argv)
 {
     int rank, size;

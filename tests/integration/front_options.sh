@@ -64,6 +64,9 @@ for p in headsplit headsplit-convert headsplit-tokenize headsplit-profile headsp
   "$BUILD/$p" --version | grep -q "revision .*SIMD path" || "$BUILD/$p" --version | grep -q "SIMD path" \
     || fail "$p --version"
 done
+# --version and --help answer without MPI (no orted to find on this PATH: MPI_Init would fail)
+env PATH=/nonexistent "$BUILD/headsplit" --version | grep -q "SIMD path" || fail "--version needs MPI"
+env PATH=/nonexistent "$BUILD/headsplit" --help | grep -q "usage:" || fail "--help needs MPI"
 # progress: a bar on a terminal (script(1) gives one), nothing when stderr is a file
 gen --prompt "$P" --steps 4 2> "$T/plain.err" > /dev/null
 ! grep -q "loading" "$T/plain.err" || fail "a progress bar was drawn into a file"
