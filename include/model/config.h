@@ -61,6 +61,10 @@ typedef struct {
      * result looked up in its fp16 table: kernels_gelu_fp16), set by the GGUF import; 0: the
      * tanh form in float (llm.c, Hugging Face). */
     int gelu_fp16;
+    /* The type the KV caches store their rows in (--cache-type; QType): QTYPE_F32 (0, a
+     * zeroed config; exact), QTYPE_F16 or QTYPE_Q8_0 (head_dim a multiple of 32).  Set by the
+     * run, not read from the file; config_kv_bytes counts by it. */
+    int kv_type;
 } ModelConfig;
 
 /* Query heads per KV group. */
@@ -115,7 +119,8 @@ int config_wkind_block(const ModelConfig *c, WeightKind k);
  * (to Q8_0, Q8_K, fp16 or bf16), so a last-bit difference of that input can move it by a
  * whole rounding step. */
 int config_rounds_activations(const ModelConfig *c);
-/* Bytes of KV cache for one KV group of one layer holding n positions. */
+/* Bytes of KV cache for one KV group of one layer holding n positions (K and V rows in
+ * c->kv_type: 4, 2 or 34/32 bytes per value). */
 size_t config_kv_bytes(const ModelConfig *c, int n_positions);
 
 #endif

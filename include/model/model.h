@@ -35,9 +35,14 @@ typedef struct {
     QMat wk, wv;            /* [hd][dim] */
     float *bq;              /* [(q1-q0)*hd] gpt2 */
     float *bk, *bv;         /* [hd] gpt2 */
-    float *k_cache, *v_cache; /* [kv_cap][hd] */
+    float *k_cache, *v_cache; /* [kv_cap][hd]: the caches of c->kv_type QTYPE_F32, else NULL */
+    void *k_store, *v_store;  /* c->kv_type F16 / Q8_0: kv_cap rows of hd values in that type */
     int kv_cap;               /* positions the cache holds */
 } AttnPartW;
+
+/* The storage of w's K (which 0) or V (1) cache, whatever its type: kv_cap rows of
+ * config_kv_bytes(c, 1) / 2 bytes each. */
+void *model_attn_part_cache(AttnPartW *w, int which);
 
 /* Output projection of one layer: z = x + wo . heads (+ bo). */
 typedef struct {
@@ -80,6 +85,9 @@ typedef struct {
     int att_cap;     /* positions a row of att holds (the kv_cap it was made for) */
     float *hb, *hb2; /* [B][ffn] */
     float *tmp;      /* [B][dim] */
+    /* KV caches stored as F16 / Q8_0: the rows an attention call reads, dequantized
+     * ([att_cap][hd] each, allocated at the first such call; resident as used). */
+    float *kv_k, *kv_v;
     /* The current matvec input quantized to each vec-dot type (Q8_0, Q8_1, Q8_K, F16,
      * BF16), each large enough for B of the longest input; act_of says which input each one
      * holds (NULL: none, after every new input), act_rows how many of its rows. */

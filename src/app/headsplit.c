@@ -123,6 +123,14 @@ static int run_open(Run *run)
         H5Fclose(run->file);
         run->file = -1;
     }
+    run->cfg.kv_type = o->cache_type; /* every rank's caches, and what placement counts */
+    if (run->file >= 0 && o->cache_type == QTYPE_Q8_0 && run->cfg.head_dim % 32) {
+        util_err(err, sizeof err, "--cache-type q8_0: the head size %d of %s is not a multiple "
+                 "of 32 (Q8_0 blocks); give --cache-type f16 or f32", run->cfg.head_dim,
+                 o->model);
+        H5Fclose(run->file);
+        run->file = -1;
+    }
     if (startup_agree(&run->cm, run->file < 0 ? err : NULL))
         return 1;
     if (run->distributed && startup_check_model(&run->cm, &run->cfg, o->model))

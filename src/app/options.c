@@ -49,6 +49,14 @@ void options_usage(FILE *out)
         "                        results to the controller): f32 (default, exact), IEEE half\n"
         "                        (half the bytes) or Q8_0 blocks (34 bytes per 32); tokens may\n"
         "                        differ\n"
+        );
+    fprintf(out,
+        "  --cache-type f32|f16|q8_0  the KV caches' rows on every rank: f32 (default,\n"
+        "                        exact), IEEE half (half the bytes) or Q8_0 blocks of 32\n"
+        "                        (34 bytes per 32 values, 0.27 of f32; the head size must be\n"
+        "                        a multiple of 32); placement and budgets count the stored\n"
+        "                        bytes; attention reads them back dequantized, so logits\n"
+        "                        differ from f32 (README: measured bounds), tokens may too\n"
         "  --exchange auto|all|reduce|rsag|exact  SLICE partial sums: all-to-all, to one member\n"
         "                        and back, or reduce-scatter/all-gather; exact: no partial\n"
         "                        sums, wo and w_down by rows and four all-gathers per layer,\n"
@@ -144,7 +152,7 @@ enum { O_MODEL = 256, O_PROMPT, O_STEPS, O_TEMP, O_TOPP, O_SEED, O_METRICS, O_PA
    O_ASSUME_RTT, O_SLOWDOWN, O_WIRE, O_LMHEAD, O_PFILE, O_NPRED, O_CTX, O_TOPK, O_MINP,
    O_REPPEN, O_REPN, O_STOP, O_NOSPECIAL, O_CHATTPL, O_CHAT, O_SERVE, O_APIKEY, O_SYSTEM,
    O_THREADS, O_VERSION, O_MAXBODY, O_EXCHANGE, O_BATCH, O_UBATCH, O_DRAFT, O_DRAFT_TOKENS,
-   O_DRAFT_RANK, O_GRACE, O_QUEUE, O_ALIAS, O_KEYFILE, O_PARALLEL };
+   O_DRAFT_RANK, O_GRACE, O_QUEUE, O_ALIAS, O_KEYFILE, O_PARALLEL, O_CACHE };
 
 static const struct option longopts[] = {
     {"model", required_argument, 0, O_MODEL}, {"prompt", required_argument, 0, O_PROMPT},
@@ -173,6 +181,7 @@ static const struct option longopts[] = {
     {"replace-threshold", required_argument, 0, O_THRESH},
     {"assume-rtt", required_argument, 0, O_ASSUME_RTT},
     {"emulate-slowdown", required_argument, 0, O_SLOWDOWN},
+    {"cache-type", required_argument, 0, O_CACHE},
     {"wire", required_argument, 0, O_WIRE}, {"lm-head", required_argument, 0, O_LMHEAD},
     {"prompt-file", required_argument, 0, O_PFILE},
     {"n-predict", required_argument, 0, O_NPRED}, {"ctx-size", required_argument, 0, O_CTX},
@@ -507,6 +516,12 @@ static int parse_runtime(Options *o, int ch, const char *arg, char *err, size_t 
             return util_err(err, errlen, "--wire: '%s' is not f32, f16 or q8", arg);
         o->wire16 = !strcmp(arg, "f16") ? 1 : !strcmp(arg, "q8") ? 2 : 0;
         break;
+    case O_CACHE:
+        if (strcmp(arg, "f32") && strcmp(arg, "f16") && strcmp(arg, "q8_0"))
+            return util_err(err, errlen, "--cache-type: '%s' is not f32, f16 or q8_0", arg);
+        o->cache_type = !strcmp(arg, "f16") ? QTYPE_F16 : !strcmp(arg, "q8_0") ? QTYPE_Q8_0
+                                                                                : QTYPE_F32;
+        break;
     case O_EXCHANGE:
         if (plan_parse_exchange(arg, &o->exchange) < 0)
             return util_err(err, errlen,
@@ -675,6 +690,7 @@ json_t *options_json(const Options *o, int n_ranks)
     json_object_set_new(j, "wire",
                         json_string(o->wire16 == 2 ? "q8" : o->wire16 ? "f16" : "f32"));
     json_object_set_new(j, "exchange", json_string(plan_exchange_name(o->exchange)));
+    json_object_set_new(j, "cache_type", json_string(quant_type_name((QType)o->cache_type)));
     json_object_set_new(j, "lm_head", json_string(o->head_on_controller ? "controller"
                                                                           : "split"));
     json_object_set_new(j, "n_predict", json_integer(o->n_predict));

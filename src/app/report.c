@@ -154,6 +154,12 @@ static json_t *metrics_json(const Run *run, json_t *dm, double ms, uint64_t sum)
     json_object_set_new(m, "tokens_checksum", json_string(hex));
     json_object_set_new(m, "config", options_json(&run->o, run->cm.size));
     json_object_set_new(m, "model", model_json(&run->cfg));
+    /* --cache-type: the KV caches' stored type and the bytes one position adds to them over
+     * every layer and KV group (K and V; the sum of the ranks' kv_bytes_per_token) */
+    json_object_set_new(m, "cache_type", json_string(quant_type_name((QType)run->cfg.kv_type)));
+    json_object_set_new(m, "kv_bytes_per_position",
+                        json_integer((json_int_t)run->cfg.n_layers * run->cfg.n_kv_heads *
+                                     (json_int_t)config_kv_bytes(&run->cfg, 1)));
     json_object_set_new(m, "openblas_corename", json_string(kernels_blas_corename()));
     json_object_set_new(m, "plan", plan_to_json(run->dist ? dist_plan(run->dist) : &run->plan,
                                                 &run->cfg));

@@ -175,7 +175,7 @@ static inline size_t rows_bytes(const DistEngine *e, int n)
  * of the K and V cached so far (the board model of the dilation charges them). */
 static inline double attn_stream_bytes(const ModelConfig *c, const AttnPartW *w, int pos, int n)
 {
-    const double kv_row = 2.0 * (double)c->head_dim * sizeof(float);
+    const double kv_row = (double)config_kv_bytes(c, 1); /* K and V, in the stored type */
     return (double)model_attn_part_bytes(c, w) +
            kv_row * ((double)n * (double)pos + (double)n * (double)(n + 1) / 2);
 }

@@ -80,7 +80,7 @@ void dist_print_memory_prediction(const DistEngine *e, FILE *out)
  * opened for arriving parts (-1 until needed), and the bytes moved and loaded. */
 typedef struct {
     const Plan *next;
-    size_t kv_floats;
+    size_t kv_bytes; /* of one cache (K or V) of a part */
     TransportReq *reqs;
     int nreq;
     AttnPartW **fresh;
@@ -103,11 +103,11 @@ static void migrate_send(DistEngine *e, Migration *mg, int l)
         if (to == me)
             continue;
         int tag = WIRE_TAG_MIG + 2 * (l * c->n_heads + k);
-        transport_isend(e->tp, pw->k_cache, mg->kv_floats * sizeof(float), to, tag,
+        transport_isend(e->tp, model_attn_part_cache(pw, 0), mg->kv_bytes, to, tag,
                         &mg->reqs[mg->nreq++]);
-        transport_isend(e->tp, pw->v_cache, mg->kv_floats * sizeof(float), to, tag + 1,
+        transport_isend(e->tp, model_attn_part_cache(pw, 1), mg->kv_bytes, to, tag + 1,
                         &mg->reqs[mg->nreq++]);
-        mg->kv_moved += 2 * mg->kv_floats * sizeof(float);
+        mg->kv_moved += 2 * mg->kv_bytes;
     }
 }
 
@@ -147,9 +147,9 @@ static void migrate_take(DistEngine *e, Migration *mg, int l)
         mg->loaded += model_attn_part_bytes(c, dst);
         e->stats.weight_bytes += model_attn_part_bytes(c, dst);
         int tag = WIRE_TAG_MIG + 2 * (l * c->n_heads + k);
-        transport_irecv(e->tp, dst->k_cache, mg->kv_floats * sizeof(float), from, tag,
+        transport_irecv(e->tp, model_attn_part_cache(dst, 0), mg->kv_bytes, from, tag,
                         &mg->reqs[mg->nreq++]);
-        transport_irecv(e->tp, dst->v_cache, mg->kv_floats * sizeof(float), from, tag + 1,
+        transport_irecv(e->tp, model_attn_part_cache(dst, 1), mg->kv_bytes, from, tag + 1,
                         &mg->reqs[mg->nreq++]);
     }
 }
@@ -230,7 +230,7 @@ void engine_replan(DistEngine *e, int positions)
                              e->mem.threshold, err, sizeof err);
     CHECK(moved >= 0, "%s", err);
     const int cap = 4 * c->n_layers * c->n_heads + 4;
-    Migration mg = {.next = &next, .kv_floats = (size_t)positions * (size_t)c->head_dim,
+    Migration mg = {.next = &next, .kv_bytes = config_kv_bytes(c, positions) / 2,
                     .reqs = xmalloc((size_t)cap * sizeof(TransportReq)),
                     .fresh = xcalloc((size_t)e->L, sizeof(AttnPartW *)), .file = -1};
     transport_exclusive(e->tp, 1); /* posts and file reads only: nothing waits in here */

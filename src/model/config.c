@@ -379,7 +379,7 @@ int config_wkind_block(const ModelConfig *c, WeightKind k)
 
 size_t config_kv_bytes(const ModelConfig *c, int n_positions)
 {
-    return 2 * (size_t)n_positions * (size_t)c->head_dim * sizeof(float);
+    return 2 * (size_t)n_positions * quant_row_bytes((QType)c->kv_type, c->head_dim);
 }
 
 RopeScalingLlama3 config_rope_scaling_llama31(void)

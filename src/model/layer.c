@@ -27,6 +27,8 @@ void model_scratch_free(Scratch *s)
     free(s->hb);
     free(s->hb2);
     free(s->tmp);
+    free(s->kv_k);
+    free(s->kv_v);
     for (int i = 0; i < 5; i++)
         free(s->act[i]);
     memset(s, 0, sizeof *s);
@@ -108,8 +110,8 @@ void model_attn_part_forward(const ModelConfig *c, AttnPartW *w, Scratch *s, con
     layer_act_reset(s);
     matvec(s, s->q, &w->wq, s->xn);
     add_bias(s->q, w->bq, nq * hd);
-    float *k = w->k_cache + (size_t)pos * (size_t)hd;
-    float *v = w->v_cache + (size_t)pos * (size_t)hd;
+    float *k, *v;
+    layer_kv_rows(c, w, s, pos, 1, &k, &v);
     matvec(s, k, &w->wk, s->xn);
     add_bias(k, w->bk, hd);
     matvec(s, v, &w->wv, s->xn);
@@ -125,8 +127,10 @@ void model_attn_part_forward(const ModelConfig *c, AttnPartW *w, Scratch *s, con
         }
     }
     const float kq_scale = model_attn_q_scale(c, s->q, nq);
-    layer_attention(c, s, out, (size_t)nq * (size_t)hd, s->q, (size_t)nq * (size_t)hd,
-                    w->k_cache, w->v_cache, nq, pos, 1, kq_scale);
+    const float *kc, *vc;
+    layer_kv_commit(c, w, s, pos, 1, &kc, &vc);
+    layer_attention(c, s, out, (size_t)nq * (size_t)hd, s->q, (size_t)nq * (size_t)hd, kc, vc,
+                    nq, pos, 1, kq_scale);
 }
 
 /* An attention job for the pool: heads [lo, hi) of every position. */
@@ -156,6 +160,47 @@ static void att_heads(void *arg, int lo, int hi)
                                  j->att + (size_t)lo * j->att_cap, hi - lo, j->hd, p + 1 - first,
                                  j->scale);
     }
+}
+
+void layer_kv_rows(const ModelConfig *c, AttnPartW *w, Scratch *s, int pos, int n, float **k,
+                   float **v)
+{
+    const size_t hd = (size_t)c->head_dim;
+    if (c->kv_type == QTYPE_F32) {
+        *k = w->k_cache + (size_t)pos * hd;
+        *v = w->v_cache + (size_t)pos * hd;
+        return;
+    }
+    CHECK(pos + n <= s->att_cap, "attention: positions up to %d, the scratch holds %d",
+          pos + n, s->att_cap);
+    if (!s->kv_k) {
+        s->kv_k = xcalloc_lazy((size_t)s->att_cap * hd, sizeof(float));
+        s->kv_v = xcalloc_lazy((size_t)s->att_cap * hd, sizeof(float));
+    }
+    *k = s->kv_k + (size_t)pos * hd;
+    *v = s->kv_v + (size_t)pos * hd;
+}
+
+void layer_kv_commit(const ModelConfig *c, AttnPartW *w, Scratch *s, int pos, int n,
+                     const float **k, const float **v)
+{
+    if (c->kv_type == QTYPE_F32) {
+        *k = w->k_cache;
+        *v = w->v_cache;
+        return;
+    }
+    const QType t = (QType)c->kv_type;
+    const size_t hd = (size_t)c->head_dim, row = config_kv_bytes(c, 1) / 2;
+    const int first = att_first(pos, c->sliding_window);
+    unsigned char *ks = w->k_store, *vs = w->v_store;
+    const int64_t add = (int64_t)n * c->head_dim;
+    quant_quantize_row(ks + (size_t)pos * row, s->kv_k + (size_t)pos * hd, t, add);
+    quant_quantize_row(vs + (size_t)pos * row, s->kv_v + (size_t)pos * hd, t, add);
+    const int64_t len = (int64_t)(pos + n - first) * c->head_dim;
+    quant_dequantize_row(s->kv_k + (size_t)first * hd, ks + (size_t)first * row, t, len);
+    quant_dequantize_row(s->kv_v + (size_t)first * hd, vs + (size_t)first * row, t, len);
+    *k = s->kv_k;
+    *v = s->kv_v;
 }
 
 void layer_attention(const ModelConfig *c, Scratch *s, float *out, size_t out_stride,

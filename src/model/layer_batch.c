@@ -106,8 +106,8 @@ void model_attn_part_forward_n(const ModelConfig *c, AttnPartW *w, Scratch *s, c
     for (int i = 0; i < n; i++)
         layer_pre_norm(c, s->xn + (size_t)i * dim, x + (size_t)i * dim, w->norm_w, w->norm_b);
     layer_act_reset(s);
-    float *k = w->k_cache + (size_t)pos * (size_t)hd;
-    float *v = w->v_cache + (size_t)pos * (size_t)hd;
+    float *k, *v;
+    layer_kv_rows(c, w, s, pos, n, &k, &v);
     matmul_n(s, s->q, qd, &w->wq, s->xn, (size_t)dim, n);
     add_bias_n(s->q, qd, w->bq, (int)qd, n);
     matmul_n(s, k, (size_t)hd, &w->wk, s->xn, (size_t)dim, n); /* appended at pos..pos+n-1 */
@@ -133,8 +133,9 @@ void model_attn_part_forward_n(const ModelConfig *c, AttnPartW *w, Scratch *s, c
     float kq_scale = 1.0f;
     for (int i = 0; i < n; i++)
         kq_scale = model_attn_q_scale(c, s->q + (size_t)i * qd, nq);
-    layer_attention(c, s, out, (size_t)out_stride, s->q, qd, w->k_cache, w->v_cache, nq, pos,
-                    n, kq_scale);
+    const float *kc, *vc;
+    layer_kv_commit(c, w, s, pos, n, &kc, &vc);
+    layer_attention(c, s, out, (size_t)out_stride, s->q, qd, kc, vc, nq, pos, n, kq_scale);
 }
 
 void model_proj_forward_n(const ModelConfig *c, const ProjW *w, Scratch *s, const float *x,

@@ -26,4 +26,15 @@ void layer_attention(const ModelConfig *c, Scratch *s, float *out, size_t out_st
                      const float *q, size_t q_stride, const float *k_cache,
                      const float *v_cache, int nq, int pos, int n, float scale);
 
+/* The KV caches of c->kv_type (--cache-type).  layer_kv_rows: where rows pos..pos+n-1 of w's
+ * K and V are to be computed (the f32 cache itself; for F16 / Q8_0 the scratch's rows).
+ * layer_kv_commit: stores them in w's cache (F16 / Q8_0: rounded to the stored type) and
+ * gives the K and V that attention reads, row p the cached position p: the f32 cache, or the
+ * stored rows the window of positions pos..pos+n-1 sees, dequantized into the scratch (so a
+ * position reads back exactly what the cache holds, written now or earlier). */
+void layer_kv_rows(const ModelConfig *c, AttnPartW *w, Scratch *s, int pos, int n, float **k,
+                   float **v);
+void layer_kv_commit(const ModelConfig *c, AttnPartW *w, Scratch *s, int pos, int n,
+                     const float **k, const float **v);
+
 #endif

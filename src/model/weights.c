@@ -173,14 +173,32 @@ int model_load_attn_part(AttnPartW *w, const ModelConfig *c, hid_t f, const char
         if (!(w->bv = read_slab(f, fname, p, 2, dk, sk, ck, err, errlen)))
             goto fail;
     }
+    if (c->kv_type == QTYPE_Q8_0 && hd % 32) {
+        util_err(err, errlen, "--cache-type q8_0: the head size %d of %s is not a multiple of "
+                 "32 (Q8_0 blocks); give --cache-type f16 or f32", (int)hd, fname);
+        goto fail;
+    }
     w->kv_cap = kv_cap;
     /* resident as positions are written: -n's whole-context cache costs what it holds */
-    w->k_cache = xcalloc_lazy((size_t)kv_cap * hd, sizeof(float));
-    w->v_cache = xcalloc_lazy((size_t)kv_cap * hd, sizeof(float));
+    if (c->kv_type == QTYPE_F32) {
+        w->k_cache = xcalloc_lazy((size_t)kv_cap * hd, sizeof(float));
+        w->v_cache = xcalloc_lazy((size_t)kv_cap * hd, sizeof(float));
+    } else {
+        const size_t row = config_kv_bytes(c, 1) / 2;
+        w->k_store = xcalloc_lazy((size_t)kv_cap, row);
+        w->v_store = xcalloc_lazy((size_t)kv_cap, row);
+    }
     return 0;
 fail:
     model_free_attn_part(w);
     return -1;
+}
+
+void *model_attn_part_cache(AttnPartW *w, int which)
+{
+    if (w->k_cache)
+        return which ? (void *)w->v_cache : (void *)w->k_cache;
+    return which ? w->v_store : w->k_store;
 }
 
 int model_load_proj(ProjW *w, const ModelConfig *c, hid_t f, const char *fname, int layer,
@@ -372,6 +390,8 @@ void model_free_attn_part(AttnPartW *w)
     free(w->bv);
     free(w->k_cache);
     free(w->v_cache);
+    free(w->k_store);
+    free(w->v_store);
     memset(w, 0, sizeof *w);
 }
 

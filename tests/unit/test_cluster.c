@@ -258,7 +258,7 @@ static void test_latency_sd(void **state)
 static ModelConfig small_config(void)
 {
     ModelConfig c = {ARCH_LLAMA, 64, 5, 8, 4, 8, 172, 512, 512, 1e-5f, 10000.0f,
-                     ROPE_INTERLEAVED, 1, 1, 2, {0}, "", 0, 0, 0, {0}, 0, 0};
+                     ROPE_INTERLEAVED, 1, 1, 2, {0}, "", 0, 0, 0, {0}, 0, 0, 0};
     return c;
 }
 

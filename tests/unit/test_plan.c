@@ -16,14 +16,14 @@
 static ModelConfig tinyllama(void)
 {
     ModelConfig c = {ARCH_LLAMA, 2048, 22, 32, 4, 64, 5632, 32000, 2048, 1e-5f, 10000.0f,
-                     ROPE_HALF, 0, 1, 2, {0}, "", 0, 0, 0, {0}, 0, 0}; /* float32 weights */
+                     ROPE_HALF, 0, 1, 2, {0}, "", 0, 0, 0, {0}, 0, 0, 0}; /* float32 weights */
     return c;
 }
 
 static ModelConfig stories(void)
 {
     ModelConfig c = {ARCH_LLAMA, 64, 5, 8, 4, 8, 172, 512, 512, 1e-5f, 10000.0f,
-                     ROPE_INTERLEAVED, 1, 1, 2, {0}, "", 0, 0, 0, {0}, 0, 0}; /* float32 weights */
+                     ROPE_INTERLEAVED, 1, 1, 2, {0}, "", 0, 0, 0, {0}, 0, 0, 0}; /* float32 weights */
     return c;
 }
 

@@ -19,14 +19,14 @@
 static ModelConfig small(void)
 {
     ModelConfig c = {ARCH_LLAMA, 8, 2, 4, 2, 2, 12, 10, 16, 1e-5f, 10000.0f,
-                     ROPE_INTERLEAVED, 1, 1, 2, {0}, "", 0, 0, 0, {0}, 0, 0};
+                     ROPE_INTERLEAVED, 1, 1, 2, {0}, "", 0, 0, 0, {0}, 0, 0, 0};
     return c;
 }
 
 static ModelConfig tinyllama(void)
 {
     ModelConfig c = {ARCH_LLAMA, 2048, 22, 32, 4, 64, 5632, 32000, 2048, 1e-5f, 10000.0f,
-                     ROPE_HALF, 0, 1, 2, {0}, "", 0, 0, 0, {0}, 0, 0};
+                     ROPE_HALF, 0, 1, 2, {0}, "", 0, 0, 0, {0}, 0, 0, 0};
     return c;
 }
 

@@ -21,7 +21,7 @@
 static ModelConfig small_llama(void)
 {
     ModelConfig c = {ARCH_LLAMA, 64, 4, 8, 4, 8, 172, 512, 512, 1e-5f, 10000.0f,
-                     ROPE_INTERLEAVED, 1, 1, 2, {0}, "", 0, 0, 0, {0}, 0, 0}; /* float32 weights */
+                     ROPE_INTERLEAVED, 1, 1, 2, {0}, "", 0, 0, 0, {0}, 0, 0, 0}; /* float32 weights */
     return c;
 }
 

@@ -22,7 +22,7 @@
 static ModelConfig tiny(int layers)
 {
     ModelConfig c = {ARCH_LLAMA, 32, layers, 4, 2, 8, 96, 64, 64, 1e-5f, 10000.0f,
-                     ROPE_INTERLEAVED, 1, 1, 2, {0}, "", 0, 0, 0, {0}, 0, 0}; /* float32 weights */
+                     ROPE_INTERLEAVED, 1, 1, 2, {0}, "", 0, 0, 0, {0}, 0, 0, 0}; /* float32 weights */
     return c;
 }
 

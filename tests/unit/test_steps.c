@@ -25,7 +25,7 @@
 static ModelConfig tinyllama(void)
 {
     ModelConfig c = {ARCH_LLAMA, 2048, 4, 32, 4, 64, 5632, 32000, 2048, 1e-5f, 10000.0f,
-                     ROPE_HALF, 0, 1, 2, {0}, "", 0, 0, 0, {0}, 0, 0};
+                     ROPE_HALF, 0, 1, 2, {0}, "", 0, 0, 0, {0}, 0, 0, 0};
     return c;
 }
 
