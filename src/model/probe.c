@@ -147,9 +147,14 @@ double model_probe_layer_speeds(const ModelConfig *c, size_t min_bytes, int pass
     a = (Arena){.buf = xmalloc_big(copies * stride), .cap = copies * stride, .stride = stride,
                 .rng = 12345u};
     layout(&a, c, copies, kv_cap, parts, proj, ffn);
-    for (size_t i = 0; i < copies * (size_t)units; i++) {
-        parts[i].k_cache = xcalloc((size_t)kv_cap * (size_t)hd, sizeof(float));
-        parts[i].v_cache = xcalloc((size_t)kv_cap * (size_t)hd, sizeof(float));
+    for (size_t i = 0; i < copies * (size_t)units; i++) { /* caches of c->kv_type */
+        if (c->kv_type == QTYPE_F32) {
+            parts[i].k_cache = xcalloc((size_t)kv_cap * (size_t)hd, sizeof(float));
+            parts[i].v_cache = xcalloc((size_t)kv_cap * (size_t)hd, sizeof(float));
+        } else {
+            parts[i].k_store = xcalloc((size_t)kv_cap, config_kv_bytes(c, 1) / 2);
+            parts[i].v_store = xcalloc((size_t)kv_cap, config_kv_bytes(c, 1) / 2);
+        }
     }
     Scratch s;
     model_scratch_init(&s, c, kv_cap);
@@ -180,6 +185,8 @@ double model_probe_layer_speeds(const ModelConfig *c, size_t min_bytes, int pass
     for (size_t i = 0; i < copies * (size_t)units; i++) {
         free(parts[i].k_cache);
         free(parts[i].v_cache);
+        free(parts[i].k_store);
+        free(parts[i].v_store);
     }
     free(parts);
     free(proj);
