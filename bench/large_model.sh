@@ -9,17 +9,18 @@
 #   bench/large_model.sh [--preset llama2-7b] [--quantize q4_0] [--gguf FILE.gguf]
 #                        [--model /tmp/M.h5] [--np 5] [--ctx-size 512] [-n 16]
 #                        [--partitions "layer slice"] [--device pi4|none] [--links "none"]
-#                        [--repeats 1] [--keep]
+#                        [--repeats 1] [--keep] [--out DIR]
 #   --device pi4   each rank under scripts/emulate-device pi4 (HEADSPLIT_EMU_MODE=dilate unless
 #                  set: the board's speed from CPU time, not a share of a loaded host)
 #   --links L      space-separated --emulate-link specs (wifi, ethernet, ...; none: loopback)
 # A model file the script writes (~3.8 GB for llama2-7b q4_0) is removed at the end unless
-# --keep; a --model that exists is used and kept.
+# --keep; a --model that exists is used and kept.  --out DIR keeps every run's metrics
+# (PARTITION-LINK-REPEAT.json) and output there (default: a temporary folder, removed).
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$SRC/build}
 preset=llama2-7b quant=q4_0 model="" gguf="" np=5 ctx=512 steps=16 parts="layer slice" keep=0
-device=none links=none repeats=1
+device=none links=none repeats=1 outdir=""
 while [ $# -gt 0 ]; do
   case $1 in
     --preset) preset=$2; shift 2 ;;
@@ -34,6 +35,7 @@ while [ $# -gt 0 ]; do
     --repeats) repeats=$2; shift 2 ;;
     --partitions) parts=$2; shift 2 ;;
     --keep) keep=1; shift ;;
+    --out) outdir=$2; shift 2 ;;
     *) echo "bench/large_model.sh: unknown option $1 (see the header)" >&2; exit 2 ;;
   esac
 done
@@ -50,8 +52,11 @@ if [ "$device" != none ]; then
   wrap=("$SRC/scripts/emulate-device" "$device")
   export HEADSPLIT_EMU_MODE=${HEADSPLIT_EMU_MODE:-dilate}
 fi
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+if [ -n "$outdir" ]; then
+  mkdir -p "$outdir"; out=$outdir
+else
+  out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
+fi
 echo "revision $(git -C "$SRC" rev-parse --short HEAD); $(nproc) cores; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load at start: $(uptime | sed 's/.*load average: //')"
 echo "device $device${wrap:+ (HEADSPLIT_EMU_MODE=$HEADSPLIT_EMU_MODE)}, links: $links, $repeats repeat(s), -n $steps, --ctx-size $ctx"
 made=0
@@ -79,7 +84,8 @@ for part in $parts; do
     --metrics "$f.json" > "$f.out" 2>&1 || { tail -5 "$f.out"; continue; }
   grep -m1 "auto partition" "$f.out" || true
   jq -r '"decode \(.decode_ms_per_token) ms/token (predicted \(.predicted_ms_per_token)), " +
-      "\(.gen_tokens_per_s) tok/s over \(.n_gen_tokens) tokens, partition \(.config.partition_chosen // .config.partition), load_s \(.load_s)"' "$f.json"
+      "\(.gen_tokens_per_s) tok/s over \(.n_gen_tokens) tokens, partition \(.config.partition_chosen // .config.partition), load_s \(.load_s), " +
+      "host over the boards \((.emulation_host_over // 0) * 100 | floor)% (rank \(.emulation_host_over_rank // -1))"' "$f.json"
   jq -r '(.memory | map({key: (.rank | tostring), value: .peak_accounted_bytes}) | from_entries)
       as $acc | .ranks[] | "rank \(.rank) \(.role): weights \(.weight_bytes / 1e6 | floor) MB, " +
       "weights + KV accounted \(($acc[.rank | tostring] // .weight_bytes) / 1e6 | floor) MB, " +

@@ -119,10 +119,11 @@ int cluster_load_devices(const char *path, int size, size_t *mem, double *speed,
  * within 30% of each other all become 1.0 (identical boards), others are rounded to 5% of
  * the fastest. */
 void cluster_stabilise_speeds(double *speed, int n);
-/* One-way latencies lat_ms[size*size]: all 0 when their median is under 1 ms (a LAN:
- * placement ignores them); within a factor 2 (+ 0.05 ms) of each other all become the median
- * (a uniform network), rounded to 0.1 ms; else each is rounded to 0.1 ms.  The diagonal is 0.
- * The median of an even count is the upper middle value. */
+/* One-way latencies lat_ms[size*size]: within a factor 2 (+ 0.05 ms) of each other all
+ * become the median (a uniform network), rounded to 0.1 ms; else each is rounded to 0.1 ms.
+ * A LAN's 0.1 ms stays (an exchange-heavy plan pays it on every hop: 34 hops a token are
+ * 3.4 ms on Gbit ethernet); one host's loopback (under 0.05 ms) rounds to 0.  The diagonal
+ * is 0.  The median of an even count is the upper middle value. */
 void cluster_stabilise_latencies(double *lat_ms, int size);
 /* One-way latency standard deviation (ms) for predictions: the median over links of
  * (p95 - median RTT) / 1.645 / sqrt 2, rounded to 0.1 ms; 0 where the stabilised latencies

@@ -91,8 +91,11 @@ struct Transport {
     double wait_t0, wait_limit_s; /* limit 0: a set-up wait without a timeout */
     const char *wait_what;
     int wait_layer;
-    /* Written by the dilation layer, read by the metrics. */
-    double slowdown, dilated_s;
+    /* Written by the dilation layer, read by the metrics: the factor, the seconds slept to
+     * stretch work to the board's time, the board's time for that work (board_s), and the
+     * seconds the host itself took beyond it (host_over_s: the host's cores or memory were
+     * slower than the board emulated, so the run's times are the host's, not the board's). */
+    double slowdown, dilated_s, board_s, host_over_s;
     /* Bytes of weights and KV cache the work since the last communication point streamed
      * (transport_streamed; the dilation layer's board model reads and resets it). */
     double streamed;

@@ -228,6 +228,16 @@ int report_write(Run *run, int rc)
                      prompt_rate(r), r->n_gen, r->gen_ms, gen_rate(r), r->passes,
                      r->gen_passes > 0 ? (double)r->n_gen / r->gen_passes : 0,
                      kernels_get_threads(), kernels_get_threads() == 1 ? "" : "s");
+        const double over = dm ? json_real_value(json_object_get(dm, "emulation_host_over")) : 0;
+        if (over > 0.10)
+            fprintf(stderr, "headsplit: warning: emulated boards: rank %d's work took %.0f%% "
+                    "longer on this host than on the board it emulates (the host's cores or "
+                    "memory bandwidth, shared by the ranks, are slower than the boards "
+                    "together): these times are the host's, not the boards' "
+                    "(emulation_host_over in the metrics; fewer ranks per host or a slower "
+                    "board, HEADSPLIT_EMU_CPU, keep the emulation faithful)\n",
+                    (int)json_integer_value(json_object_get(dm, "emulation_host_over_rank")),
+                    100 * over);
         if (r->n_forward > 0 && run->draft)
             LOG_INFO("headsplit: draft: %ld of %ld drafted tokens accepted (%.1f%%), %.2f "
                      "drafted per round on average, %d draft forwards", r->draft_accepted,

@@ -28,7 +28,7 @@ void dist_metrics_gather(DistEngine *e, DistMetrics *m)
     DistRankCounters mine = {(double)e->stats.weight_bytes, (double)util_peak_rss(),
                              (double)e->tp->bytes_sent, (double)e->tp->msgs_sent,
                              e->tp->wait_s, time_cpu(), time_now(), e->tp->slowdown,
-                             e->tp->dilated_s};
+                             e->tp->dilated_s, e->tp->board_s, e->tp->host_over_s};
     memcpy(row, &mine, sizeof mine);
     memcpy(row + N_COUNTERS, e->stats.timers, (size_t)L * T_COUNT * sizeof(double));
     double *ls = row + N_COUNTERS + (size_t)L * T_COUNT, *sp = ls + 3 * (size_t)size;
@@ -133,7 +133,7 @@ json_t *dist_metrics_json(const DistMetrics *m, int n_tokens)
     for (int r = 0; r < size; r++) {
         const DistRankCounters *v = &m->rank[r];
         total_bytes += v->bytes_sent;
-        json_array_append_new(ranks, json_pack("{s:i,s:s,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:f}",
+        json_array_append_new(ranks, json_pack("{s:i,s:s,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:f,s:f,s:f}",
                               "rank", r,
                               "role", r == 0 ? "controller" : "worker",
                               "weight_bytes", (json_int_t)v->weight_bytes,
@@ -141,7 +141,8 @@ json_t *dist_metrics_json(const DistMetrics *m, int n_tokens)
                               "bytes_sent", (json_int_t)v->bytes_sent,
                               "messages_sent", (json_int_t)v->messages_sent,
                               "wait_s", v->wait_s, "cpu_s", v->cpu_s,
-                              "slowdown", v->slowdown, "dilated_s", v->dilated_s));
+                              "slowdown", v->slowdown, "dilated_s", v->dilated_s,
+                              "board_s", v->board_s, "host_over_s", v->host_over_s));
         for (int p = 0; p < size; p++) {
             const LinkStats *ls = &m->links[(size_t)r * (size_t)size + (size_t)p];
             if (ls->misses > 0 || ls->retries > 0) {
@@ -154,6 +155,17 @@ json_t *dist_metrics_json(const DistMetrics *m, int n_tokens)
             }
         }
     }
+    /* Emulated boards (dilation): the share by which the host's own time for a rank's work
+     * exceeded the board's, worst rank; above 0 the host, not the boards, set those times. */
+    double over = 0;
+    int over_rank = -1;
+    for (int r = 0; r < size; r++)
+        if (m->rank[r].board_s > 0 && m->rank[r].host_over_s / m->rank[r].board_s > over) {
+            over = m->rank[r].host_over_s / m->rank[r].board_s;
+            over_rank = r;
+        }
+    json_object_set_new(o, "emulation_host_over", json_real(over));
+    json_object_set_new(o, "emulation_host_over_rank", json_integer(over_rank));
     double nt = n_tokens > 0 ? n_tokens : 1;
     long tried_all = 0, kept_all = 0;
     for (int l = 0; l < m->n_layers; l++)

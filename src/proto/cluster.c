@@ -266,11 +266,11 @@ void cluster_stabilise_latencies(double *lat_ms, int size)
                 hi = x > hi ? x : hi;
             }
     util_sort_doubles(v, m);
-    const double med = v[m / 2]; /* the upper middle: what placement was tuned with */
+    const double med = v[m / 2]; /* the upper middle */
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < n; j++) {
             double *x = &lat_ms[i * n + j];
-            if (i == j || med < 1.0)
+            if (i == j)
                 *x = 0;
             else
                 *x = hi <= 2 * lo + 0.05 ? floor(med * 10 + 0.5) / 10

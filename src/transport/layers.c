@@ -223,12 +223,15 @@ static void dil_pay(void *self, Transport *t)
     Dilation *d = self;
     if (!d->on)
         return;
-    double owed = transport_dilation_owed(d->factor, time_cpu() - d->cpu0,
-                                          time_now() - d->wall0, d->threads, d->cores,
-                                          t->streamed, d->bw_Bps);
+    const double wall = time_now() - d->wall0;
+    double owed = transport_dilation_owed(d->factor, time_cpu() - d->cpu0, wall, d->threads,
+                                          d->cores, t->streamed, d->bw_Bps);
+    t->board_s += wall + owed;
     if (owed > 0) {
         sleep_for(owed);
         t->dilated_s += owed;
+    } else {
+        t->host_over_s -= owed;
     }
 }
 

@@ -118,6 +118,12 @@ jq -e '.ranks[0].slowdown == 1 and .ranks[1].slowdown == 8 and .ranks[2].slowdow
   "$T/dil.json" > /dev/null || fail "per-rank slowdown not 1/8/8: $(jq -c '[.ranks[].slowdown]' "$T/dil.json")"
 jq -e '.ranks[1].dilated_s > 0 and .ranks[2].dilated_s > 0 and .ranks[0].dilated_s == 0' "$T/dil.json" \
   > /dev/null || fail "no dilation recorded"
+# the board's time for the work is what was slept plus what the host took, at least the sleep;
+# the host's excess over the board is a share of it (emulation_host_over: worst rank)
+jq -e '[.ranks[1,2] | .board_s >= .dilated_s and .host_over_s >= 0 and .host_over_s <= .board_s]
+       | all' "$T/dil.json" > /dev/null || fail "board_s/host_over_s inconsistent: $(jq -c '[.ranks[] | [.board_s, .dilated_s, .host_over_s]]' "$T/dil.json")"
+jq -e '.emulation_host_over >= 0 and .emulation_host_over <= 1' "$T/dil.json" > /dev/null ||
+  fail "emulation_host_over missing or out of range"
 [ "$(jq -c .tokens "$T/dil.json")" = "$(jq -c .tokens "$T/plain.json")" ] ||
   fail "dilation changed the tokens"
 # --emulate-slowdown overrides the environment for every rank.
