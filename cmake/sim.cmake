@@ -12,7 +12,7 @@ target_link_libraries(hs_sim PUBLIC hs_plan)
 target_compile_definitions(hs_sim PRIVATE
   HEADSPLIT_CATALOGUE="${CMAKE_SOURCE_DIR}/share/devices.tsv")
 add_executable(headsplit-sim ${CMAKE_SOURCE_DIR}/src/app/sim.c)
-target_link_libraries(headsplit-sim PRIVATE hs_sim)
+target_link_libraries(headsplit-sim PRIVATE hs_sim hs_convert)
 # The unit tests are globbed in tests/CMakeLists.txt (included before this file).
 foreach(t test_sim test_solver)
   if(TARGET ${t})

@@ -58,6 +58,12 @@ int convert_read_hf_config(const char *dir, ModelConfig *c, char *err, size_t er
 int convert_synthetic_config(const char *spec, int layers, ModelConfig *c, char *err,
                              size_t errlen);
 
+/* The stored type of every matrix kind of c (c->wtype) as headsplit-convert --quantize
+ * writes them (writer_pick_type: llama.cpp's choices, the LM head Q6_K or Q8_0); where the
+ * type varies with the layer (q4_k_m's attn_v and ffn_down) the one most layers get.  NULL or
+ * "f32": fp32.  -1 on an unknown type. */
+int convert_stored_types(ModelConfig *c, const char *quantize, char *err, size_t errlen);
+
 /* Deterministic random weights of the shapes of spec, seeded by seed, written block by block.
  * tokenizer (may be NULL) names a real tokenizer of the same vocabulary size; without it a
  * synthetic tokenizer is stored. */

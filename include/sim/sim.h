@@ -150,9 +150,8 @@ typedef struct {
     double *token_ms;     /* [n_tokens] */
     double measured_ms;   /* median of token_ms[skip..] */
     double *rtt_ms;       /* [(n_workers+1)^2] start-up RTT medians, or NULL */
-    double bw_Bps;        /* emulated link bandwidth (0: none, loopback) */
-    double jitter_s;      /* emulated jitter (uniform +-jitter/2) */
-    double emu_rtt_s;     /* emulated round trip (0: none; the measured RTTs are used) */
+    int emulated;         /* the run had --emulate-link: emu is its link (every pair) */
+    NetLink emu;          /* rtt, uniform jitter, bandwidth, medium, relay, frame */
     int speculated;
     double *accept;       /* [n_layers] kept/tried of transition l -> l+1, -1: not tried */
     double *layer_ms;     /* [n_layers][3] attention, projection, FFN ms/token (all tokens) */

@@ -10,13 +10,19 @@
 
 static json_t *model_json(const ModelConfig *c)
 {
-    return json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:f,s:f,s:s,s:b}",
+    /* the stored type of each matrix kind (headsplit-sim --calibrate prices the bytes) */
+    json_t *types = json_object();
+    for (int k = 0; k < WKIND_COUNT; k++)
+        json_object_set_new(types, config_wkind_name((WeightKind)k),
+                            json_string(quant_type_name((QType)c->wtype[k])));
+    return json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:f,s:f,s:s,s:b,s:o}",
                      "architecture", config_arch_name(c->arch), "dim", c->dim,
                      "n_layers", c->n_layers, "n_heads", c->n_heads, "n_kv_heads", c->n_kv_heads,
                      "head_dim", c->head_dim, "ffn_dim", c->ffn_dim, "vocab_size", c->vocab_size,
                      "context_length", c->context_length, "norm_eps", (double)c->norm_eps,
                      "rope_theta", (double)c->rope_theta, "rope_style",
-                     config_rope_name(c->rope_style), "tied_embeddings", c->tied_embeddings);
+                     config_rope_name(c->rope_style), "tied_embeddings", c->tied_embeddings,
+                     "weight_types", types);
 }
 
 /* FNV-1a over the token ids: 1, 2 and 4 workers must print the same checksum. */

@@ -6,6 +6,7 @@
  *   headsplit-sim --calibrate run.json --predict other.json --json cal.json
  * See docs/simulator.md. */
 #include "version.h"
+#include "convert.h"
 #include "sim.h"
 #include "solver.h"
 #include "util.h"
@@ -18,12 +19,12 @@
 
 typedef struct {
     const char *model, *shape, *devices, *links, *csv, *json, *trace, *calibrate_out,
-        *write_devices;
+        *write_devices, *quantize;
     const char *calibrate[32], *predict[64];
     int n_calibrate, n_predict;
     int layers, tokens, solve, show_placement, kv_horizon, solve_pos;
     uint64_t seed, hetero, link_seed;
-    int hetero_set;
+    int hetero_set, links_set;
     double mem_slack, replan_at, solve_limit_s;
     SimPolicy policy;
     PlacementKind engine_placement;
@@ -45,14 +46,20 @@ static void usage(FILE *out)
         " model:\n"
         "  --model FILE.h5         read the config of a HeadSplit model file\n"
         "  --shape NAME            built-in shape: tinyllama-1.1b (default), gpt2-small,\n"
-        "                          stories260k\n"
+        "                          stories260k, llama2-7b, llama2-13b, llama3-8b\n"
         "  --layers N              override the number of layers\n"
+        "  --quantize TYPE         stored types as headsplit-convert --quantize TYPE writes\n"
+        "                          them (f32, f16, q8_0, q4_0, q4_k_m; default: the file's,\n"
+        "                          or f32 for a --shape)\n"
         " devices and links:\n"
         "  --devices N|FILE.json   N generated devices (default 4) or a devices file\n"
         "  --hetero SEED           heterogeneous device classes drawn with SEED (0: identical)\n"
         "  --mem-slack X           budgets hold X times the model's layers (default 1.5;\n"
         "                          0: the classes' own memory)\n"
-        "  --links wifi|gbit|loopback   link preset (default gbit)\n"
+        "  --links wifi|gbit|loopback|SPEC   link preset (default gbit), or one link for\n"
+        "                          every pair as headsplit --emulate-link describes it\n"
+        "                          (rtt=10ms,bw=200mbit,medium=shared,relay=ap; ethernet);\n"
+        "                          given with a devices file, it replaces the file's links\n"
         "  --link-seed S           seed of the link draws (default: the hetero seed)\n"
         "  --bcast linear|binomial|auto  broadcast model (default auto: libnbc's rule)\n"
         "  --medium switched|shared|ideal  override the preset's medium (ideal: no queueing)\n"
@@ -119,10 +126,11 @@ static int parse_accept(SimArgs *a, const char *s, char *err, size_t errlen)
 enum { O_MODEL = 256, O_SHAPE, O_LAYERS, O_DEVICES, O_HETERO, O_SLACK, O_LINKS, O_LSEED,
        O_BCAST, O_MEDIUM, O_WDEV, O_POLICY, O_EPLACE, O_SPEC, O_REPLAN, O_HORIZON, O_SHOW,
        O_TOKENS, O_SEED, O_CSV, O_JSON, O_TRACE, O_SOLVE, O_SPOS, O_SLIMIT, O_CAL, O_PRED,
-       O_CALOUT, O_EPART, O_HELP };
+       O_CALOUT, O_EPART, O_QUANT, O_HELP };
 
 static const struct option lo[] = {
     {"model", 1, 0, O_MODEL}, {"shape", 1, 0, O_SHAPE}, {"layers", 1, 0, O_LAYERS},
+    {"quantize", 1, 0, O_QUANT},
     {"devices", 1, 0, O_DEVICES}, {"hetero", 1, 0, O_HETERO}, {"mem-slack", 1, 0, O_SLACK},
     {"links", 1, 0, O_LINKS}, {"link-seed", 1, 0, O_LSEED}, {"bcast", 1, 0, O_BCAST},
     {"medium", 1, 0, O_MEDIUM}, {"write-devices", 1, 0, O_WDEV},
@@ -161,6 +169,7 @@ static int parse_numbers(SimArgs *a, int ch, const char *arg, char *err, size_t 
     switch (ch) {
     case O_MODEL: a->model = arg; break;
     case O_SHAPE: a->shape = arg; break;
+    case O_QUANT: a->quantize = arg; break;
     case O_LAYERS:
     case O_TOKENS:
     case O_HORIZON:
@@ -207,7 +216,10 @@ static int parse_numbers(SimArgs *a, int ch, const char *arg, char *err, size_t 
 static int parse_choices(SimArgs *a, int ch, const char *arg, char *err, size_t errlen)
 {
     switch (ch) {
-    case O_LINKS: a->links = arg; break;
+    case O_LINKS:
+        a->links = arg;
+        a->links_set = 1;
+        break;
     case O_BCAST:
         a->bcast = strcmp(arg, "linear") == 0 ? BCAST_LINEAR
                    : strcmp(arg, "binomial") == 0 ? BCAST_BINOMIAL
@@ -313,6 +325,9 @@ static int setup_cluster(Cluster *cl, const SimArgs *a, const ModelConfig *c, ch
             rc = sim_cluster_set_links(cl, a->links, a->link_seed, err, errlen);
     } else {
         rc = sim_cluster_read(cl, a->devices, err, errlen);
+        /* an explicit --links replaces the file's links */
+        if (rc == 0 && a->links_set)
+            rc = sim_cluster_set_links(cl, a->links, a->link_seed, err, errlen);
     }
     if (rc < 0)
         return -1;
@@ -564,6 +579,8 @@ int main(int argc, char **argv)
                      : sim_model_preset(&c, a.shape, a.layers, err, sizeof err);
         if (rc == 0 && a.model && a.layers > 0)
             c.n_layers = a.layers;
+        if (rc == 0 && a.quantize)
+            rc = convert_stored_types(&c, a.quantize, err, sizeof err);
         if (rc == 0)
             rc = setup_cluster(&cl, &a, &c, err, sizeof err);
         if (rc == 0)

@@ -76,6 +76,30 @@ QType writer_pick_type(QuantizeMode m, const ModelConfig *c, WeightKind k, int l
     return t;
 }
 
+int convert_stored_types(ModelConfig *c, const char *quantize, char *err, size_t errlen)
+{
+    QuantizeMode m;
+    if (writer_parse_quantize(quantize, &m, err, errlen) < 0)
+        return -1;
+    for (int k = 0; k < WKIND_COUNT; k++) {
+        const int64_t cols = k == WKIND_WO       ? (int64_t)c->n_heads * c->head_dim
+                             : k == WKIND_W_DOWN ? c->ffn_dim
+                                                 : c->dim;
+        if (k < WKIND_WQ) {
+            c->wtype[k] = (int)writer_pick_type(m, c, (WeightKind)k, -1, cols);
+            continue;
+        }
+        int count[64] = {0}, best = 0; /* QType values are under 64 */
+        for (int l = 0; l < c->n_layers; l++) {
+            const int t = (int)writer_pick_type(m, c, (WeightKind)k, l, cols) & 63;
+            if (++count[t] > count[best])
+                best = t;
+        }
+        c->wtype[k] = best;
+    }
+    return 0;
+}
+
 /* The matrix kind and layer of a dataset path, or -1 for a vector (norm, bias, pos_embed). */
 static int matrix_kind(const char *path, int *layer)
 {

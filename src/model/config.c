@@ -443,6 +443,12 @@ static const Preset presets[] = {
       .head_dim = 128, .ffn_dim = 11008, .vocab_size = 32000, .context_length = 4096,
       .norm_eps = 1e-5f, .rope_theta = 10000.0f, .rope_style = ROPE_HALF,
       .tied_embeddings = 0, .bos_id = 1, .eos_id = 2}, 0},
+    /* Llama 2 13B (meta-llama/Llama-2-13b-hf config.json): MHA. */
+    {"llama2-13b",
+     {.arch = ARCH_LLAMA, .dim = 5120, .n_layers = 40, .n_heads = 40, .n_kv_heads = 40,
+      .head_dim = 128, .ffn_dim = 13824, .vocab_size = 32000, .context_length = 4096,
+      .norm_eps = 1e-5f, .rope_theta = 10000.0f, .rope_style = ROPE_HALF,
+      .tied_embeddings = 0, .bos_id = 1, .eos_id = 2}, 0},
     /* Llama 3 8B's shapes (GQA, 8 KV heads) with Llama 3.1's RoPE scaling; the context is
      * Llama 3's 8192 (3.1's 131072 would make -n's default KV cache 16 GiB). */
     {"llama3-8b",

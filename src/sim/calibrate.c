@@ -12,7 +12,6 @@
 
 #include "util.h"
 
-#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +48,17 @@ static int read_model(ModelConfig *c, json_t *m, char *err, size_t errlen)
         get_int(m, "vocab_size", &c->vocab_size) ||
         get_int(m, "context_length", &c->context_length))
         return util_err(err, errlen, "field model lacks a dimension");
+    /* the stored types (runs before they were recorded: fp32) */
+    json_t *types = json_object_get(m, "weight_types");
+    for (int k = 0; json_is_object(types) && k < WKIND_COUNT; k++) {
+        json_t *t = json_object_get(types, config_wkind_name((WeightKind)k));
+        const int q = json_is_string(t) ? quant_type_from_name(json_string_value(t)) : -1;
+        if (json_is_string(t) && q < 0)
+            return util_err(err, errlen, "field model.weight_types.%s: unknown type '%s'",
+                            config_wkind_name((WeightKind)k), json_string_value(t));
+        if (q >= 0)
+            c->wtype[k] = q;
+    }
     c->norm_eps = (float)get_num(m, "norm_eps");
     c->rope_theta = (float)get_num(m, "rope_theta");
     c->bos_id = c->eos_id = -1;
@@ -111,29 +121,6 @@ static int read_plan(Plan *p, json_t *pj, const ModelConfig *c, char *err, size_
     return plan_validate(p, c, err, errlen);
 }
 
-/* A field of an --emulate-link spec ("rtt=10ms,jitter=2ms,bw=200mbit"): jitter in seconds
- * (units s, ms, us; default ms) or bw in bytes/s (bit, kbit, mbit, gbit, B; default mbit);
- * 0 when absent. */
-static double spec_field(const char *spec, const char *key)
-{
-    const char *b = spec ? strstr(spec, key) : NULL;
-    if (!b)
-        return 0;
-    char *end;
-    double x = strtod(b + strlen(key), &end);
-    char u[8] = {0};
-    for (int i = 0; i < 7 && isalpha((unsigned char)end[i]); i++)
-        u[i] = (char)tolower((unsigned char)end[i]);
-    double mult;
-    if (strcmp(key, "bw=") == 0)
-        mult = !strcmp(u, "gbit") ? 1e9 / 8 : !strcmp(u, "kbit") ? 1e3 / 8
-               : !strcmp(u, "bit") || !strcmp(u, "bps") ? 1.0 / 8
-               : !strcmp(u, "b") ? 1.0 : 1e6 / 8;
-    else
-        mult = !strcmp(u, "s") ? 1.0 : !strcmp(u, "us") ? 1e-6 : 1e-3;
-    return x > 0 ? x * mult : 0;
-}
-
 static double median_from(const double *v, int n, int skip)
 {
     if (n - skip < 1)
@@ -178,9 +165,13 @@ static int read_run(SimMeasuredRun *run, json_t *o, char *err, size_t errlen)
                     json_number_value(json_array_get(json_array_get(rtt, (size_t)a), (size_t)b));
     }
     json_t *cfg = json_object_get(o, "config"), *emu = json_object_get(cfg, "emulate_link");
-    run->bw_Bps = json_is_string(emu) ? spec_field(json_string_value(emu), "bw=") : 0;
-    run->jitter_s = json_is_string(emu) ? spec_field(json_string_value(emu), "jitter=") : 0;
-    run->emu_rtt_s = json_is_string(emu) ? spec_field(json_string_value(emu), "rtt=") : 0;
+    /* the emulated link as the engine parsed it (a preset or a spec, the medium included) */
+    if (json_is_string(emu)) {
+        char why[256];
+        if (cluster_parse_link(json_string_value(emu), &run->emu, why, sizeof why) != 0)
+            return util_err(err, errlen, "config.emulate_link: %s", why);
+        run->emulated = 1;
+    }
     json_t *pl = json_object_get(cfg, "placement"), *pa = json_object_get(cfg, "partition");
     snprintf(run->placement, sizeof run->placement, "%s",
              json_is_string(pl) ? json_string_value(pl) : "?");
@@ -232,18 +223,18 @@ void sim_calibrate_cluster(const SimCalibration *cal, const SimMeasuredRun *run,
     snprintf(cl->dev[0].name, sizeof cl->dev[0].name, "controller");
     for (int a = 0; a < n1; a++)
         for (int b = 0; b < n1; b++) {
-            /* The emulated one-way delay, else half the measured round trip. */
-            double rtt = run->emu_rtt_s > 0 ? run->emu_rtt_s * 1e3
-                         : run->rtt_ms   ? run->rtt_ms[a * n1 + b] : 0;
-            cl->link[a * n1 + b] = (NetLink){.rtt_s = 2 * (rtt > 0 ? rtt / 2e3 : 20e-6),
-                                             .jitter_s = run->jitter_s,
-                                             .bw_Bps = run->bw_Bps > 0 ? run->bw_Bps : 5e9};
+            /* The emulated link (its medium: a shared channel queues as the engine's
+             * emulation does), else half the measured round trip over loopback MPI, which
+             * does not queue. */
+            double rtt = run->rtt_ms ? run->rtt_ms[a * n1 + b] : 0;
+            cl->link[a * n1 + b] =
+                a == b ? (NetLink){.rtt_s = 40e-6, .bw_Bps = 5e9, .medium = MEDIUM_IDEAL}
+                : run->emulated ? run->emu
+                                : (NetLink){.rtt_s = rtt > 0 ? rtt / 1e3 : 40e-6,
+                                            .bw_Bps = 5e9, .medium = MEDIUM_IDEAL};
         }
     cl->bcast = bcast;
-    /* The engine's emulation delays each message on its own (uniform jitter); loopback MPI
-     * does not queue. */
-    cluster_set_medium(cl, MEDIUM_IDEAL);
-    cl->jitter = JITTER_UNIFORM;
+    cl->jitter = JITTER_UNIFORM; /* the engine's emulation: uniform +-jitter/2 */
     snprintf(cl->links_name, sizeof cl->links_name, "measured");
 }
 

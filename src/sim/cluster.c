@@ -116,8 +116,19 @@ int sim_cluster_set_links(Cluster *cl, const char *preset, uint64_t seed, char *
         rate_lo = rate_hi = 5e9, lat_lo = lat_hi = 10e-6;
         jitter = 0;
     } else {
-        return util_err(err, errlen, "--links: unknown preset '%s' (wifi, gbit, loopback)",
-                        preset);
+        /* a link description as headsplit --emulate-link takes it (rtt=10ms,bw=200mbit,
+         * medium=shared,relay=ap, or its presets: ethernet), the same on every pair */
+        NetLink one;
+        char why[256];
+        if (cluster_parse_link(preset, &one, why, sizeof why) != 0)
+            return util_err(err, errlen, "--links '%s': not a preset (wifi, gbit, loopback) "
+                            "nor a link description: %s", preset, why);
+        for (int a = 0; a < cl->n; a++)
+            for (int b = 0; b < cl->n; b++)
+                cl->link[(size_t)a * (size_t)cl->n + (size_t)b] =
+                    a == b ? sim_link(0, 0, 5e9, MEDIUM_SWITCHED) : one;
+        snprintf(cl->links_name, sizeof cl->links_name, "%s", preset);
+        return 0;
     }
     const int n = cl->n;
     double *rate = xmalloc((size_t)n * sizeof(double)), *lat = xmalloc((size_t)n * sizeof(double));
@@ -355,7 +366,7 @@ int sim_model_preset(ModelConfig *c, const char *name, int layers, char *err, si
         return config_validate(c, err, errlen);
     }
     return util_err(err, errlen, "--shape: unknown model '%s' (tinyllama-1.1b, gpt2-small, "
-                    "stories260k)", name);
+                    "stories260k, llama2-7b, llama2-13b, llama3-8b)", name);
 }
 
 int sim_model_read(ModelConfig *c, const char *path, char *err, size_t errlen)

@@ -510,6 +510,34 @@ static void test_synthetic_deterministic(void **state)
     tokenizer_free(t);
 }
 
+/* convert_stored_types: the types headsplit-convert --quantize writes, per matrix kind. */
+static void test_stored_types(void **state)
+{
+    (void)state;
+    char why[256];
+    ModelConfig c;
+    assert_int_equal(config_preset("llama2-7b", &c), 0);
+    assert_int_equal(convert_stored_types(&c, "q4_0", why, sizeof why), 0);
+    for (int k = WKIND_WQ; k < WKIND_COUNT; k++)
+        assert_int_equal(c.wtype[k], QTYPE_Q4_0);
+    assert_int_equal(c.wtype[WKIND_EMBED], QTYPE_Q4_0);
+    assert_int_equal(c.wtype[WKIND_LM_HEAD], QTYPE_Q6_K); /* llama.cpp's output type */
+    /* q4_k_m: attn_v and ffn_down Q6_K in 14 of 32 layers, so Q4_K the most */
+    assert_int_equal(convert_stored_types(&c, "q4_k_m", why, sizeof why), 0);
+    assert_int_equal(c.wtype[WKIND_WV], QTYPE_Q4_K);
+    assert_int_equal(c.wtype[WKIND_W_GATE], QTYPE_Q4_K);
+    assert_int_equal(convert_stored_types(&c, NULL, why, sizeof why), 0);
+    for (int k = 0; k < WKIND_COUNT; k++)
+        assert_int_equal(c.wtype[k], QTYPE_F32);
+    /* rows that no block fits: stories260k's ffn_down (172 columns) is f16, its head Q8_0 */
+    assert_int_equal(config_preset("stories260k", &c), 0);
+    assert_int_equal(convert_stored_types(&c, "q4_0", why, sizeof why), 0);
+    assert_int_equal(c.wtype[WKIND_W_DOWN], QTYPE_F16);
+    assert_int_equal(c.wtype[WKIND_WQ], QTYPE_Q4_0);
+    assert_int_equal(convert_stored_types(&c, "q9", why, sizeof why), -1);
+    assert_non_null(strstr(why, "q9"));
+}
+
 static void test_synthetic_configs(void **state)
 {
     (void)state;
@@ -589,6 +617,7 @@ int main(void)
         cmocka_unit_test(test_llama2c_separate_classifier),
         cmocka_unit_test(test_synthetic_deterministic),
         cmocka_unit_test(test_synthetic_configs),
+        cmocka_unit_test(test_stored_types),
         cmocka_unit_test(test_synthetic_real_tokenizer),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
