@@ -95,7 +95,7 @@ int dist_hops_per_token(const Plan *plan);
 /* One rank's counters (the "ranks" entries of the metrics). */
 typedef struct {
     double weight_bytes, peak_rss_bytes, bytes_sent, messages_sent;
-    double wait_s, cpu_s, wall_s, slowdown, dilated_s, board_s, host_over_s;
+    double wait_s, cpu_s, wall_s, slowdown, dilated_s, board_s, host_over_s, late_s;
 } DistRankCounters;
 
 enum { DIST_TIMERS = 6 }; /* attention, gather, projection, FFN, broadcast, Z transfer */

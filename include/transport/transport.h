@@ -96,6 +96,9 @@ struct Transport {
      * seconds the host itself took beyond it (host_over_s: the host's cores or memory were
      * slower than the board emulated, so the run's times are the host's, not the board's). */
     double slowdown, dilated_s, board_s, host_over_s;
+    /* Emulated links: seconds deliveries were noticed after they were due (and after the
+     * wait began): the host's scheduling, which real boards on their own cores do not pay. */
+    double late_s;
     /* Bytes of weights and KV cache the work since the last communication point streamed
      * (transport_streamed; the dilation layer's board model reads and resets it). */
     double streamed;

@@ -28,7 +28,8 @@ void dist_metrics_gather(DistEngine *e, DistMetrics *m)
     DistRankCounters mine = {(double)e->stats.weight_bytes, (double)util_peak_rss(),
                              (double)e->tp->bytes_sent, (double)e->tp->msgs_sent,
                              e->tp->wait_s, time_cpu(), time_now(), e->tp->slowdown,
-                             e->tp->dilated_s, e->tp->board_s, e->tp->host_over_s};
+                             e->tp->dilated_s, e->tp->board_s, e->tp->host_over_s,
+                             e->tp->late_s};
     memcpy(row, &mine, sizeof mine);
     memcpy(row + N_COUNTERS, e->stats.timers, (size_t)L * T_COUNT * sizeof(double));
     double *ls = row + N_COUNTERS + (size_t)L * T_COUNT, *sp = ls + 3 * (size_t)size;
@@ -133,7 +134,7 @@ json_t *dist_metrics_json(const DistMetrics *m, int n_tokens)
     for (int r = 0; r < size; r++) {
         const DistRankCounters *v = &m->rank[r];
         total_bytes += v->bytes_sent;
-        json_array_append_new(ranks, json_pack("{s:i,s:s,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:f,s:f,s:f}",
+        json_array_append_new(ranks, json_pack("{s:i,s:s,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:f,s:f,s:f,s:f}",
                               "rank", r,
                               "role", r == 0 ? "controller" : "worker",
                               "weight_bytes", (json_int_t)v->weight_bytes,
@@ -142,7 +143,8 @@ json_t *dist_metrics_json(const DistMetrics *m, int n_tokens)
                               "messages_sent", (json_int_t)v->messages_sent,
                               "wait_s", v->wait_s, "cpu_s", v->cpu_s,
                               "slowdown", v->slowdown, "dilated_s", v->dilated_s,
-                              "board_s", v->board_s, "host_over_s", v->host_over_s));
+                              "board_s", v->board_s, "host_over_s", v->host_over_s,
+                              "late_s", v->late_s));
         for (int p = 0; p < size; p++) {
             const LinkStats *ls = &m->links[(size_t)r * (size_t)size + (size_t)p];
             if (ls->misses > 0 || ls->retries > 0) {
@@ -165,6 +167,11 @@ json_t *dist_metrics_json(const DistMetrics *m, int n_tokens)
             over_rank = r;
         }
     json_object_set_new(o, "emulation_host_over", json_real(over));
+    double late = 0;
+    for (int r = 0; r < size; r++)
+        late = m->rank[r].late_s > late ? m->rank[r].late_s : late;
+    json_object_set_new(o, "emulation_late_ms_per_token",
+                        json_real(late * 1e3 / (n_tokens > 0 ? n_tokens : 1)));
     json_object_set_new(o, "emulation_host_over_rank", json_integer(over_rank));
     double nt = n_tokens > 0 ? n_tokens : 1;
     long tried_all = 0, kept_all = 0;

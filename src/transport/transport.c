@@ -260,6 +260,11 @@ void transport_deliver(Transport *t, const WireHdr *h, size_t bytes)
     sleep_s(target - time_now());
     if (held)
         stall_fatal(t, h->src, time_now() - t->wait_t0, t->wait_what, t->wait_layer);
+    /* noticed after it was due and after the wait began: the host's scheduling (a core
+     * shared with other ranks, the poll's back-off, the sleep's overshoot), not the link */
+    const double due = target > t->wait_t0 ? target : t->wait_t0, late = time_now() - due;
+    if (late > 0)
+        t->late_s += late;
     HOOKS(t, on_resume, t); /* the transit was waiting, not work */
 }
 

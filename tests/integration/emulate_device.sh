@@ -124,6 +124,10 @@ jq -e '[.ranks[1,2] | .board_s >= .dilated_s and .host_over_s >= 0 and .host_ove
        | all' "$T/dil.json" > /dev/null || fail "board_s/host_over_s inconsistent: $(jq -c '[.ranks[] | [.board_s, .dilated_s, .host_over_s]]' "$T/dil.json")"
 jq -e '.emulation_host_over >= 0 and .emulation_host_over <= 1' "$T/dil.json" > /dev/null ||
   fail "emulation_host_over missing or out of range"
+# an emulated link's deliveries noticed late (the host's scheduling), per rank and per token
+run_hs 3 --model "$T/m.h5" --prompt hi --steps 8 --quiet --emulate-link "rtt=2ms" --metrics "$T/late.json"
+jq -e '([.ranks[].late_s] | all(. >= 0 and . < 1)) and .emulation_late_ms_per_token >= 0' \
+  "$T/late.json" > /dev/null || fail "late_s missing: $(jq -c '[.ranks[].late_s], .emulation_late_ms_per_token' "$T/late.json")"
 [ "$(jq -c .tokens "$T/dil.json")" = "$(jq -c .tokens "$T/plain.json")" ] ||
   fail "dilation changed the tokens"
 # --emulate-slowdown overrides the environment for every rank.
