@@ -134,7 +134,8 @@ json_t *dist_metrics_json(const DistMetrics *m, int n_tokens)
     for (int r = 0; r < size; r++) {
         const DistRankCounters *v = &m->rank[r];
         total_bytes += v->bytes_sent;
-        json_array_append_new(ranks, json_pack("{s:i,s:s,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:f,s:f,s:f,s:f}",
+        json_array_append_new(ranks, json_pack("{s:i,s:s,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:f,"
+                                               "s:f,s:f,s:f}",
                               "rank", r,
                               "role", r == 0 ? "controller" : "worker",
                               "weight_bytes", (json_int_t)v->weight_bytes,
