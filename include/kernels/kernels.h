@@ -50,6 +50,20 @@ typedef enum {
     MATMUL_PATH_AVX512 = 3
 } MatmulPath;
 
+/* The order of the fp32 arithmetic that follows llama.cpp's CPU backend (ggml_vec_dot_f32 in
+ * the matvec, the batched matmul and the attention's KQ and KQV; ggml_v_expf and the softmax
+ * sum in the attention and SwiGLU): llama.cpp's build for AVX-512 (16-lane vectors, the
+ * default: the references of ../shared/models/gguf and gguf-arch) or for AVX2 (8-lane vectors,
+ * GGML_F32_STEP 32: the references of ../shared/models/gguf-gpt2).  Every path (AVX-512, AVX2,
+ * portable/NEON, the twins) computes either order on any CPU, bit for bit.  Set once at start-up
+ * (--f32-order), before the kernels run; the same on every rank. */
+typedef enum { KERNELS_F32_ORDER_AVX512 = 0, KERNELS_F32_ORDER_AVX2 = 1 } KernelsF32Order;
+void kernels_set_f32_order(KernelsF32Order o);
+KernelsF32Order kernels_get_f32_order(void);
+/* "avx512" or "avx2"; kernels_parse_f32_order: 0 and *o for one of those names, else -1. */
+const char *kernels_f32_order_name(KernelsF32Order o);
+int kernels_parse_f32_order(const char *s, KernelsF32Order *o);
+
 /* y[d] = W[d][n] x[n].  Every y[i] is summed in an order that depends only on n, never on d
  * or on which rows a rank holds, so row slices of W give bit-identical rows of y.
  * y must not overlap w or x. */
