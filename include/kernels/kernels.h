@@ -122,7 +122,8 @@ void kernels_rope_factors(float *x, int n_heads, int head_dim, int pos, float th
 void kernels_softmax(float *x, int n);
 void kernels_softmax_ref(float *x, int n);
 
-/* gate[i] = silu(gate[i]) * up[i], silu by ggml's vectorised expf (AVX-512 build), bit for bit */
+/* gate[i] = silu(gate[i]) * up[i], silu by ggml's vectorised expf (of the build
+ * kernels_set_f32_order chose), bit for bit */
 void kernels_swiglu(float *gate, const float *up, int n);
 void kernels_swiglu_ref(float *gate, const float *up, int n);
 /* x[i] = 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))) */
@@ -146,8 +147,8 @@ void kernels_attention(float *out, const float *q, const float *k_cache, const f
 void kernels_attention_scaled(float *out, const float *q, const float *k_cache,
                               const float *v_cache, float *scratch, int n_q, int head_dim,
                               int n_pos, float kq_scale);
-/* ggml's vector expf (ggml_v_expf, KERNELS_GGML_LANES' build) for one value, as the softmax of
- * kernels_attention and kernels_swiglu compute it; _ref: the twin (tests). */
+/* ggml's vector expf (ggml_v_expf of the build kernels_set_f32_order chose) for one value,
+ * as the softmax of kernels_attention and kernels_swiglu compute it; _ref: the twin. */
 float kernels_ggml_expf(float x);
 float kernels_ggml_expf_ref(float x);
 /* kernels_attention_scaled's twin: the same arithmetic one value at a time (the unit tests

@@ -10,7 +10,10 @@
  * tinyBLAS does); the 16 lanes each pass leaves go to a small buffer, combined and reduced once
  * the four passes are done.  The loop order: rows in chunks of about 128 KiB (read from memory
  * once, then from L2), for every tile of TB inputs the four passes over the chunk (a pass
- * touches a quarter of the input tile's cache lines, which stay in L1). */
+ * touches a quarter of the input tile's cache lines, which stay in L1).
+ * --f32-order avx2 (llama.cpp's AVX2 build: 8-lane accumulators over steps of 32, f32_order.h)
+ * runs the same passes with 8-lane accumulators (AL = 8): one 8-lane register per output and
+ * pass on x86 (the AVX-512 path too), two 4-lane vectors on the portable path. */
 #include "kernels.h"
 #include "f32_order.h"
 
