@@ -50,6 +50,20 @@ typedef enum {
     MATMUL_PATH_AVX512 = 3
 } MatmulPath;
 
+/* The order of the fp32 arithmetic that follows llama.cpp's CPU backend (ggml_vec_dot_f32 in
+ * the matvec, the batched matmul and the attention's KQ and KQV; ggml_v_expf and the softmax
+ * sum in the attention and SwiGLU): llama.cpp's build for AVX-512 (16-lane vectors, the
+ * default: the references of ../shared/models/gguf and gguf-arch) or for AVX2 (8-lane vectors,
+ * GGML_F32_STEP 32: the references of ../shared/models/gguf-gpt2).  Every path (AVX-512, AVX2,
+ * portable/NEON, the twins) computes either order on any CPU, bit for bit.  Set once at start-up
+ * (--f32-order), before the kernels run; the same on every rank. */
+typedef enum { KERNELS_F32_ORDER_AVX512 = 0, KERNELS_F32_ORDER_AVX2 = 1 } KernelsF32Order;
+void kernels_set_f32_order(KernelsF32Order o);
+KernelsF32Order kernels_get_f32_order(void);
+/* "avx512" or "avx2"; kernels_parse_f32_order: 0 and *o for one of those names, else -1. */
+const char *kernels_f32_order_name(KernelsF32Order o);
+int kernels_parse_f32_order(const char *s, KernelsF32Order *o);
+
 /* y[d] = W[d][n] x[n].  Every y[i] is summed in an order that depends only on n, never on d
  * or on which rows a rank holds, so row slices of W give bit-identical rows of y.
  * y must not overlap w or x. */
@@ -108,7 +122,8 @@ void kernels_rope_factors(float *x, int n_heads, int head_dim, int pos, float th
 void kernels_softmax(float *x, int n);
 void kernels_softmax_ref(float *x, int n);
 
-/* gate[i] = silu(gate[i]) * up[i], silu by ggml's vectorised expf (AVX-512 build), bit for bit */
+/* gate[i] = silu(gate[i]) * up[i], silu by ggml's vectorised expf (of the build
+ * kernels_set_f32_order chose), bit for bit */
 void kernels_swiglu(float *gate, const float *up, int n);
 void kernels_swiglu_ref(float *gate, const float *up, int n);
 /* x[i] = 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))) */
@@ -132,8 +147,8 @@ void kernels_attention(float *out, const float *q, const float *k_cache, const f
 void kernels_attention_scaled(float *out, const float *q, const float *k_cache,
                               const float *v_cache, float *scratch, int n_q, int head_dim,
                               int n_pos, float kq_scale);
-/* ggml's vector expf (ggml_v_expf, KERNELS_GGML_LANES' build) for one value, as the softmax of
- * kernels_attention and kernels_swiglu compute it; _ref: the twin (tests). */
+/* ggml's vector expf (ggml_v_expf of the build kernels_set_f32_order chose) for one value,
+ * as the softmax of kernels_attention and kernels_swiglu compute it; _ref: the twin. */
 float kernels_ggml_expf(float x);
 float kernels_ggml_expf_ref(float x);
 /* kernels_attention_scaled's twin: the same arithmetic one value at a time (the unit tests

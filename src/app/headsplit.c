@@ -48,6 +48,7 @@ static int run_parse(Run *run, int argc, char **argv)
     if (o->verbose)
         util_set_log_level(2);
     kernels_set_matvec(o->matvec);
+    kernels_set_f32_order(o->f32_order);
     kernels_set_threads(o->threads ? o->threads : kernels_default_threads());
     char bind[512];
     if (kernels_binding_advice(o->threads, bind, sizeof bind))

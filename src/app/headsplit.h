@@ -37,6 +37,7 @@ typedef struct {
     int show_placement;
     WaitMode wait_mode;
     MatvecImpl matvec;
+    KernelsF32Order f32_order; /* --f32-order: llama.cpp's AVX-512 (default) or AVX2 build */
     int quiet;
     StartupOptions su;     /* what the measuring phase takes (links, budgets, test aids) */
     const char *speculate; /* auto | all | none */

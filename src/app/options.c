@@ -42,6 +42,10 @@ void options_usage(FILE *out)
         "                        one (deadlines still use the measurement)\n"
         "  --static              keep the start-up placement (exceeding a budget ends the run)\n"
         "  --matvec own|blas     matrix-vector kernel (default own)\n"
+        "  --f32-order avx512|avx2  the order of the fp32 sums that follow llama.cpp (dot\n"
+        "                        products, attention, softmax): its AVX-512 build's 16-lane\n"
+        "                        vectors (default) or its AVX2 build's 8-lane ones, to\n"
+        "                        match the logits of that build bit for bit\n"
         "  --emulate-link SPEC   delay every message as a link would: rtt=10ms,jitter=2ms,bw=200mbit\n"
         "                        (also medium=shared|switched, relay=ap|none, and the presets\n"
         "                        wifi and ethernet, e.g. wifi,rtt=20ms)\n"
@@ -152,7 +156,7 @@ enum { O_MODEL = 256, O_PROMPT, O_STEPS, O_TEMP, O_TOPP, O_SEED, O_METRICS, O_PA
    O_ASSUME_RTT, O_SLOWDOWN, O_WIRE, O_LMHEAD, O_PFILE, O_NPRED, O_CTX, O_TOPK, O_MINP,
    O_REPPEN, O_REPN, O_STOP, O_NOSPECIAL, O_CHATTPL, O_CHAT, O_SERVE, O_APIKEY, O_SYSTEM,
    O_THREADS, O_VERSION, O_MAXBODY, O_EXCHANGE, O_BATCH, O_UBATCH, O_DRAFT, O_DRAFT_TOKENS,
-   O_DRAFT_RANK, O_GRACE, O_QUEUE, O_ALIAS, O_KEYFILE, O_PARALLEL, O_CACHE };
+   O_DRAFT_RANK, O_GRACE, O_QUEUE, O_ALIAS, O_KEYFILE, O_PARALLEL, O_CACHE, O_F32ORDER };
 
 static const struct option longopts[] = {
     {"model", required_argument, 0, O_MODEL}, {"prompt", required_argument, 0, O_PROMPT},
@@ -164,6 +168,7 @@ static const struct option longopts[] = {
     {"show-placement", no_argument, 0, O_SHOW}, {"wait", required_argument, 0, O_WAIT},
     {"mem-budget", required_argument, 0, O_BUDGET},
     {"matvec", required_argument, 0, O_MATVEC},
+    {"f32-order", required_argument, 0, O_F32ORDER},
     {"logits-out", required_argument, 0, O_LOGITS},
     {"transcript", required_argument, 0, O_TRANSCRIPT},
     {"emulate-link", required_argument, 0, O_EMU},
@@ -470,6 +475,10 @@ static int parse_generation(Options *o, int ch, const char *arg, char *err, size
         else
             return util_err(err, errlen, "--matvec: '%s' is not own or blas", arg);
         break;
+    case O_F32ORDER:
+        if (kernels_parse_f32_order(arg, &o->f32_order) < 0)
+            return util_err(err, errlen, "--f32-order: '%s' is not avx512 or avx2", arg);
+        break;
     case O_QUIET: o->quiet = 1; break;
     default: return 1;
     }
@@ -709,6 +718,7 @@ json_t *options_json(const Options *o, int n_ranks)
     json_object_set_new(j, "chat_template", o->chat_template ? json_string(o->chat_template)
                                                              : json_null());
     json_object_set_new(j, "threads", json_integer(kernels_get_threads()));
+    json_object_set_new(j, "f32_order", json_string(kernels_f32_order_name(o->f32_order)));
     json_object_set_new(j, "batch", json_integer(o->batch));
     json_object_set_new(j, "ubatch", o->ubatch == DIST_UBATCH_AUTO ? json_string("auto")
                                                                  : json_integer(o->ubatch));

@@ -4,6 +4,8 @@
 #ifndef HEADSPLIT_F32_ORDER_H
 #define HEADSPLIT_F32_ORDER_H
 
+#include "kernels.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -36,6 +38,28 @@ static inline float f32_tail(float s, const float *w, const float *x, int np, in
         s = fmaf(w[j], x[j], s);
     return s;
 }
+
+/* ---- llama.cpp's AVX2 build (--f32-order avx2): GGML_F32_STEP 32, GGML_F32_EPR 8 ----
+ * Four 8-lane accumulators over whole steps of 32 values (value j: accumulator (j / 8) % 4,
+ * lane j % 8, by FMA), combined c = (A0 + A2) + (A1 + A3) lane by lane as above, then
+ * GGML_F32x8_REDUCE across the 8 lanes: t[l] = c[l] + c[l + 4] (the two 128-bit halves), then
+ * two _mm_hadd_ps: (t0 + t1) + (t2 + t3); the tail as f32_tail. */
+#define F32_STEP8 32
+
+static inline float f32_reduce8(const float *c)
+{
+    const float t0 = c[0] + c[4], t1 = c[1] + c[5], t2 = c[2] + c[6], t3 = c[3] + c[7];
+    return (t0 + t1) + (t2 + t3);
+}
+
+/* One row's result from its 8 combined lanes (np > 0), or from +0 (np == 0). */
+static inline float f32_finish8(const float *c, const float *w, const float *x, int np, int n)
+{
+    return f32_tail(np > 0 ? f32_reduce8(c) : 0.0f, w, x, np, n);
+}
+
+/* The order chosen now (matvec.c). */
+static inline int f32_order_is8(void) { return kernels_get_f32_order() == KERNELS_F32_ORDER_AVX2; }
 
 /* One row's result from its 16 combined lanes c = (A0 + A2) + (A1 + A3) (np > 0), or from +0
  * when there is no whole step (np == 0). */

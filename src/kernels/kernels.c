@@ -4,6 +4,7 @@
  * bit-identical to the twin.
  * The loops are written so that -O3 vectorises the elementwise parts without reordering. */
 #include "kernels.h"
+#include "f32_order.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -14,16 +15,17 @@
 #define ROPE_CHUNK 64 /* rotation pairs whose cos/sin are computed once for all heads */
 
 /* ---------------------------------------------------------------- ggml's float arithmetic
- * llama.cpp's CPU backend (ggml-cpu, built for x86 with AVX-512) computes the attention
- * softmax and SiLU with its own vectorised expf (ggml_v_expf) and sums the softmax in
- * double, one 16-lane vector at a time.  Every operation below is a lane-wise IEEE operation
- * (fmaf is one rounding, as the vector FMA), so these scalar loops give its bits exactly on
- * every CPU (fmaf is a libm call where the CPU has no FMA: slower, same bits). */
-#ifndef KERNELS_GGML_LANES
-#define KERNELS_GGML_LANES 16 /* ggml's F32 vector width on the reference build (AVX-512):
-                               * with 16, every quantized file of ../shared/models/gguf and
-                               * gguf-arch gives llama.cpp's logits bit for bit; 8: an AVX2 build */
-#endif
+ * llama.cpp's CPU backend (ggml-cpu) computes the attention softmax and SiLU with its own
+ * vectorised expf (ggml_v_expf) and sums the softmax in double, one vector at a time; its
+ * ggml_vec_dot_f32 sums in 4 vector accumulators.  The vector width, and with it the expf's
+ * last steps and the reductions, depend on the build: 16 lanes for AVX-512 (the default order,
+ * the references of ../shared/models/gguf and gguf-arch), 8 for AVX2 (--f32-order avx2, the
+ * references of gguf-gpt2).  Every operation below is a lane-wise IEEE operation (fmaf is one
+ * rounding, as the vector FMA), so these scalar loops give its bits exactly on every CPU (fmaf
+ * is a libm call where the CPU has no FMA: slower, same bits).  The functions take the lane
+ * count L (16 or 8) as a constant of each always-inlined call, so either order is a loop of
+ * its own, chosen once per call of the public kernels. */
+#define GGML_INLINE static inline __attribute__((always_inline))
 
 static inline uint32_t f2u(float f)
 {
@@ -40,28 +42,29 @@ static inline float u2f(uint32_t u)
 }
 
 /* ggml_v_expf: n = round(x / ln 2) by the 1.5 * 2^23 shift, b = x - n ln 2 in two FMA steps,
- * exp(b) - 1 by a degree-5 polynomial; then scaled by 2^n. */
-static inline float ggml_expf(float x)
+ * exp(b) - 1 by a degree-5 polynomial; then scaled by 2^n.  L = 16: the AVX-512 build's,
+ * L = 8: the AVX2 build's. */
+GGML_INLINE float ggml_expf(float x, int L)
 {
     const float r = 0x1.8p23f;
     const float z = fmaf(x, 0x1.715476p+0f, r);
     const float n = z - r;
     const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
     const float u = b * b;
-#if KERNELS_GGML_LANES == 16
-    /* AVX-512: j = exp(b) by the polynomial, result = scalef(j, n) = j * 2^n. */
-    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
-                              fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
-                         u, fmaf(0x1.ffffecp-1f, b, 1.0f));
-    if (fabsf(n) > 192.0f)
-        return n <= 0.0f ? 0.0f : INFINITY;
-    /* ldexpf(j, n): where 2^n is a normal float, the product j * 2^n, rounded once as
-     * ldexpf rounds it (the same correctly rounded value, without the libm call) */
-    const int ni = (int)n;
-    if (ni >= -126 && ni <= 127)
-        return j * u2f((uint32_t)(ni + 127) << 23);
-    return ldexpf(j, ni);
-#else
+    if (L == 16) {
+        /* AVX-512: j = exp(b) by the polynomial, result = scalef(j, n) = j * 2^n. */
+        const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
+                                  fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                             u, fmaf(0x1.ffffecp-1f, b, 1.0f));
+        if (fabsf(n) > 192.0f)
+            return n <= 0.0f ? 0.0f : INFINITY;
+        /* ldexpf(j, n): where 2^n is a normal float, the product j * 2^n, rounded once as
+         * ldexpf rounds it (the same correctly rounded value, without the libm call) */
+        const int ni = (int)n;
+        if (ni >= -126 && ni <= 127)
+            return j * u2f((uint32_t)(ni + 127) << 23);
+        return ldexpf(j, ni);
+    }
     /* AVX2: j = exp(b) - 1, k = 2^n built in the exponent bits, result = k + k j. */
     const uint32_t e = f2u(z) << 23;
     const float k = u2f(e + f2u(1.0f));
@@ -75,16 +78,18 @@ static inline float ggml_expf(float x)
     if (fabsf(n) > 192.0f)
         return s1 * s1;
     return fmaf(s2, j, s2) * s1;
-#endif
 }
 
-float kernels_ggml_expf(float x) { return ggml_expf(x); }
+/* The lane count of the order chosen now. */
+static inline int ggml_lanes(void) { return f32_order_is8() ? 8 : 16; }
 
-/* The horizontal sum of one vector of KERNELS_GGML_LANES floats as ggml reduces it (halves
+float kernels_ggml_expf(float x) { return ggml_lanes() == 8 ? ggml_expf(x, 8) : ggml_expf(x, 16); }
+
+/* The horizontal sum of one vector of L floats as ggml_vec_soft_max_f32 reduces it (halves
  * added pairwise down to 4 lanes, then (l0 + l2) + (l1 + l3)). */
-static inline float ggml_lane_sum(float *v)
+GGML_INLINE float ggml_lane_sum(float *v, int L)
 {
-    for (int w = KERNELS_GGML_LANES / 2; w >= 4; w /= 2)
+    for (int w = L / 2; w >= 4; w /= 2)
         for (int i = 0; i < w; i++)
             v[i] = v[i] + v[i + w];
     return (v[0] + v[2]) + (v[1] + v[3]);
@@ -94,32 +99,31 @@ static inline float ggml_lane_sum(float *v)
 #define KERNELS_GGML_CONTRACT 0 /* ggml's scalar tails compiled with FMA contraction (gnu11) */
 #endif
 
-/* ggml's reduction of its 4 vector accumulators: (0 + 2) + (1 + 3) per lane (acc[j] is
- * accumulator j's lane l at acc[j * stride + l]; a0 = lanes of that sum), then across lanes. */
-static inline float ggml_acc_sum(float *a0)
+/* ggml's reduction of its 4 vector accumulators, across the lanes of a0 = (0 + 2) + (1 + 3):
+ * _mm512_reduce_add_ps's tree (L = 16), or GGML_F32x8_REDUCE's halves and two _mm_hadd_ps
+ * (L = 8). */
+GGML_INLINE float ggml_acc_sum(float *a0, int L)
 {
-#if KERNELS_GGML_LANES == 16
-    return ggml_lane_sum(a0);
-#else
+    if (L == 16)
+        return ggml_lane_sum(a0, 16);
     float t[4];
     for (int l = 0; l < 4; l++)
         t[l] = a0[l] + a0[l + 4];
     return (t[0] + t[1]) + (t[2] + t[3]); /* two _mm_hadd_ps */
-#endif
 }
 
-/* ggml_vec_dot_f32(n, x, y): 4 vector accumulators of KERNELS_GGML_LANES lanes over whole
- * steps of 4 vectors (FMA), reduced (0 + 2, 1 + 3, then 0 + 1, then across lanes), then the
- * remaining values added one by one.  n_pad >= n is the length ggml sees (the values past n
- * are zeros: llama.cpp's KV length padded to 32; they are skipped, as a zero product would
- * leave each accumulator as it is).  Value i goes to accumulator (i / L) % 4, lane i % L. */
-static float ggml_dot_f32(const float *x, const float *y, int n, int n_pad)
+/* ggml_vec_dot_f32(n, x, y): 4 vector accumulators of L lanes over whole steps of 4 vectors
+ * (FMA), reduced (0 + 2, 1 + 3, then 0 + 1, then across lanes), then the remaining values
+ * added one by one.  n_pad >= n is the length ggml sees (the values past n are zeros:
+ * llama.cpp's KV length padded to 32; they are skipped, as a zero product would leave each
+ * accumulator as it is).  Value i goes to accumulator (i / L) % 4, lane i % L. */
+GGML_INLINE float ggml_dot_f32(const float *x, const float *y, int n, int n_pad, int L)
 {
-    enum { L = KERNELS_GGML_LANES, STEP = 4 * KERNELS_GGML_LANES };
+    const int STEP = 4 * L;
     const int np = n_pad - n_pad % STEP;
     float sumf = 0.0f;
     if (np > 0) {
-        float acc[STEP];
+        float acc[64];
         memset(acc, 0, sizeof acc);
         const int nv = np < n ? np : n;
         int i0 = 0;
@@ -130,7 +134,7 @@ static float ggml_dot_f32(const float *x, const float *y, int n, int n_pad)
             acc[m] = fmaf(x[i0 + m], y[i0 + m], acc[m]);
         for (int l = 0; l < L; l++)
             acc[l] = (acc[l] + acc[2 * L + l]) + (acc[L + l] + acc[3 * L + l]);
-        sumf = ggml_acc_sum(acc);
+        sumf = ggml_acc_sum(acc, L);
     }
     for (int i = np; i < n; i++) {
 #if KERNELS_GGML_CONTRACT
@@ -145,11 +149,13 @@ static float ggml_dot_f32(const float *x, const float *y, int n, int n_pad)
 /* o[i] = ggml_dot_f32 of column i of v ([n][hd]) with p, for every i < hd: each column's
  * accumulators, values and order exactly as ggml_dot_f32's, but computed a row of v at a time
  * (64 columns of each row per pass, contiguous reads) instead of a column at a time. */
-static void ggml_dot_f32_cols(float *o, const float *v, int hd, const float *p, int n, int n_pad)
+GGML_INLINE void ggml_dot_f32_cols(float *o, const float *v, int hd, const float *p, int n,
+                                   int n_pad, int L)
 {
-    enum { L = KERNELS_GGML_LANES, STEP = 4 * KERNELS_GGML_LANES, CH = 64 };
+    enum { CH = 64 };
+    const int STEP = 4 * L;
     const int np = n_pad - n_pad % STEP, nv = np < n ? np : n;
-    float acc[STEP][CH]; /* accumulator (t / L) % 4, lane t % L, of each column: acc[t % STEP] */
+    float acc[64][CH]; /* accumulator (t / L) % 4, lane t % L, of each column: acc[t % STEP] */
     for (int i0 = 0; i0 < hd; i0 += CH) {
         const int w = hd - i0 < CH ? hd - i0 : CH;
         float s[CH];
@@ -165,10 +171,10 @@ static void ggml_dot_f32_cols(float *o, const float *v, int hd, const float *p, 
                     a[i] = fmaf(vr[i], pt, a[i]);
             }
             for (int i = 0; i < w; i++) {
-                float a0[L];
+                float a0[16];
                 for (int l = 0; l < L; l++)
                     a0[l] = (acc[l][i] + acc[2 * L + l][i]) + (acc[L + l][i] + acc[3 * L + l][i]);
-                s[i] = ggml_acc_sum(a0);
+                s[i] = ggml_acc_sum(a0, L);
             }
         }
         for (int t = np; t < n; t++) {
@@ -186,22 +192,22 @@ static void ggml_dot_f32_cols(float *o, const float *v, int hd, const float *p, 
 }
 
 /* ggml_vec_soft_max_f32 after ggml_vec_max_f32, then ggml_vec_scale_f32 by 1 / sum: x[i] =
- * ggml_expf(x[i] - max), summed in double one vector at a time (llama.cpp pads the KV length
- * with masked positions, whose exp is 0, so every value takes the vector path). */
-static void ggml_softmax(float *x, int n)
+ * ggml_expf(x[i] - max), summed in double one L-lane vector at a time (llama.cpp pads the KV
+ * length with masked positions, whose exp is 0, so every value takes the vector path). */
+GGML_INLINE void ggml_softmax(float *x, int n, int L)
 {
     float max = -INFINITY;
     for (int i = 0; i < n; i++)
         max = x[i] > max ? x[i] : max;
     double sum = 0.0;
-    for (int i0 = 0; i0 < n; i0 += KERNELS_GGML_LANES) {
-        float v[KERNELS_GGML_LANES];
-        for (int l = 0; l < KERNELS_GGML_LANES; l++) {
-            v[l] = i0 + l < n ? ggml_expf(x[i0 + l] - max) : 0.0f;
+    for (int i0 = 0; i0 < n; i0 += L) {
+        float v[16];
+        for (int l = 0; l < L; l++) {
+            v[l] = i0 + l < n ? ggml_expf(x[i0 + l] - max, L) : 0.0f;
             if (i0 + l < n)
                 x[i0 + l] = v[l];
         }
-        sum += (double)ggml_lane_sum(v);
+        sum += (double)ggml_lane_sum(v, L);
     }
     const float inv = (float)(1.0 / sum);
     for (int i = 0; i < n; i++)
@@ -302,12 +308,20 @@ void kernels_softmax(float *x, int n)
 }
 
 /* gate[i] = silu(gate[i]) * up[i], silu as ggml_v_silu: x / (1 + ggml_expf(0 - x)). */
-void kernels_swiglu(float *restrict gate, const float *restrict up, int n)
+GGML_INLINE void swiglu_lanes(float *restrict gate, const float *restrict up, int n, int L)
 {
     for (int i = 0; i < n; i++) {
         const float val = gate[i];
-        gate[i] = (val / (1.0f + ggml_expf(0.0f - val))) * up[i];
+        gate[i] = (val / (1.0f + ggml_expf(0.0f - val, L))) * up[i];
     }
+}
+
+void kernels_swiglu(float *restrict gate, const float *restrict up, int n)
+{
+    if (ggml_lanes() == 8)
+        swiglu_lanes(gate, up, n, 8);
+    else
+        swiglu_lanes(gate, up, n, 16);
 }
 
 /* x[i] = 0.5 x (1 + tanhf(s (x + 0.044715 x^3))), s = sqrtf(2/pi), llm.c's order. */
@@ -354,33 +368,45 @@ void kernels_add(float *restrict y, const float *restrict x, int n)
 /* llama.cpp's attention (F32 KV cache, no flash attention, V stored transposed): scores
  * k_t . q by ggml_vec_dot_f32, times kq_scale, ggml's softmax, then out[i] =
  * ggml_vec_dot_f32 of V's column i with the weights over the KV length padded to 32. */
-void kernels_attention_scaled(float *restrict out, const float *restrict q,
-                              const float *restrict k_cache, const float *restrict v_cache,
-                              float *restrict scratch, int n_q, int head_dim, int n_pos,
-                              float scale)
+GGML_INLINE void attention_lanes(float *restrict out, const float *restrict q,
+                                 const float *restrict k_cache, const float *restrict v_cache,
+                                 float *restrict scratch, int n_q, int head_dim, int n_pos,
+                                 float scale, int L)
 {
     const int n_pad = (n_pos + 31) / 32 * 32;
     for (int h = 0; h < n_q; h++) {
         const float *qh = q + (size_t)h * (size_t)head_dim;
         for (int t = 0; t < n_pos; t++)
             scratch[t] = ggml_dot_f32(k_cache + (size_t)t * (size_t)head_dim, qh, head_dim,
-                                      head_dim) * scale;
-        ggml_softmax(scratch, n_pos);
+                                      head_dim, L) * scale;
+        ggml_softmax(scratch, n_pos, L);
         ggml_dot_f32_cols(out + (size_t)h * (size_t)head_dim, v_cache, head_dim, scratch, n_pos,
-                          n_pad);
+                          n_pad, L);
     }
+}
+
+void kernels_attention_scaled(float *restrict out, const float *restrict q,
+                              const float *restrict k_cache, const float *restrict v_cache,
+                              float *restrict scratch, int n_q, int head_dim, int n_pos,
+                              float scale)
+{
+    if (ggml_lanes() == 8)
+        attention_lanes(out, q, k_cache, v_cache, scratch, n_q, head_dim, n_pos, scale, 8);
+    else
+        attention_lanes(out, q, k_cache, v_cache, scratch, n_q, head_dim, n_pos, scale, 16);
 }
 
 /* The twin: ggml_vec_dot_f32 written one value at a time, accumulator (i / L) % 4 and lane
  * i % L, the columns of v read down the cache (the form this file had before the row-wise
  * kernels; the unit tests hold those to it bit for bit). */
-static float ggml_dot_f32_twin(const float *x, size_t xs, const float *y, int n, int n_pad)
+static float ggml_dot_f32_twin(const float *x, size_t xs, const float *y, int n, int n_pad,
+                               int L)
 {
-    enum { L = KERNELS_GGML_LANES, STEP = 4 * KERNELS_GGML_LANES };
+    const int STEP = 4 * L;
     const int np = n_pad - n_pad % STEP;
     float sumf = 0.0f;
     if (np > 0) {
-        float acc[4][L];
+        float acc[4][16];
         memset(acc, 0, sizeof acc);
         for (int i = 0; i < np && i < n; i++)
             acc[(i / L) % 4][i % L] = fmaf(x[(size_t)i * xs], y[i], acc[(i / L) % 4][i % L]);
@@ -389,7 +415,7 @@ static float ggml_dot_f32_twin(const float *x, size_t xs, const float *y, int n,
             acc[1][l] = acc[1][l] + acc[3][l];
             acc[0][l] = acc[0][l] + acc[1][l];
         }
-        sumf = ggml_acc_sum(acc[0]);
+        sumf = ggml_acc_sum(acc[0], L);
     }
     for (int i = np; i < n; i++) {
 #if KERNELS_GGML_CONTRACT
@@ -405,16 +431,19 @@ void kernels_attention_scaled_twin(float *out, const float *q, const float *k_ca
                                    const float *v_cache, float *scratch, int n_q, int head_dim,
                                    int n_pos, float scale)
 {
-    const int n_pad = (n_pos + 31) / 32 * 32;
+    const int n_pad = (n_pos + 31) / 32 * 32, L = ggml_lanes();
     for (int h = 0; h < n_q; h++) {
         const float *qh = q + (size_t)h * (size_t)head_dim;
         for (int t = 0; t < n_pos; t++)
             scratch[t] = ggml_dot_f32_twin(k_cache + (size_t)t * (size_t)head_dim, 1, qh,
-                                           head_dim, head_dim) * scale;
-        ggml_softmax(scratch, n_pos);
+                                           head_dim, head_dim, L) * scale;
+        if (L == 8)
+            ggml_softmax(scratch, n_pos, 8);
+        else
+            ggml_softmax(scratch, n_pos, 16);
         float *o = out + (size_t)h * (size_t)head_dim;
         for (int i = 0; i < head_dim; i++)
-            o[i] = ggml_dot_f32_twin(v_cache + i, (size_t)head_dim, scratch, n_pos, n_pad);
+            o[i] = ggml_dot_f32_twin(v_cache + i, (size_t)head_dim, scratch, n_pos, n_pad, L);
     }
 }
 

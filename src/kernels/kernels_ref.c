@@ -25,9 +25,20 @@ void kernels_matvec_ref(float *y, const float *w, const float *x, int n, int d)
 }
 
 /* w . x in the fp32 kernels' canonical order (matvec.c), one value at a time: value j goes to
- * lane j % 16 of accumulator (j / 16) % 4 by FMA, for the whole steps of 64. */
+ * lane j % 16 of accumulator (j / 16) % 4 by FMA, for the whole steps of 64; with
+ * --f32-order avx2, lane j % 8 of accumulator (j / 8) % 4 for the whole steps of 32. */
 float kernels_dot_f32_ref(const float *w, const float *x, int n)
 {
+    if (f32_order_is8()) {
+        const int np8 = n & ~(F32_STEP8 - 1);
+        float a[F32_STEP8] = {0};
+        for (int j = 0; j < np8; j++)
+            a[j % F32_STEP8] = fmaf(w[j], x[j], a[j % F32_STEP8]);
+        float c[8];
+        for (int l = 0; l < 8; l++)
+            c[l] = (a[l] + a[16 + l]) + (a[8 + l] + a[24 + l]);
+        return f32_finish8(c, w, x, np8, n);
+    }
     const int np = n & ~(F32_STEP - 1);
     float a[F32_STEP] = {0};
     for (int j = 0; j < np; j++)
@@ -117,10 +128,6 @@ void kernels_softmax_ref(float *x, int n)
         x[i] /= sum;
 }
 
-#ifndef KERNELS_GGML_LANES
-#define KERNELS_GGML_LANES 16 /* as kernels.c: ggml's AVX-512 build */
-#endif
-
 /* ggml_v_expf one value at a time: n = round(x / ln 2), b = x - n ln 2; AVX-512 build:
  * exp(b) = j by a polynomial, scaled by 2^n (scalef), 0 or inf past |n| > 192; AVX2 build:
  * exp(b) - 1 = j, 2^n put into the exponent bits, |n| > 126 scaled twice. */
@@ -129,8 +136,7 @@ float kernels_ggml_expf_ref(float x)
     const float z = fmaf(x, 0x1.715476p+0f, 0x1.8p23f);
     const float n = z - 0x1.8p23f;
     const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
-#if KERNELS_GGML_LANES == 16
-    {
+    if (!f32_order_is8()) {
         const float u = b * b;
         const float p1 = fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f);
         const float p2 = fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f);
@@ -139,7 +145,6 @@ float kernels_ggml_expf_ref(float x)
             return n <= 0.0f ? 0.0f : INFINITY;
         return ldexpf(j, (int)n);
     }
-#endif
     uint32_t zb, one;
     const float onef = 1.0f;
     memcpy(&zb, &z, sizeof zb);

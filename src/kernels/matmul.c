@@ -10,7 +10,10 @@
  * tinyBLAS does); the 16 lanes each pass leaves go to a small buffer, combined and reduced once
  * the four passes are done.  The loop order: rows in chunks of about 128 KiB (read from memory
  * once, then from L2), for every tile of TB inputs the four passes over the chunk (a pass
- * touches a quarter of the input tile's cache lines, which stay in L1). */
+ * touches a quarter of the input tile's cache lines, which stay in L1).
+ * --f32-order avx2 (llama.cpp's AVX2 build: 8-lane accumulators over steps of 32, f32_order.h)
+ * runs the same passes with 8-lane accumulators (AL = 8): one 8-lane register per output and
+ * pass on x86 (the AVX-512 path too), two 4-lane vectors on the portable path. */
 #include "kernels.h"
 #include "f32_order.h"
 
@@ -62,12 +65,22 @@ static inline float mm_red_c(const float *p)
     return f32_reduce16(c);
 }
 
+/* The 32 lanes of one output in the AVX2 build's order (accumulator q's 8 at 8 q):
+ * (A0 + A2) + (A1 + A3), then GGML_F32x8_REDUCE's lanes (f32_reduce8). */
+static inline float mm_red8_c(const float *p)
+{
+    float c[8];
+    for (int l = 0; l < 8; l++)
+        c[l] = (p[l] + p[16 + l]) + (p[8 + l] + p[24 + l]);
+    return f32_reduce8(c);
+}
+
 /* MM_DEFINE makes, for one vector type VT of VL lanes and its FMA, a pass function (the chain
  * of accumulator q for tr <= TR rows by tb <= TB inputs; always inlined with constant sizes so
  * the accumulators are registers) and a row-range function.  The lane buffer part holds, for
  * row r of the chunk and input k of the tile, accumulator q's 16 lanes at
  * part[(r * TB + k) * 64 + 16 q]. */
-#define MM_DEFINE(SFX, ATTR, VT, VL, FMA, RED, TR, TB)                                               \
+#define MM_DEFINE(SFX, ATTR, VT, VL, FMA, RED, TR, TB, AL)                                           \
     static inline ATTR __attribute__((always_inline)) VT mm_load_##SFX(const float *p)         \
     {                                                                                          \
         VT v;                                                                                  \
@@ -78,13 +91,13 @@ static inline float mm_red_c(const float *p)
         float *part, const float *w, const float *x, int np, int q, int tr, int tb,            \
         size_t ldw, size_t ldx, int first)                                                     \
     {                                                                                          \
-        enum { S = 16 / VL };                                                                  \
+        enum { S = AL / VL, ST = 4 * AL };                                                     \
         VT acc[TR][TB][S];                                                                     \
         memset(acc, 0, sizeof acc);                                                            \
-        for (int j = 16 * q; j < np; j += F32_STEP) {                                          \
+        for (int j = AL * q; j < np; j += ST) {                                                \
             if (first) /* the chunk's first pass: its rows' whole step, in order */            \
                 for (int r = 0; r < tr; r++)                                                   \
-                    for (int l = 16; l < F32_STEP; l += 16)                                    \
+                    for (int l = 16; l < ST; l += 16)                                          \
                         __builtin_prefetch(w + (size_t)r * ldw + (size_t)(j + l), 0, 2);       \
             for (int s = 0; s < S; s++) {                                                      \
                 VT wv[TR];                                                                     \
@@ -99,13 +112,14 @@ static inline float mm_red_c(const float *p)
         }                                                                                      \
         for (int r = 0; r < tr; r++)                                                           \
             for (int b = 0; b < tb; b++)                                                       \
-                memcpy(part + ((size_t)r * TB + (size_t)b) * F32_STEP + 16 * q, acc[r][b],     \
+                memcpy(part + ((size_t)r * TB + (size_t)b) * ST + AL * q, acc[r][b],           \
                        sizeof acc[r][b]);                                                      \
     }                                                                                          \
     static ATTR void mm_rows_##SFX(float *y, const float *w, const float *x, int n, int d,     \
                                    int nb, size_t ldw, size_t ldx, size_t ldy)                 \
     {                                                                                          \
-        const int np = n & ~(F32_STEP - 1);                                                    \
+        enum { ST = 4 * AL };                                                                  \
+        const int np = n & ~(ST - 1);                                                          \
         const int rc = mm_chunk_rows(n, TR);                                                   \
         float part[MM_CHUNK_MAX * TB * F32_STEP] __attribute__((aligned(64)));                 \
         for (int i0 = 0; i0 < d; i0 += rc) {                                                   \
@@ -116,19 +130,19 @@ static inline float mm_red_c(const float *p)
                 for (int q = 0; q < 4 && np > 0; q++) {                                        \
                     int i = i0;                                                                \
                     for (; i + TR <= i1; i += TR) {                                            \
-                        float *pp = part + (size_t)(i - i0) * TB * F32_STEP;                   \
+                        float *pp = part + (size_t)(i - i0) * TB * ST;                         \
                         const float *wi = w + (size_t)i * ldw;                                 \
                         MM_PASS_TB(SFX, pp, wi, xb, np, q, TR, tb, ldw, ldx, TB, b == 0 && q == 0);              \
                     }                                                                          \
                     for (; i < i1; i++) {                                                      \
-                        float *pp = part + (size_t)(i - i0) * TB * F32_STEP;                   \
+                        float *pp = part + (size_t)(i - i0) * TB * ST;                         \
                         const float *wi = w + (size_t)i * ldw;                                 \
                         MM_PASS_TB(SFX, pp, wi, xb, np, q, 1, tb, ldw, ldx, TB, b == 0 && q == 0);               \
                     }                                                                          \
                 }                                                                              \
                 for (int i = i0; i < i1; i++)                                                  \
                     for (int k = 0; k < tb; k++) {                                             \
-                        const float *p = part + ((size_t)(i - i0) * TB + (size_t)k) * F32_STEP; \
+                        const float *p = part + ((size_t)(i - i0) * TB + (size_t)k) * ST;       \
                         const float r = np > 0 ? RED(p) : 0.0f;                                \
                         y[(size_t)(b + k) * ldy + (size_t)i] =                                 \
                             np < n ? f32_tail(r, w + (size_t)i * ldw, xb + (size_t)k * ldx,    \
@@ -141,7 +155,9 @@ static inline float mm_red_c(const float *p)
 
 /* Portable: 4-lane vectors, four per output and pass; 2 rows x 3 inputs take 24 of NEON's 32
  * registers. */
-MM_DEFINE(v4, , F32V4, 4, f32_fma4, mm_red_c, 2, 3)
+MM_DEFINE(v4, , F32V4, 4, f32_fma4, mm_red_c, 2, 3, 16)
+/* The AVX2 build's order (--f32-order avx2): 8-lane accumulators, steps of 32. */
+MM_DEFINE(v4o8, , F32V4, 4, f32_fma4, mm_red8_c, 2, 3, 8)
 #if defined(MM_X86)
 typedef float MmV8 __attribute__((vector_size(32)));
 typedef float MmV16 __attribute__((vector_size(64)));
@@ -167,9 +183,12 @@ static inline MM_T512 __attribute__((always_inline)) float mm_red16(const float 
     return _mm_cvtss_f32(u);
 }
 /* AVX2: two registers per output and pass; 2 rows x 3 inputs take 12 of the 16. */
-MM_DEFINE(v8, MM_T256, MmV8, 8, mm_fma8, mm_red_c, 2, 3)
+MM_DEFINE(v8, MM_T256, MmV8, 8, mm_fma8, mm_red_c, 2, 3, 16)
+/* The AVX2 build's order: one register per output and pass, 4 rows x 3 inputs (12 of 16);
+ * also the AVX-512 path's for this order (an accumulator is 8 lanes). */
+MM_DEFINE(v8o8, MM_T256, MmV8, 8, mm_fma8, mm_red8_c, 4, 3, 8)
 /* AVX-512: one register per output and pass; 4 rows x 6 inputs take 24 of the 32. */
-MM_DEFINE(v16, MM_T512, MmV16, 16, mm_fma16, mm_red16, 4, 6)
+MM_DEFINE(v16, MM_T512, MmV16, 16, mm_fma16, mm_red16, 4, 6, 16)
 #endif
 
 /* Which paths this CPU runs. */
@@ -214,6 +233,16 @@ static void mm_rows(MatmulPath p, float *y, const float *w, const float *x, int 
 {
     if (p == MATMUL_PATH_BEST)
         p = mm_best();
+    if (f32_order_is8()) {
+#if defined(MM_X86)
+        if (p == MATMUL_PATH_AVX512 || p == MATMUL_PATH_AVX2) {
+            mm_rows_v8o8(y, w, x, n, d, nb, ldw, ldx, ldy);
+            return;
+        }
+#endif
+        mm_rows_v4o8(y, w, x, n, d, nb, ldw, ldx, ldy);
+        return;
+    }
 #if defined(MM_X86)
     if (p == MATMUL_PATH_AVX512) {
         mm_rows_v16(y, w, x, n, d, nb, ldw, ldx, ldy);

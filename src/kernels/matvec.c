@@ -15,7 +15,10 @@
  * The AVX-512 path (one register per accumulator), the AVX2 path (two) and the portable path
  * (four vectors of 4, GCC vector extensions: NEON on ARM) all implement exactly this order, for
  * several rows at a time and for a single row alike, so a row's result does not depend on d,
- * on which rows a rank holds, or on the instruction set (tests/unit/test_kernels.c). */
+ * on which rows a rank holds, or on the instruction set (tests/unit/test_kernels.c).
+ * --f32-order avx2 selects the order of llama.cpp's AVX2 build instead (f32_order.h: four
+ * 8-lane accumulators over steps of 32, GGML_F32x8_REDUCE), computed by every path here as
+ * well (the AVX-512 path keeps accumulators 0|1 and 2|3 in one register each). */
 #include "kernels.h"
 #include "f32_order.h"
 
@@ -39,6 +42,26 @@
 
 
 static MatvecImpl matvec_impl = MATVEC_AUTO;
+static KernelsF32Order f32_order = KERNELS_F32_ORDER_AVX512;
+
+void kernels_set_f32_order(KernelsF32Order o) { f32_order = o; }
+KernelsF32Order kernels_get_f32_order(void) { return f32_order; }
+
+const char *kernels_f32_order_name(KernelsF32Order o)
+{
+    return o == KERNELS_F32_ORDER_AVX2 ? "avx2" : "avx512";
+}
+
+int kernels_parse_f32_order(const char *s, KernelsF32Order *o)
+{
+    if (s && strcmp(s, "avx512") == 0)
+        *o = KERNELS_F32_ORDER_AVX512;
+    else if (s && strcmp(s, "avx2") == 0)
+        *o = KERNELS_F32_ORDER_AVX2;
+    else
+        return -1;
+    return 0;
+}
 
 /* Selecting BLAS also pins OpenBLAS to one thread: a rank is one core, parallelism is MPI's. */
 void kernels_set_matvec(MatvecImpl impl)
@@ -79,9 +102,34 @@ static inline MvV4 mv_load4(const float *p)
     return v;
 }
 
+/* The AVX2 build's order (f32_order.h) with portable vectors: accumulator q is vectors 2q
+ * (lanes 0-3) and 2q + 1 (lanes 4-7). */
+static void matvec8_portable(float *y, const float *w, const float *x, int n, int d, size_t ld)
+{
+    const int np = n & ~(F32_STEP8 - 1);
+    for (int i = 0; i < d; i++) {
+        const float *wr = w + (size_t)i * ld;
+        MvV4 acc[8];
+        memset(acc, 0, sizeof acc);
+        for (int j = 0; j < np; j += F32_STEP8)
+            for (int v = 0; v < 8; v++)
+                acc[v] = f32_fma4(mv_load4(wr + j + 4 * v), mv_load4(x + j + 4 * v), acc[v]);
+        float c[8];
+        for (int s = 0; s < 2; s++) {
+            const MvV4 cs = (acc[s] + acc[4 + s]) + (acc[2 + s] + acc[6 + s]);
+            memcpy(c + 4 * s, &cs, sizeof cs);
+        }
+        y[i] = f32_finish8(c, wr, x, np, n);
+    }
+}
+
 /* y[d] = W x in the canonical order with portable vector code; rows ld floats apart. */
 void kernels_matvec_portable(float *y, const float *w, const float *x, int n, int d, size_t ld)
 {
+    if (f32_order == KERNELS_F32_ORDER_AVX2) {
+        matvec8_portable(y, w, x, n, d, ld);
+        return;
+    }
     const int np = n & ~(F32_STEP - 1);
     for (int i = 0; i < d; i += MV_PROWS) {
         const int nr = d - i < MV_PROWS ? d - i : MV_PROWS;
@@ -195,13 +243,123 @@ static MV_T256 void matvec_256(float *restrict y, const float *restrict w,
     }
 }
 
+/* ---- the AVX2 build's order (--f32-order avx2) ---- */
+
+/* AVX-512: register 0 of a row holds accumulators 0 | 1 (values j .. j + 15 of a 32-value
+ * step), register 1 accumulators 2 | 3; (A0 + A2) + (A1 + A3) is then the sum of the two
+ * registers' halves.  Eight rows per pass: 16 accumulators, eight row streams. */
+#define MV8_ROWS 8
+
+static MV_T512 void matvec8_512(float *restrict y, const float *restrict w,
+                                const float *restrict x, int n, int d, size_t ld)
+{
+    const int np = n & ~(F32_STEP8 - 1);
+    for (int i = 0; i < d; i += MV8_ROWS) {
+        const int nr = d - i < MV8_ROWS ? d - i : MV8_ROWS;
+        const float *wr[MV8_ROWS];
+        __m512 a[MV8_ROWS][2];
+        for (int r = 0; r < MV8_ROWS; r++) {
+            wr[r] = w + (size_t)(i + (r < nr ? r : 0)) * ld;
+            a[r][0] = a[r][1] = _mm512_setzero_ps();
+        }
+        if (nr == MV8_ROWS) {
+            for (int j = 0; j < np; j += F32_STEP8) {
+                const __m512 x0 = _mm512_loadu_ps(x + j), x1 = _mm512_loadu_ps(x + j + 16);
+                for (int r = 0; r < MV8_ROWS; r++) {
+                    a[r][0] = _mm512_fmadd_ps(_mm512_loadu_ps(wr[r] + j), x0, a[r][0]);
+                    a[r][1] = _mm512_fmadd_ps(_mm512_loadu_ps(wr[r] + j + 16), x1, a[r][1]);
+                }
+            }
+        } else {
+            for (int r = 0; r < nr; r++)
+                for (int j = 0; j < np; j += F32_STEP8) {
+                    a[r][0] = _mm512_fmadd_ps(_mm512_loadu_ps(wr[r] + j), _mm512_loadu_ps(x + j),
+                                              a[r][0]);
+                    a[r][1] = _mm512_fmadd_ps(_mm512_loadu_ps(wr[r] + j + 16),
+                                              _mm512_loadu_ps(x + j + 16), a[r][1]);
+                }
+        }
+        for (int r = 0; r < nr; r++) {
+            const __m512 s = _mm512_add_ps(a[r][0], a[r][1]); /* A0 + A2 | A1 + A3 */
+            float c[8];
+            _mm256_storeu_ps(c, _mm256_add_ps(_mm512_castps512_ps256(s),
+                                              _mm256_castpd_ps(_mm512_extractf64x4_pd(
+                                                  _mm512_castps_pd(s), 1))));
+            y[i + r] = f32_finish8(c, wr[r], x, np, n);
+        }
+    }
+}
+
+/* AVX2: one register per accumulator, four per row, three rows per pass. */
+#define MV8_ROWS256 3
+
+static MV_T256 void matvec8_256(float *restrict y, const float *restrict w,
+                                const float *restrict x, int n, int d, size_t ld)
+{
+    const int np = n & ~(F32_STEP8 - 1);
+    for (int i = 0; i < d; i += MV8_ROWS256) {
+        const int nr = d - i < MV8_ROWS256 ? d - i : MV8_ROWS256;
+        const float *wr[MV8_ROWS256];
+        __m256 a[MV8_ROWS256][4];
+        for (int r = 0; r < MV8_ROWS256; r++) {
+            wr[r] = w + (size_t)(i + (r < nr ? r : 0)) * ld;
+            for (int q = 0; q < 4; q++)
+                a[r][q] = _mm256_setzero_ps();
+        }
+        if (nr == MV8_ROWS256) {
+            for (int j = 0; j < np; j += F32_STEP8)
+                for (int q = 0; q < 4; q++) {
+                    const __m256 xv = _mm256_loadu_ps(x + j + 8 * q);
+                    for (int r = 0; r < MV8_ROWS256; r++)
+                        a[r][q] = _mm256_fmadd_ps(_mm256_loadu_ps(wr[r] + j + 8 * q), xv, a[r][q]);
+                }
+        } else {
+            for (int r = 0; r < nr; r++)
+                for (int j = 0; j < np; j += F32_STEP8)
+                    for (int q = 0; q < 4; q++)
+                        a[r][q] = _mm256_fmadd_ps(_mm256_loadu_ps(wr[r] + j + 8 * q),
+                                                  _mm256_loadu_ps(x + j + 8 * q), a[r][q]);
+        }
+        for (int r = 0; r < nr; r++) {
+            float c[8];
+            _mm256_storeu_ps(c, _mm256_add_ps(_mm256_add_ps(a[r][0], a[r][2]),
+                                              _mm256_add_ps(a[r][1], a[r][3])));
+            y[i + r] = f32_finish8(c, wr[r], x, np, n);
+        }
+    }
+}
+
 #endif
 
+/* The AVX2 build's order on the fastest path this CPU has. */
+static void matvec8_own(float *restrict y, const float *restrict w, const float *restrict x,
+                        int n, int d, size_t ld)
+{
+#if defined(__AVX512F__)
+    matvec8_512(y, w, x, n, d, ld);
+#elif defined(__AVX2__) && defined(__FMA__)
+    matvec8_256(y, w, x, n, d, ld);
+#elif defined(MV_X86)
+    if (__builtin_cpu_supports("avx512f"))
+        matvec8_512(y, w, x, n, d, ld);
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        matvec8_256(y, w, x, n, d, ld);
+    else
+        matvec8_portable(y, w, x, n, d, ld);
+#else
+    matvec8_portable(y, w, x, n, d, ld);
+#endif
+}
+
 /* The fastest path this CPU has: fixed at compile time in a native build, by cpuid in a
- * portable one. */
+ * portable one; the order --f32-order chose. */
 static void matvec_own(float *restrict y, const float *restrict w, const float *restrict x,
                        int n, int d, size_t ld)
 {
+    if (f32_order == KERNELS_F32_ORDER_AVX2) {
+        matvec8_own(y, w, x, n, d, ld);
+        return;
+    }
 #if defined(__AVX512F__)
     matvec_512(y, w, x, n, d, ld);
 #elif defined(__AVX2__) && defined(__FMA__)
@@ -250,12 +408,18 @@ int kernels_matvec_on_path(MatmulPath p, float *y, const float *w, const float *
     case MATMUL_PATH_AVX2:
         if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
             return 0;
-        matvec_256(y, w, x, n, d, ld);
+        if (f32_order == KERNELS_F32_ORDER_AVX2)
+            matvec8_256(y, w, x, n, d, ld);
+        else
+            matvec_256(y, w, x, n, d, ld);
         return 1;
     case MATMUL_PATH_AVX512:
         if (!__builtin_cpu_supports("avx512f"))
             return 0;
-        matvec_512(y, w, x, n, d, ld);
+        if (f32_order == KERNELS_F32_ORDER_AVX2)
+            matvec8_512(y, w, x, n, d, ld);
+        else
+            matvec_512(y, w, x, n, d, ld);
         return 1;
 #else
     case MATMUL_PATH_AVX2:

@@ -183,7 +183,13 @@ int main(void)
         if (quant_block_size(types[k]) < 256)
             mm += check_matmul(types[k], 96, 7, &rng);
     }
-    printf("quant_check: %d matmul outputs compared\n", mm);
+    /* the fp32 matvec and matmul in llama.cpp's AVX2 build's order (--f32-order avx2): the
+     * portable path against the order's twin */
+    kernels_set_f32_order(KERNELS_F32_ORDER_AVX2);
+    for (int k = 0; k < 3; k++)
+        mm += check_matmul(QTYPE_F32, (int64_t[]){256, 2304, 100}[k], (int[]){7, 150, 7}[k], &rng);
+    kernels_set_f32_order(KERNELS_F32_ORDER_AVX512);
+    printf("quant_check: %d matmul outputs compared (fp32 in both --f32-order orders)\n", mm);
     printf("quant_check: %d row dots compared, %d mismatches\n", checked, failures);
     return failures ? 1 : 0;
 }

@@ -234,6 +234,153 @@ static void test_matvec_ggml_order(void **state)
                           (float[]){1.0f, 1.0f, 1.0f}, 3) == 0.0f);
 }
 
+/* ggml_vec_dot_f32 as llama.cpp's AVX2 build computes it (GGML_F32_STEP 32, GGML_F32_EPR 8),
+ * transcribed one value at a time from its macros: four __m256 accumulators take value j in
+ * lane j % 8 of accumulator (j / 8) % 4 by _mm256_fmadd_ps over the whole steps of 32;
+ * GGML_F32x8_REDUCE adds them 0 + 2, 1 + 3, then 0 + 1, adds the two 128-bit halves of the
+ * result (t[l] = c[l] + c[l + 4]) and finishes with two _mm_hadd_ps ((t0 + t1) + (t2 + t3));
+ * the leftovers are added one by one, rounded products for the first t - t % 4 and FMA for the
+ * last t % 4 (the scalar loop as GCC compiles it, as in the AVX-512 build). */
+static float dot8_transcribed(const float *w, const float *x, int n)
+{
+    const int np = n / 32 * 32;
+    float acc[4][8];
+    memset(acc, 0, sizeof acc);
+    for (int j = 0; j < np; j++)
+        acc[(j / 8) % 4][j % 8] = fmaf(w[j], x[j], acc[(j / 8) % 4][j % 8]);
+    float s = 0.0f;
+    if (np > 0) {
+        float c[8], t[4];
+        for (int l = 0; l < 8; l++) {
+            acc[0][l] = acc[0][l] + acc[2][l];
+            acc[1][l] = acc[1][l] + acc[3][l];
+            c[l] = acc[0][l] + acc[1][l];
+        }
+        for (int l = 0; l < 4; l++)
+            t[l] = c[l] + c[l + 4];
+        const float h0 = t[0] + t[1], h1 = t[2] + t[3]; /* _mm_hadd_ps(t, t) */
+        s = h0 + h1;                                    /* _mm_hadd_ps again, lane 0 */
+    }
+    int j = np;
+    for (; j < np + (n - np) / 4 * 4; j++)
+        s = s + w[j] * x[j];
+    for (; j < n; j++)
+        s = fmaf(w[j], x[j], s);
+    return s;
+}
+
+static int order_avx2(void **state)
+{
+    (void)state;
+    kernels_set_f32_order(KERNELS_F32_ORDER_AVX2);
+    return 0;
+}
+
+static int order_default(void **state)
+{
+    (void)state;
+    kernels_set_f32_order(KERNELS_F32_ORDER_AVX512);
+    return 0;
+}
+
+/* --f32-order avx2: every path (the SIMD paths this CPU has, the portable one, the pool's
+ * threads, the twin) gives the transcription's bits; values chosen so that each step of the
+ * order shows, and where the AVX-512 build's order gives another result. */
+static void test_matvec_avx2_order(void **state)
+{
+    (void)state;
+    KernelsF32Order o;
+    assert_int_equal(kernels_parse_f32_order("avx2", &o), 0);
+    assert_int_equal(o, KERNELS_F32_ORDER_AVX2);
+    assert_int_equal(kernels_parse_f32_order("avx512", &o), 0);
+    assert_int_equal(o, KERNELS_F32_ORDER_AVX512);
+    assert_int_equal(kernels_parse_f32_order("avx", &o), -1);
+    assert_int_equal(kernels_parse_f32_order(NULL, &o), -1);
+    assert_string_equal(kernels_f32_order_name(KERNELS_F32_ORDER_AVX2), "avx2");
+    assert_string_equal(kernels_f32_order_name(KERNELS_F32_ORDER_AVX512), "avx512");
+
+    uint64_t rng = 28;
+    int differ = 0;
+    for (int a = 0; a < COUNT(mv_ns); a++) {
+        const int n = mv_ns[a], d = 13;
+        float *w = rand_vec(&rng, (size_t)n * d, 1.0f), *x = rand_vec(&rng, (size_t)n, 1.0f);
+        float want[13], y[13], y16[13];
+        for (int i = 0; i < d; i++)
+            want[i] = dot8_transcribed(w + (size_t)i * (size_t)n, x, n);
+        kernels_set_f32_order(KERNELS_F32_ORDER_AVX2);
+        kernels_matvec(y, w, x, n, d);
+        assert_bits_equal(y, want, (size_t)d);
+        kernels_matvec_portable(y, w, x, n, d, (size_t)n);
+        assert_bits_equal(y, want, (size_t)d);
+        static const MatmulPath paths[] = {MATMUL_PATH_BEST, MATMUL_PATH_PORTABLE,
+                                           MATMUL_PATH_AVX2, MATMUL_PATH_AVX512};
+        for (int p = 0; p < COUNT(paths); p++)
+            if (kernels_matvec_on_path(paths[p], y, w, x, n, d, (size_t)n))
+                assert_bits_equal(y, want, (size_t)d);
+        for (int i = 0; i < d; i++)
+            y[i] = kernels_dot_f32_ref(w + (size_t)i * (size_t)n, x, n);
+        assert_bits_equal(y, want, (size_t)d);
+        kernels_set_threads(2); /* rows split over two threads: the same bits */
+        kernels_matvec_own(y, w, x, n, d, (size_t)n);
+        kernels_set_threads(1);
+        assert_bits_equal(y, want, (size_t)d);
+        kernels_set_f32_order(KERNELS_F32_ORDER_AVX512);
+        kernels_matvec(y16, w, x, n, d);
+        differ += memcmp(y16, want, sizeof y16) != 0;
+        free(w);
+        free(x);
+    }
+    assert_true(differ > 0); /* the two orders are not the same function */
+
+    const float e = 0x1p-13f, a = 1.0f + e, c = -(1.0f + 2.0f * e), b = 0x1p27f;
+    kernels_set_f32_order(KERNELS_F32_ORDER_AVX2);
+    /* steps of 32: lane 0 takes value 0 then value 32 by FMA: e^2 (AVX-512 order: n = 64 is
+     * one step, value 32 sits in another accumulator, 0) */
+    assert_true(dot_pairs(64, (int[]){0, 32}, (float[]){c, a}, (float[]){1.0f, a}, 2) == e * e);
+    /* the 128-bit halves first: lanes 0 and 4 cancel before lane 1 is added: 1 */
+    assert_true(dot_pairs(32, (int[]){0, 4, 1}, (float[]){b, -b, 1.0f},
+                          (float[]){1.0f, 1.0f, 1.0f}, 3) == 1.0f);
+    /* then (t0 + t1) + (t2 + t3): lanes 0 and 1 cancel before lane 2 is added: 1 */
+    assert_true(dot_pairs(64, (int[]){0, 1, 2}, (float[]){b, -b, 1.0f},
+                          (float[]){1.0f, 1.0f, 1.0f}, 3) == 1.0f);
+    /* accumulators 0 and 1 (values 0 and 8) meet after 0 + 2 (values 0 and 16) */
+    assert_true(dot_pairs(32, (int[]){0, 16, 8}, (float[]){1.0f, 0x1p-24f, -1.0f},
+                          (float[]){1.0f, 1.0f, 1.0f}, 3) == 0.0f);
+    /* tail of 5 (n = 37): value 32 a rounded product, value 36 an FMA */
+    assert_true(dot_pairs(37, (int[]){0, 32}, (float[]){c, a}, (float[]){1.0f, a}, 2) == 0.0f);
+    assert_true(dot_pairs(37, (int[]){0, 36}, (float[]){c, a}, (float[]){1.0f, a}, 2) == e * e);
+    kernels_set_f32_order(KERNELS_F32_ORDER_AVX512);
+    /* the AVX-512 build's order on the same values: n = 32 is all tail (one running sum:
+     * 2^27 + 1 loses the 1, 0), and (c0 + c2) + (c1 + c3) meets lanes 0 and 2 first (0) */
+    assert_true(dot_pairs(32, (int[]){0, 4, 1}, (float[]){b, -b, 1.0f},
+                          (float[]){1.0f, 1.0f, 1.0f}, 3) == 0.0f);
+    assert_true(dot_pairs(64, (int[]){0, 1, 2}, (float[]){b, -b, 1.0f},
+                          (float[]){1.0f, 1.0f, 1.0f}, 3) == 0.0f);
+    assert_true(dot_pairs(64, (int[]){0, 32}, (float[]){c, a}, (float[]){1.0f, a}, 2) == 0.0f);
+}
+
+/* The attention, ggml's expf and SwiGLU under --f32-order avx2 against their twins (the AVX2
+ * build's expf and 8-lane sums in both). */
+static void test_attention_twin(void **state);
+static void test_ggml_expf(void **state);
+static void test_swiglu_gelu(void **state);
+static void test_avx2_order_twins(void **state)
+{
+    test_ggml_expf(state);
+    test_swiglu_gelu(state);
+    test_attention_twin(state);
+    /* the AVX2 build's expf is another function: some values differ from the AVX-512 one's */
+    int differ = 0;
+    for (float x = -20.0f; x < 20.0f; x += 0.01f) {
+        const float v8 = kernels_ggml_expf(x);
+        kernels_set_f32_order(KERNELS_F32_ORDER_AVX512);
+        const float v16 = kernels_ggml_expf(x);
+        kernels_set_f32_order(KERNELS_F32_ORDER_AVX2);
+        differ += memcmp(&v8, &v16, sizeof v8) != 0;
+    }
+    assert_true(differ > 0);
+}
+
 /* llama.cpp's GELU over every fp16 input: the FNV-1a hash of the 65536 results (their float
  * bits, in index order) equals that of the table ggml b4747's CPU backend computes
  * (ggml_gelu on a tensor of every fp16 value, llama.cpp built for AVX-512 and AVX2 alike). */
@@ -668,6 +815,7 @@ int main(void)
         cmocka_unit_test(test_matvec_ld_column_block),
         cmocka_unit_test(test_matvec_portable_bit_identical),
         cmocka_unit_test(test_matvec_ggml_order),
+        cmocka_unit_test_teardown(test_matvec_avx2_order, order_default),
         cmocka_unit_test(test_gelu_fp16_table),
         cmocka_unit_test(test_matvec_blas_and_switch),
         cmocka_unit_test(test_rmsnorm),
@@ -680,6 +828,7 @@ int main(void)
         cmocka_unit_test(test_argmax_add),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_twin),
+        cmocka_unit_test_setup_teardown(test_avx2_order_twins, order_avx2, order_default),
         cmocka_unit_test(test_half),
     };
     return cmocka_run_group_tests_name("kernels", tests, NULL, NULL);

@@ -86,6 +86,16 @@ static void test_f32_matmul(void **state)
     kernels_set_threads(1);
 }
 
+/* The same under --f32-order avx2 (llama.cpp's AVX2 build's 8-lane order): every path's
+ * batched rows equal that order's matvec (tests/unit/test_kernels.c holds the matvec to a
+ * transcription of the order). */
+static void test_f32_matmul_avx2_order(void **state)
+{
+    kernels_set_f32_order(KERNELS_F32_ORDER_AVX2);
+    test_f32_matmul(state);
+    kernels_set_f32_order(KERNELS_F32_ORDER_AVX512);
+}
+
 /* One quantized type: random Gaussian rows quantized to t, activations in t's vec-dot type. */
 static void check_quant(QType t, int n, int d, uint64_t *rng)
 {
@@ -149,6 +159,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_f32_matmul),
+        cmocka_unit_test(test_f32_matmul_avx2_order),
         cmocka_unit_test(test_quant_matmul),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

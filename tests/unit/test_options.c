@@ -129,6 +129,16 @@ static void test_right_word(void **state)
     expect_fail("unexpected argument 'extra'", "-m", "m.h5", "extra");
     expect_fail("unexpected argument 'after'", "-m", "m.h5", "--", "after");
     expect_fail("--model is required", "-p", "x");
+    expect_fail("--f32-order: 'avx' is not avx512 or avx2", "-m", "m.h5", "--f32-order", "avx");
+    expect_fail("--f32-order needs a value", "-m", "m.h5", "--f32-order");
+    Options o;
+    char err[1024];
+    assert_int_equal(parse(&o, err, sizeof err, "-m", "m.h5", NULL), 0);
+    assert_int_equal(o.f32_order, KERNELS_F32_ORDER_AVX512); /* the default */
+    options_free(&o);
+    assert_int_equal(parse(&o, err, sizeof err, "-m", "m.h5", "--f32-order", "avx2", NULL), 0);
+    assert_int_equal(o.f32_order, KERNELS_F32_ORDER_AVX2);
+    options_free(&o);
 }
 
 /* A value that begins with '-' is the value, as getopt took it. */
