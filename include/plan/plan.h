@@ -28,7 +28,12 @@ typedef enum {
     PLACEMENT_WATERFILL = 4, /* SLICE layers, parts and FFN columns by speed within budgets */
     PLACEMENT_SPREAD = 5,    /* the reference design: FFN and projection by the greedy's rule,
                               * the heads spread over the workers whatever the links */
+    PLACEMENT_DP = 6,        /* whole layers by the layer DP over req->cluster, priced by
+                              * req->model (solver_layer_dp) */
+    PLACEMENT_EXACT = 7,     /* heads by the exact head-level search over req->cluster, priced
+                              * by req->model (solver_exact) */
 } PlacementKind;
+#define PLACEMENT_COUNT 8
 
 typedef struct {
     int rank; /* worker that computes it */
@@ -94,6 +99,9 @@ typedef struct {
     double speed;      /* relative compute speed, 1.0 = reference */
 } Device;
 
+struct CostModel;   /* cost.h */
+struct SolverStats; /* solver.h */
+
 typedef struct {
     Partition partition;
     PlacementKind placement;
@@ -135,6 +143,14 @@ typedef struct {
     double op_ms;
     const unsigned char *speculate;
     double spec_accept;
+    /* PLACEMENT_DP and PLACEMENT_EXACT (solver.h): the cluster they place on (its budgets as
+     * they are, KV for kv_positions), the cost model they minimise (required), the exact
+     * search's node limit (0: solver.h's default) and where their statistics go (may be
+     * NULL). */
+    const Cluster *solver_cluster;
+    const struct CostModel *model;
+    long max_nodes;
+    struct SolverStats *stats;
 } PlanRequest;
 
 /* Builds a plan; returns 0 or -1 with err (e.g. a part that fits no device's budget). */

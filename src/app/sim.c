@@ -243,7 +243,8 @@ static int parse_choices(SimArgs *a, int ch, const char *arg, char *err, size_t 
                             "dynamic", arg);
         break;
     case O_EPLACE:
-        if (plan_parse_placement(arg, &a->engine_placement) < 0)
+        if (plan_parse_placement(arg, &a->engine_placement) < 0 ||
+            a->engine_placement == PLACEMENT_DP || a->engine_placement == PLACEMENT_EXACT)
             return util_err(err, errlen, "--engine-placement: '%s' is not greedy, roundrobin,"
                             " random, layer or waterfill", arg);
         a->engine_placement_set = 1;
