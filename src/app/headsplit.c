@@ -171,13 +171,13 @@ static int run_open(Run *run)
 static int solve_placement(Run *run, char *err, size_t errlen)
 {
     Cluster cl;
-    inputs_planner_cluster(&cl, &run->ci, run->req.fill > 0 ? run->req.fill : 1);
+    inputs_solver_cluster(&cl, &run->ci, run->req.fill > 0 ? run->req.fill : 1);
     SimCostInputs in = {&cl, run->kv_cap / 2};
     CostModel model = sim_cost_model(&in);
     SolverStats st;
     PlanRequest req = run->req;
     req.kv_positions = run->kv_cap;
-    req.solver_cluster = &cl;
+    req.cluster = &cl;
     req.model = &model;
     req.max_nodes = 2000000;
     req.stats = &st;
@@ -218,7 +218,7 @@ static int run_plan(Run *run)
         /* the layer-wise candidate: the better of N stages and the best over subsets of the
          * boards (the cluster as --placement dp sees it) */
         Cluster cl;
-        inputs_planner_cluster(&cl, &run->ci, run->req.fill > 0 ? run->req.fill : 1);
+        inputs_solver_cluster(&cl, &run->ci, run->req.fill > 0 ? run->req.fill : 1);
         bad = plan_build_auto(&run->plan, &run->cfg, &run->req, &cl, run->kv_cap, &pred, preds,
                               &layer_dp, err, sizeof err) < 0;
         cluster_free(&cl);

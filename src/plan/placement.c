@@ -99,15 +99,9 @@ typedef struct {
     double *load;   /* [n_workers+1] bytes / speed: the compute-time proxy */
 } Tally;
 
-static double speed_of(const PlanRequest *r, int rank)
-{
-    return r->devices && r->devices[rank - 1].speed > 0 ? r->devices[rank - 1].speed : 1.0;
-}
+static double speed_of(const PlanRequest *r, int rank) { return plan_req_speed(r, rank); }
 
-static size_t budget_of(const PlanRequest *r, int rank)
-{
-    return r->devices ? r->devices[rank - 1].mem_budget : 0;
-}
+static size_t budget_of(const PlanRequest *r, int rank) { return plan_req_budget(r, rank); }
 
 static size_t part_bytes(const ModelConfig *c, const AttnPart *p, int kv_positions)
 {
@@ -268,7 +262,7 @@ static int build_greedy(Plan *p, Tally *t, char *err, size_t errlen)
     int *count = xcalloc((size_t)n + 1, sizeof(int));
     int *share = xcalloc((size_t)n + 1, sizeof(int));
     fair_shares(t->req, L, share);
-    int budgets = t->req->devices != NULL;
+    int budgets = t->req->cluster != NULL;
     for (int r = 1; r <= n && budgets; r++)
         budgets = budget_of(t->req, r) > 0;
     int rc = 0;
@@ -314,7 +308,7 @@ static int build_greedy(Plan *p, Tally *t, char *err, size_t errlen)
         for (int k = 0; k < lp->n_parts; k++) {
             size_t pb = part_bytes(c, &lp->parts[k], t->req->kv_positions);
             /* spread (the reference design): over the devices whatever the links */
-            int pr = t->req->lat_ms && t->req->placement != PLACEMENT_SPREAD
+            int pr = plan_req_links(t->req) && t->req->placement != PLACEMENT_SPREAD
                          ? pick_soonest(t, pb, producer, r, layer_busy)
                          : pick_least(t, pb, used);
             if (pr < 0) {
@@ -450,21 +444,19 @@ static void choose_exchange(Plan *plan, const ModelConfig *c, const PlanRequest 
     }
 }
 
-/* PLACEMENT_DP and PLACEMENT_EXACT: the solvers over req's solver cluster and cost model. */
+/* PLACEMENT_DP and PLACEMENT_EXACT: the solvers over req's cluster and cost model. */
 static int build_solved(Plan *plan, const ModelConfig *c, const PlanRequest *req, char *err,
                         size_t errlen)
 {
-    if (!req->solver_cluster || !req->model)
+    if (!req->cluster || !req->model)
         return util_err(err, errlen, "the %s placement needs a cluster and a cost model",
                         plan_placement_name(req->placement));
     double t0 = time_now();
     SolverRequest sreq = {req->kv_positions, req->max_nodes, 0};
     SolverStats st;
     int rc = req->placement == PLACEMENT_DP
-                 ? solver_layer_dp(plan, &st, c, req->solver_cluster, req->model, &sreq, err,
-                                   errlen)
-                 : solver_exact(plan, &st, c, req->solver_cluster, req->model, &sreq, err,
-                                errlen);
+                 ? solver_layer_dp(plan, &st, c, req->cluster, req->model, &sreq, err, errlen)
+                 : solver_exact(plan, &st, c, req->cluster, req->model, &sreq, err, errlen);
     if (rc == 0) {
         plan->build_ms = (time_now() - t0) * 1e3;
         if (req->stats)

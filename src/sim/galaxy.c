@@ -12,16 +12,11 @@
 int galaxy_build_plan(Plan *p, const ModelConfig *c, const Cluster *cl, int kv_positions,
                       char *err, size_t errlen)
 {
-    const int n = cl->n - 1;
-    /* The water-fill reads only speed ratios: the devices' own speeds (bytes/s) serve. */
-    Device *dv = xcalloc((size_t)n, sizeof(Device));
-    for (int d = 1; d <= n; d++)
-        dv[d - 1] = (Device){cl->dev[d].mem_budget, cl->dev[d].speed_Bps};
+    /* The water-fill reads the devices' speeds and budgets, not the links. */
     PlanRequest req = {.partition = PARTITION_SLICE, .placement = PLACEMENT_WATERFILL,
-                       .n_workers = n, .devices = dv, .kv_positions = kv_positions};
+                       .kv_positions = kv_positions};
     char perr[256];
-    int rc = plan_build(p, c, &req, perr, sizeof perr);
-    free(dv);
+    int rc = plan_build_cluster(p, c, &req, cl, 1.0, 0, perr, sizeof perr);
     if (rc < 0)
         util_err(err, errlen, "galaxy: %s", perr);
     return rc;

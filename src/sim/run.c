@@ -54,14 +54,9 @@ static double mem_frac(const Plan *p, const ModelConfig *c, const Cluster *cl, i
 static int build_head_plan(Plan *p, const ModelConfig *c, const Cluster *cl, double frac,
                            int kv_positions, char *err, size_t errlen)
 {
-    Device *dv = cluster_plan_devices(cl, frac);
     PlanRequest req = {.partition = PARTITION_HEAD, .placement = PLACEMENT_GREEDY,
-                       .n_workers = (cl->n - 1), .devices = dv, .kv_positions = kv_positions};
-    double *lat = cluster_plan_links(cl, &req);
-    int rc = plan_build(p, c, &req, err, errlen);
-    free(lat);
-    free(dv);
-    return rc;
+                       .kv_positions = kv_positions};
+    return plan_build_cluster(p, c, &req, cl, frac, 1, err, errlen);
 }
 
 /* Migration from old to new before the token at pos: KV caches move over the links, the new
