@@ -1,7 +1,7 @@
 /* galaxy.c: the Galaxy-style hybrid as a plan: the engine's SLICE layers over every device,
  * attention parts and FFN columns in proportion to device speed within the memory budgets.
  * That is the planner's SLICE water-fill (plan_build with PLACEMENT_WATERFILL, src/plan/
- * slice.c), which the engine runs as --placement waterfill; here it gets the simulated
+ * waterfill.c), which the engine runs as --placement waterfill; here it gets the simulated
  * devices.  Speculation does not apply to SLICE layers (the engine's rule). */
 #include "sim_internal.h"
 

@@ -1,4 +1,4 @@
-/* cluster.c: what is simulated and what it costs: model shapes, device and link descriptions
+/* sim_cluster.c: what is simulated and what it costs: model shapes, device and link descriptions
  * (generated heterogeneous scenarios, link presets, the JSON devices file that the
  * calibration also writes), and the cost model.  Decoding one token streams every weight
  * once, so a compute op costs (weight bytes + KV-cache bytes read) / device speed plus a fixed

@@ -1,4 +1,4 @@
-/* slice.c: the budget-aware SLICE placement (--placement waterfill; the simulator's galaxy
+/* waterfill.c: the budget-aware SLICE placement (--placement waterfill; the simulator's galaxy
  * policy): every layer SLICE, attention parts (with their output-projection columns and KV
  * cache) and FFN columns dealt in proportion to device speed, each device capped by its
  * memory budget (water-filling), so that faster devices take more and none overflows. */
