@@ -68,7 +68,9 @@ int plan_req_links(const PlanRequest *req)
 
 double plan_req_lat_ms(const PlanRequest *req, int a, int b)
 {
-    return a == b || !plan_req_links(req) ? 0 : net_latency_s(cluster_link(req->cluster, a, b)) * 1e3;
+    if (a == b || !plan_req_links(req))
+        return 0;
+    return net_latency_s(cluster_link(req->cluster, a, b)) * 1e3;
 }
 
 NetLink plan_cost_net(const PlanRequest *req)
