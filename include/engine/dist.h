@@ -40,9 +40,10 @@ int dist_set_speculation(DistEngine *e, const unsigned char *mask, float toleran
 const unsigned char *dist_spec_eligible(const DistEngine *e);
 
 /* Memory budgets (collective-free; call on every rank with the same arguments): req is the
- * request the plan was built from (devices with budgets, links), steps the positions the run
- * will reach.  Above threshold * budget the controller re-places attention parts (unless
- * static_plan, where exceeding a budget ends the run). */
+ * request the plan was built from (its cluster's budgets and links; the engine keeps a
+ * pointer to that cluster, which must outlive it), steps the positions the run will reach.
+ * Above threshold * budget the controller re-places attention parts (unless static_plan,
+ * where exceeding a budget ends the run). */
 void dist_set_memory(DistEngine *e, const PlanRequest *req, int steps, double threshold,
                      int static_plan);
 /* --wire: SLICE layers exchange their partial sums as fp32 (0), IEEE binary16 (1: half the

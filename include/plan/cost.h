@@ -33,7 +33,7 @@ typedef double (*CostControllerS)(const void *ctx, int embed, const ModelConfig 
 /* Seconds of a whole FFN on rank (every layer's is at least this on that rank: a bound). */
 typedef double (*CostFfnS)(const void *ctx, int rank, const ModelConfig *c);
 
-typedef struct {
+typedef struct CostModel {
     const char *name;     /* "analytic", "simulated" */
     CostTokenMs token_ms;
     CostTokenS token_s;

@@ -16,12 +16,16 @@ typedef struct {
     double *rtt_p95_ms; /* [n*n] their 95th percentiles */
     double assume_rtt_ms; /* < 0: plan with the measured RTTs; else this RTT everywhere */
     /* Derived by inputs_derive, for the planner: */
-    Device *devices;    /* [n-1] workers' budgets and speeds relative to ref_Bps, stabilised */
+    Cluster planner;    /* the planner's cluster (plan.h, PlanRequest.cluster): each worker at
+                         * its stabilised speed relative to the fastest (times ref_Bps, or the
+                         * nearest value at which each reads back exactly), its budget;
+                         * the controller at its probed speed (20 GB/s where unknown); one-way
+                         * latencies (RTT/2, or assume_rtt_ms/2) stabilised; every link at link
+                         * 0 -> 1's bandwidth (0: unlimited) and medium; no jitter; named
+                         * "measured" */
     double ref_Bps;     /* bytes/s of a device of speed 1.0: the fastest worker, or the
                          * workers' median where the stabilised speeds are all 1.0 */
-    double *lat_ms;     /* [n*n] expected one-way latencies, stabilised */
-    double lat_sd_ms;   /* their spread (0 on a LAN or with assume_rtt_ms) */
-    double bw_Bps;      /* link bandwidth the planner assumes (0: unlimited) */
+    double lat_sd_ms;   /* the latencies' spread (0 on a LAN or with assume_rtt_ms) */
     double controller_ms; /* the controller's final norm and LM head per token */
 } ClusterInputs;
 
@@ -38,24 +42,25 @@ void inputs_free(ClusterInputs *ci);
  * link 0 -> 1's. */
 void inputs_derive(ClusterInputs *ci, const ModelConfig *c, const size_t *file_mem,
                    const double *file_speed);
-/* The cluster as the planner sees it (what --placement dp|exact solve over): each worker at
- * its stabilised speed (devices[r].speed x ref_Bps), the controller at its probed speed (20
- * GB/s where unknown), budgets times budget_frac, one-way latencies lat_ms, the planner's
- * bandwidth (unlimited: 1 TB/s), no jitter, every link on link 0 -> 1's medium; named
- * "measured".  out is initialised here (cluster_free frees it). */
-void inputs_planner_cluster(Cluster *out, const ClusterInputs *ci, double budget_frac);
+/* The cluster --placement dp|exact solve over and --partition auto's layer-wise candidate
+ * takes: the planner's (ci->planner) with speeds relative to the fastest times ref_Bps,
+ * budgets times budget_frac and unlimited links at 1 TB/s (the simulator's cost model needs
+ * a bandwidth).  out is initialised here
+ * (cluster_free frees it). */
+void inputs_solver_cluster(Cluster *out, const ClusterInputs *ci, double budget_frac);
 
-/* A cluster's devices in the form plan_build takes ([n-1], the caller frees): budgets times
- * budget_frac, speeds relative to the fastest worker (not stabilised). */
-Device *cluster_plan_devices(const Cluster *cl, double budget_frac);
-/* A cluster's links in the form plan_build takes: fills req's lat_ms (a new [n*n] matrix of
- * one-way ms, the caller frees it, also returned), bw_Bps (the slowest link), the medium of
- * link 0 -> 1 (shared, or else switched) and ref_Bps (the fastest worker's speed, the unit of
- * cluster_plan_devices' speeds). */
-double *cluster_plan_links(const Cluster *cl, PlanRequest *req);
-
-/* Copies the derived inputs into req (devices, n_workers, lat_ms, bw_Bps, ref_Bps,
- * lat_sd_ms, fixed_ms); req keeps pointers into ci. */
+/* Points req at the derived inputs (cluster, n_workers, ref_Bps, lat_sd_ms, fixed_ms); req
+ * keeps a pointer into ci. */
 void inputs_fill_request(const ClusterInputs *ci, PlanRequest *req);
+
+/* A copy of in (initialised here; cluster_free frees it) with every worker's budget times
+ * budget_frac; without links where in has none. */
+void plan_cluster_copy(Cluster *out, const Cluster *in, double budget_frac);
+/* plan_build over cluster cl (req's own cluster and n_workers replaced) with its workers'
+ * budgets times budget_frac and, where links is 0, its links unknown (a placement that is
+ * not link-aware). */
+int plan_build_cluster(Plan *plan, const ModelConfig *c, const PlanRequest *req,
+                       const Cluster *cl, double budget_frac, int links, char *err,
+                       size_t errlen);
 
 #endif

@@ -28,7 +28,12 @@ typedef enum {
     PLACEMENT_WATERFILL = 4, /* SLICE layers, parts and FFN columns by speed within budgets */
     PLACEMENT_SPREAD = 5,    /* the reference design: FFN and projection by the greedy's rule,
                               * the heads spread over the workers whatever the links */
+    PLACEMENT_DP = 6,        /* whole layers by the layer DP over req->cluster, priced by
+                              * req->model (solver_layer_dp) */
+    PLACEMENT_EXACT = 7,     /* heads by the exact head-level search over req->cluster, priced
+                              * by req->model (solver_exact) */
 } PlacementKind;
+#define PLACEMENT_COUNT 8
 
 typedef struct {
     int rank; /* worker that computes it */
@@ -88,31 +93,28 @@ typedef struct {
     int head_split;
 } Plan;
 
-/* Per-device description used by placement (memory budget in bytes, relative speed). */
-typedef struct {
-    size_t mem_budget; /* 0: unlimited */
-    double speed;      /* relative compute speed, 1.0 = reference */
-} Device;
+struct CostModel;   /* cost.h */
+struct SolverStats; /* solver.h */
 
 typedef struct {
     Partition partition;
     PlacementKind placement;
     uint64_t seed;       /* for PLACEMENT_RANDOM */
-    int n_workers;
-    const Device *devices; /* [n_workers] or NULL (identical, unlimited) */
+    int n_workers;       /* with a cluster: cluster->n - 1 */
+    /* The devices and the network (cluster.h), the planner's one view of them: each worker's
+     * memory budget (0: unlimited) and speed (relative to the fastest worker's speed_Bps; 0:
+     * unknown, as fast as the fastest), the one-way latency of each link (half its RTT), the
+     * slowest link's bandwidth (0: unlimited) and link 0 -> 1's medium (shared: its relay and
+     * frame overhead; else switched).  Links NULL: unknown (the placements are not
+     * link-aware, messages cost nothing); cluster NULL: n_workers identical workers without
+     * budgets, the links unknown.  Must outlive whatever keeps the request (the engine's
+     * re-placement does). */
+    const Cluster *cluster;
     int kv_positions;      /* KV-cache positions to account for */
-    /* Link-aware costs (optional): one-way latency in ms between world ranks
-     * [(n_workers+1)^2] (NULL: 0), link bandwidth (0: unlimited), and the bytes per second a
-     * device of speed 1.0 streams through its matrix-vector kernel (0: 10 GB/s). */
-    const double *lat_ms;
-    double bw_Bps;
+    /* The bytes per second a worker of relative speed 1.0 (the fastest, or one of unknown
+     * speed) streams through its matrix-vector kernel (0: the fastest worker's speed_Bps,
+     * else 10 GB/s). */
     double ref_Bps;
-    /* The medium of the network (netmodel.h; zeroes: switched): on a shared one every
-     * message's airtime (bytes / bw_Bps + frame_s, doubled through an access point) queues on
-     * one channel. */
-    Medium medium;
-    int relay_ap;
-    double frame_s;
     /* Bytes per element of a SLICE partial sum on the wire (--wire: 4 f32, 2 f16, 34/32 q8;
      * 0: 4). */
     double wire_bytes;
@@ -135,6 +137,13 @@ typedef struct {
     double op_ms;
     const unsigned char *speculate;
     double spec_accept;
+    /* PLACEMENT_DP and PLACEMENT_EXACT (solver.h): the cost model they minimise over the
+     * cluster (required for them; its budgets as they are, KV for kv_positions), the exact
+     * search's node limit (0: solver.h's default) and where their statistics go (may be
+     * NULL). */
+    const struct CostModel *model;
+    long max_nodes;
+    struct SolverStats *stats;
 } PlanRequest;
 
 /* Builds a plan; returns 0 or -1 with err (e.g. a part that fits no device's budget). */

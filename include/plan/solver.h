@@ -27,7 +27,7 @@ typedef struct {
     double max_s;     /* time limit in seconds (0: none) */
 } SolverRequest;
 
-typedef struct {
+typedef struct SolverStats {
     double cost_s;        /* the model's token time of the plan found */
     double bound_s;       /* proven lower bound (== cost_s when optimal) */
     int optimal;          /* 1 when the search finished */

@@ -50,7 +50,8 @@ typedef enum { BCAST_AUTO = 0, BCAST_LINEAR = 1, BCAST_BINOMIAL = 2 } BcastShape
 typedef struct {
     int n;              /* ranks, controller included; workers are 1..n-1 */
     ClusterDevice *dev; /* [n] */
-    NetLink *link;      /* [n*n], link[a*n+b] from a to b */
+    NetLink *link;      /* [n*n], link[a*n+b] from a to b; NULL only in a planner's view
+                         * without links (plan.h: the links unknown) */
     JitterShape jitter; /* every link's */
     BcastShape bcast;   /* the simulator's broadcast */
     char links_name[24]; /* where the links come from ("wifi", "measured", ...; "" unnamed) */

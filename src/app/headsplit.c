@@ -165,29 +165,29 @@ static int run_open(Run *run)
     return startup_agree(&run->cm, err);
 }
 
-/* --placement dp|exact: the solvers (solver.h) over the measured cluster as the planner sees
- * it (stabilised, so every rank solves the same problem), priced by the simulator's cost
- * model; the exact search is bounded by a node count, not a time, so that every rank finds
- * the same plan. */
+/* --placement dp|exact: plan_build's solver placements over the measured cluster as the
+ * planner sees it (stabilised, so every rank solves the same problem), priced by the
+ * simulator's cost model; the exact search is bounded by a node count, not a time, so that
+ * every rank finds the same plan. */
 static int solve_placement(Run *run, char *err, size_t errlen)
 {
     Cluster cl;
-    inputs_planner_cluster(&cl, &run->ci, run->req.fill > 0 ? run->req.fill : 1);
-    SolverRequest sreq = {run->kv_cap, 2000000, 0};
+    inputs_solver_cluster(&cl, &run->ci, run->req.fill > 0 ? run->req.fill : 1);
     SimCostInputs in = {&cl, run->kv_cap / 2};
     CostModel model = sim_cost_model(&in);
     SolverStats st;
-    double t0 = time_now();
-    int rc = run->o.solver == 1
-                 ? solver_layer_dp(&run->plan, &st, &run->cfg, &cl, &model, &sreq, err, errlen)
-                 : solver_exact(&run->plan, &st, &run->cfg, &cl, &model, &sreq, err, errlen);
-    if (rc == 0) {
-        run->plan.build_ms = (time_now() - t0) * 1e3;
-        if (run->cm.rank == 0)
-            LOG_INFO("headsplit: %s placement: simulated %.2f ms/token at position %d%s",
-                     run->o.solver == 1 ? "dp" : "exact", st.cost_s * 1e3, in.pos,
-                     run->o.solver == 2 && !st.optimal ? " (node limit: best found)" : "");
-    }
+    PlanRequest req = run->req;
+    req.kv_positions = run->kv_cap;
+    req.cluster = &cl;
+    req.model = &model;
+    req.max_nodes = 2000000;
+    req.stats = &st;
+    int rc = plan_build(&run->plan, &run->cfg, &req, err, errlen);
+    if (rc == 0 && run->cm.rank == 0)
+        LOG_INFO("headsplit: %s placement: simulated %.2f ms/token at position %d%s",
+                 plan_placement_name(req.placement), st.cost_s * 1e3, in.pos,
+                 req.placement == PLACEMENT_EXACT && !st.optimal ? " (node limit: best found)"
+                                                                 : "");
     cluster_free(&cl);
     return rc;
 }
@@ -212,13 +212,14 @@ static int run_plan(Run *run)
     char err[512] = "";
     double preds[3] = {0, 0, 0}, pred = 0;
     int layer_dp = 0, bad;
-    if (o->solver) {
+    const int solved = o->placement == PLACEMENT_DP || o->placement == PLACEMENT_EXACT;
+    if (solved) {
         bad = solve_placement(run, err, sizeof err) < 0;
     } else if (o->partition_auto) {
         /* the layer-wise candidate: the better of N stages and the best over subsets of the
          * boards (the cluster as --placement dp sees it) */
         Cluster cl;
-        inputs_planner_cluster(&cl, &run->ci, run->req.fill > 0 ? run->req.fill : 1);
+        inputs_solver_cluster(&cl, &run->ci, run->req.fill > 0 ? run->req.fill : 1);
         bad = plan_build_auto(&run->plan, &run->cfg, &run->req, &cl, run->kv_cap, &pred, preds,
                               &layer_dp, err, sizeof err) < 0;
         cluster_free(&cl);
@@ -239,7 +240,8 @@ static int run_plan(Run *run)
                  layer_dp ? " (the best layer-wise plan over subsets of the boards, as "
                             "--placement dp)" : "");
     o->partition = run->plan.partition;
-    o->placement = run->plan.placement;
+    if (!solved) /* the solvers' plans keep their structure's kind (layer, roundrobin) */
+        o->placement = run->plan.placement;
     if (o->show_placement && run->cm.rank == 0)
         plan_print(&run->plan, &run->cfg, stderr);
     return 0;

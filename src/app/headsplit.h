@@ -32,8 +32,6 @@ typedef struct {
     PlacementKind placement;
     int partition_set, placement_set;
     int partition_auto;
-    int solver;         /* --placement dp|exact: 1 the layer DP, 2 the exact head-level
-                         * search (the simulator's solvers, solver.h), else 0 */
     int show_placement;
     WaitMode wait_mode;
     MatvecImpl matvec;

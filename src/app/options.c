@@ -223,6 +223,13 @@ static const ShortOption shortopts[] = {
     {0, 0}};
 
 /* A count option's value in lo..hi: 0, or -1 with err naming the option. */
+/* The partition --placement dp|exact places: whole layers (the layer DP), heads (the exact
+ * search). */
+static Partition solver_partition(PlacementKind k)
+{
+    return k == PLACEMENT_DP ? PARTITION_LAYER : PARTITION_HEAD;
+}
+
 static int parse_count(const char *opt, const char *arg, long lo, long hi, int *out, char *err,
                        size_t errlen)
 {
@@ -445,12 +452,11 @@ static int parse_generation(Options *o, int ch, const char *arg, char *err, size
         o->partition_set = 1;
         break;
     case O_PLACE:
-        o->solver = !strcmp(arg, "dp") ? 1 : !strcmp(arg, "exact") ? 2 : 0;
-        if (o->solver)
-            o->partition = o->solver == 1 ? PARTITION_LAYER : PARTITION_HEAD;
-        else if (plan_parse_placement(arg, &o->placement) < 0)
+        if (plan_parse_placement(arg, &o->placement) < 0)
             return util_err(err, errlen, "--placement: '%s' is not greedy, spread, "
                             "roundrobin, random, layer, waterfill, dp or exact", arg);
+        if (o->placement == PLACEMENT_DP || o->placement == PLACEMENT_EXACT)
+            o->partition = solver_partition(o->placement);
         o->placement_set = 1;
         break;
     case O_SHOW: o->show_placement = 1; break;
@@ -648,12 +654,14 @@ int options_parse(Options *o, int argc, char **argv, char *err, size_t errlen)
     if (!o->draft && (o->draft_rank >= 0 || o->draft_tokens_set))
         return util_err(err, errlen, "%s: there is no draft model (give --draft FILE)",
                         o->draft_rank >= 0 ? "--draft-rank" : "--draft-tokens");
-    if (o->solver) { /* the solvers choose their own partition */
-        Partition want = o->solver == 1 ? PARTITION_LAYER : PARTITION_HEAD;
+    if (o->placement == PLACEMENT_DP || o->placement == PLACEMENT_EXACT) {
+        /* the solvers choose their own partition */
+        Partition want = solver_partition(o->placement);
         if (o->partition_auto || (o->partition_set && o->partition != want))
             return util_err(err, errlen, "--placement %s places %s; leave out --partition or "
-                            "give --partition %s", o->solver == 1 ? "dp" : "exact",
-                            o->solver == 1 ? "whole layers" : "heads", plan_partition_name(want));
+                            "give --partition %s", plan_placement_name(o->placement),
+                            want == PARTITION_LAYER ? "whole layers" : "heads",
+                            plan_partition_name(want));
         o->partition = want;
     }
     if (o->exchange == EXCHANGE_EXACT && o->wire16)
@@ -676,9 +684,7 @@ json_t *options_json(const Options *o, int n_ranks)
                      "temperature", (double)o->temperature, "top_p", (double)o->top_p,
                      "seed", (json_int_t)o->seed,
                      "partition", plan_partition_name(o->partition),
-                     "placement", o->solver == 1   ? "dp"
-                                  : o->solver == 2 ? "exact"
-                                                   : plan_placement_name(o->placement),
+                     "placement", plan_placement_name(o->placement),
                      "wait", o->wait_mode == WAIT_SPIN ? "spin" : "sleep",
                      "mem_budget", (json_int_t)o->su.mem_budget,
                      "matvec", o->matvec == MATVEC_BLAS ? "blas" : "own",

@@ -243,7 +243,8 @@ static int parse_choices(SimArgs *a, int ch, const char *arg, char *err, size_t 
                             "dynamic", arg);
         break;
     case O_EPLACE:
-        if (plan_parse_placement(arg, &a->engine_placement) < 0)
+        if (plan_parse_placement(arg, &a->engine_placement) < 0 ||
+            a->engine_placement == PLACEMENT_DP || a->engine_placement == PLACEMENT_EXACT)
             return util_err(err, errlen, "--engine-placement: '%s' is not greedy, roundrobin,"
                             " random, layer or waterfill", arg);
         a->engine_placement_set = 1;
@@ -421,24 +422,19 @@ static int sim_app_calibrate(const SimArgs *a, char *err, size_t errlen)
 static double engine_cost(const ModelConfig *c, const Cluster *cl, const CostModel *m,
                           PlacementKind k, const SolverRequest *req, int show)
 {
-    Device *dv = cluster_plan_devices(cl, 1.0);
     PlanRequest pr = {.partition = k == PLACEMENT_LAYER ? PARTITION_LAYER : PARTITION_HEAD,
-                      .placement = k, .seed = 1, .n_workers = cl->n - 1, .devices = dv,
+                      .placement = k, .seed = 1, .n_workers = cl->n - 1, .cluster = cl,
                       .kv_positions = req->kv_positions};
-    double *lat = cluster_plan_links(cl, &pr);
     Plan p;
     char e[256];
     double t = -1;
-    int built = plan_build(&p, c, &pr, e, sizeof e) == 0;
-    free(lat);
-    if (built) {
+    if (plan_build(&p, c, &pr, e, sizeof e) == 0) {
         if (solver_plan_fits(&p, c, cl, req->kv_positions))
             t = cost_token_s(m, &p, c);
         if (show)
             plan_print(&p, c, stderr);
         plan_free(&p);
     }
-    free(dv);
     return t;
 }
 
@@ -498,22 +494,18 @@ static int run_sim(const SimArgs *a, const ModelConfig *c, const Cluster *cl, ch
                     a->accept_all, a->replan_at, a->kv_horizon, NULL};
     if (a->engine_placement_set) {
         /* The engine's own plan_build, as headsplit --placement would build it. */
-        Device *dv = cluster_plan_devices(cl, 1.0);
         Partition part = a->engine_partition_set ? a->engine_partition
                          : a->engine_placement == PLACEMENT_LAYER ? PARTITION_LAYER
                                                                   : PARTITION_HEAD;
         PlanRequest req = {.partition = part, .placement = a->engine_placement,
-                           .seed = a->seed, .n_workers = cl->n - 1, .devices = dv,
+                           .seed = a->seed, .n_workers = cl->n - 1, .cluster = cl,
                            .kv_positions = a->tokens};
-        double *lat = cluster_plan_links(cl, &req);
         SimCostInputs in = {cl, a->tokens / 2};
         CostModel model = sim_cost_model(&in);
         int rc = a->engine_partition_auto
                      ? cost_build_best(&eplan, c, &req, &model, cl, a->tokens, NULL, NULL,
                                        NULL, err, errlen)
                      : plan_build(&eplan, c, &req, err, errlen);
-        free(lat);
-        free(dv);
         if (rc < 0)
             return -1;
         o.policy = SIM_POLICY_PLAN;

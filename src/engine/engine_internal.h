@@ -38,9 +38,8 @@ typedef struct {
 
 /* Memory budgets and re-placement (replan.c). */
 typedef struct {
-    PlanRequest req;      /* the request the plan was built from (devices, links) */
-    Device *devices;      /* [n_workers] owned copy */
-    double *lat_ms;       /* owned copy or NULL */
+    PlanRequest req;      /* the request the plan was built from (its cluster: the
+                           * caller's, alive as long as the engine) */
     int steps;            /* positions the run will reach */
     double threshold;     /* re-place above this fraction of a budget (0.85) */
     int static_plan;      /* --static: never re-place; exceeding a budget ends the run */

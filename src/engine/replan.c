@@ -18,18 +18,8 @@ void dist_set_memory(DistEngine *e, const PlanRequest *req, int steps, double th
                      int static_plan)
 {
     MemState *m = &e->mem;
-    const int n = e->plan->n_workers, size = e->tp->size;
-    m->req = *req;
-    m->devices = xcalloc((size_t)n, sizeof(Device));
-    if (req->devices)
-        memcpy(m->devices, req->devices, (size_t)n * sizeof(Device));
-    m->req.devices = m->devices;
-    m->lat_ms = NULL;
-    if (req->lat_ms) {
-        m->lat_ms = xmalloc((size_t)size * (size_t)size * sizeof(double));
-        memcpy(m->lat_ms, req->lat_ms, (size_t)size * (size_t)size * sizeof(double));
-    }
-    m->req.lat_ms = m->lat_ms;
+    const int size = e->tp->size;
+    m->req = *req; /* its cluster is the caller's, alive as long as the engine */
     m->steps = steps;
     m->threshold = threshold;
     m->static_plan = static_plan;
@@ -41,7 +31,7 @@ const Plan *dist_plan(const DistEngine *e) { return e->plan; }
 
 static size_t budget_of(const MemState *m, int rank)
 {
-    return m->devices ? m->devices[rank - 1].mem_budget : 0;
+    return m->req.cluster ? m->req.cluster->dev[rank].mem_budget : 0;
 }
 
 void dist_print_memory_prediction(const DistEngine *e, FILE *out)
@@ -254,7 +244,7 @@ int dist_controller_prepare(void *ctx, int pos, char *err, size_t errlen)
     DistEngine *e = ctx;
     MemState *m = &e->mem;
     const ModelConfig *c = e->c;
-    if (!m->devices)
+    if (!m->peak) /* dist_set_memory was not called */
         return 0;
     for (int pass = 0; pass < 2; pass++) {
         int over = 0;

@@ -313,8 +313,6 @@ void dist_free(DistEngine *e)
     schedule_free(&e->sched);
     plan_free(&e->plan_own);
     free(e->fname);
-    free(e->mem.devices);
-    free(e->mem.lat_ms);
     free(e->mem.peak);
     json_decref(e->mem.records);
     free(e);

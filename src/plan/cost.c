@@ -32,28 +32,82 @@ typedef struct {
     CostTally *tally;
 } Cost;
 
+/* The fastest worker's speed_Bps (0: no cluster, or no worker's speed known). */
+static double fastest_Bps(const Cluster *cl)
+{
+    double ref = 0;
+    for (int r = 1; cl && r < cl->n; r++)
+        ref = cl->dev[r].speed_Bps > ref ? cl->dev[r].speed_Bps : ref;
+    return ref;
+}
+
+double plan_req_speed(const PlanRequest *req, int rank)
+{
+    const Cluster *cl = req->cluster;
+    if (!cl || rank < 1)
+        return 1.0;
+    double ref = fastest_Bps(cl), sp = ref > 0 ? cl->dev[rank].speed_Bps / ref : 0;
+    return sp > 0 ? sp : 1.0;
+}
+
+double plan_req_ref_Bps(const PlanRequest *req)
+{
+    double ref = req->ref_Bps > 0 ? req->ref_Bps : fastest_Bps(req->cluster);
+    return ref > 0 ? ref : 10e9;
+}
+
+size_t plan_req_budget(const PlanRequest *req, int rank)
+{
+    return req->cluster ? req->cluster->dev[rank].mem_budget : 0;
+}
+
+int plan_req_links(const PlanRequest *req)
+{
+    return req->cluster && req->cluster->link;
+}
+
+double plan_req_lat_ms(const PlanRequest *req, int a, int b)
+{
+    if (a == b || !plan_req_links(req))
+        return 0;
+    return net_latency_s(cluster_link(req->cluster, a, b)) * 1e3;
+}
+
 NetLink plan_cost_net(const PlanRequest *req)
 {
-    return (NetLink){.bw_Bps = req->bw_Bps, .medium = req->medium, .relay_ap = req->relay_ap,
-                     .frame_s = req->frame_s};
+    NetLink net = {0};
+    if (!plan_req_links(req))
+        return net;
+    const Cluster *cl = req->cluster;
+    const int n = cl->n;
+    for (int a = 0; a < n; a++) /* the slowest link's bandwidth */
+        for (int b = 0; b < n; b++) {
+            const NetLink *lk = cluster_link(cl, a, b);
+            if (a != b && lk->bw_Bps > 0 && (net.bw_Bps == 0 || lk->bw_Bps < net.bw_Bps))
+                net.bw_Bps = lk->bw_Bps;
+        }
+    /* the medium of link 0 -> 1, so that the planner charges the airtime the event core
+     * does */
+    const NetLink *l01 = n > 1 ? cluster_link(cl, 0, 1) : NULL;
+    if (l01 && l01->medium == MEDIUM_SHARED) {
+        net.medium = MEDIUM_SHARED;
+        net.relay_ap = l01->relay_ap;
+        net.frame_s = l01->frame_s;
+    }
+    return net;
 }
 
 double plan_cost_work_ms(const PlanRequest *req, int rank, double bytes)
 {
-    double ref = req->ref_Bps > 0 ? req->ref_Bps : 10e9;
-    double sp = rank > 0 && req->devices && req->devices[rank - 1].speed > 0
-                    ? req->devices[rank - 1].speed : 1.0;
-    return bytes / (ref * sp) * 1e3;
+    return bytes / (plan_req_ref_Bps(req) * plan_req_speed(req, rank)) * 1e3;
 }
 
 double plan_cost_hop_ms(const PlanRequest *req, int a, int b, double bytes)
 {
     if (a == b)
         return 0;
-    int n = req->n_workers + 1;
-    double lat = req->lat_ms ? req->lat_ms[(size_t)a * (size_t)n + (size_t)b] : 0;
     NetLink net = plan_cost_net(req);
-    return lat + net_airtime_s(&net, bytes) * 1e3;
+    return plan_req_lat_ms(req, a, b) + net_airtime_s(&net, bytes) * 1e3;
 }
 
 double plan_expected_max_normal(int n)
@@ -86,7 +140,7 @@ static double hop_ms(const Cost *k, int a, int b, double bytes)
 
 static double lat_ms(const Cost *k, int a, int b)
 {
-    return a == b || !k->req->lat_ms ? 0 : k->req->lat_ms[(size_t)a * (size_t)k->n + (size_t)b];
+    return plan_req_lat_ms(k->req, a, b);
 }
 
 /* Shared medium: a message from a to b ready at `ready` (ms) queues on the channel; returns

@@ -4,6 +4,7 @@
 #include "plan.h"
 #include "plan_internal.h"
 #include "quant.h"
+#include "solver.h"
 #include "util.h"
 
 #include <stdlib.h>
@@ -16,9 +17,9 @@ const char *plan_partition_name(Partition p)
 
 const char *plan_placement_name(PlacementKind k)
 {
-    static const char *names[] = {"greedy", "roundrobin", "random", "layer", "waterfill",
-                                  "spread"};
-    return (unsigned)k < 6 ? names[k] : "?";
+    static const char *names[PLACEMENT_COUNT] = {"greedy", "roundrobin", "random", "layer",
+                                                 "waterfill", "spread", "dp", "exact"};
+    return (unsigned)k < PLACEMENT_COUNT ? names[k] : "?";
 }
 
 int plan_parse_partition(const char *s, Partition *out)
@@ -36,7 +37,7 @@ int plan_parse_partition(const char *s, Partition *out)
 
 int plan_parse_placement(const char *s, PlacementKind *out)
 {
-    for (int k = 0; k < 6; k++)
+    for (int k = 0; k < PLACEMENT_COUNT; k++)
         if (strcmp(s, plan_placement_name((PlacementKind)k)) == 0) {
             *out = (PlacementKind)k;
             return 0;
@@ -98,15 +99,9 @@ typedef struct {
     double *load;   /* [n_workers+1] bytes / speed: the compute-time proxy */
 } Tally;
 
-static double speed_of(const PlanRequest *r, int rank)
-{
-    return r->devices && r->devices[rank - 1].speed > 0 ? r->devices[rank - 1].speed : 1.0;
-}
+static double speed_of(const PlanRequest *r, int rank) { return plan_req_speed(r, rank); }
 
-static size_t budget_of(const PlanRequest *r, int rank)
-{
-    return r->devices ? r->devices[rank - 1].mem_budget : 0;
-}
+static size_t budget_of(const PlanRequest *r, int rank) { return plan_req_budget(r, rank); }
 
 static size_t part_bytes(const ModelConfig *c, const AttnPart *p, int kv_positions)
 {
@@ -267,7 +262,7 @@ static int build_greedy(Plan *p, Tally *t, char *err, size_t errlen)
     int *count = xcalloc((size_t)n + 1, sizeof(int));
     int *share = xcalloc((size_t)n + 1, sizeof(int));
     fair_shares(t->req, L, share);
-    int budgets = t->req->devices != NULL;
+    int budgets = t->req->cluster != NULL;
     for (int r = 1; r <= n && budgets; r++)
         budgets = budget_of(t->req, r) > 0;
     int rc = 0;
@@ -313,7 +308,7 @@ static int build_greedy(Plan *p, Tally *t, char *err, size_t errlen)
         for (int k = 0; k < lp->n_parts; k++) {
             size_t pb = part_bytes(c, &lp->parts[k], t->req->kv_positions);
             /* spread (the reference design): over the devices whatever the links */
-            int pr = t->req->lat_ms && t->req->placement != PLACEMENT_SPREAD
+            int pr = plan_req_links(t->req) && t->req->placement != PLACEMENT_SPREAD
                          ? pick_soonest(t, pb, producer, r, layer_busy)
                          : pick_least(t, pb, used);
             if (pr < 0) {
@@ -449,9 +444,32 @@ static void choose_exchange(Plan *plan, const ModelConfig *c, const PlanRequest 
     }
 }
 
+/* PLACEMENT_DP and PLACEMENT_EXACT: the solvers over req's cluster and cost model. */
+static int build_solved(Plan *plan, const ModelConfig *c, const PlanRequest *req, char *err,
+                        size_t errlen)
+{
+    if (!req->cluster || !req->model)
+        return util_err(err, errlen, "the %s placement needs a cluster and a cost model",
+                        plan_placement_name(req->placement));
+    double t0 = time_now();
+    SolverRequest sreq = {req->kv_positions, req->max_nodes, 0};
+    SolverStats st;
+    int rc = req->placement == PLACEMENT_DP
+                 ? solver_layer_dp(plan, &st, c, req->cluster, req->model, &sreq, err, errlen)
+                 : solver_exact(plan, &st, c, req->cluster, req->model, &sreq, err, errlen);
+    if (rc == 0) {
+        plan->build_ms = (time_now() - t0) * 1e3;
+        if (req->stats)
+            *req->stats = st;
+    }
+    return rc;
+}
+
 int plan_build(Plan *plan, const ModelConfig *c, const PlanRequest *req, char *err,
                size_t errlen)
 {
+    if (req->placement == PLACEMENT_DP || req->placement == PLACEMENT_EXACT)
+        return build_solved(plan, c, req, err, errlen);
     double t0 = time_now();
     memset(plan, 0, sizeof *plan);
     const int n = req->n_workers;
@@ -494,6 +512,8 @@ int plan_build(Plan *plan, const ModelConfig *c, const PlanRequest *req, char *e
     case PLACEMENT_ROUNDROBIN: build_roundrobin(plan, c, n); break;
     case PLACEMENT_RANDOM: build_random(plan, c, n, req->seed); break;
     case PLACEMENT_WATERFILL: break; /* always SLICE: above */
+    case PLACEMENT_DP:
+    case PLACEMENT_EXACT: break; /* the solvers: above */
     }
     free(t.bytes);
     free(t.load);

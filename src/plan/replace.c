@@ -1,6 +1,7 @@
 /* replace.c: memory accounting over time and re-placement of attention parts when the KV
  * cache of a device grows past its budget. */
 #include "plan.h"
+#include "plan_internal.h"
 #include "util.h"
 
 #include <stdlib.h>
@@ -57,7 +58,7 @@ void plan_copy(Plan *out, const Plan *in)
 
 static size_t budget_at(const PlanRequest *req, int rank)
 {
-    return req->devices ? req->devices[rank - 1].mem_budget : 0;
+    return plan_req_budget(req, rank);
 }
 
 int plan_replace(Plan *out, const Plan *cur, const ModelConfig *c, const PlanRequest *req,

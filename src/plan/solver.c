@@ -590,11 +590,9 @@ int solver_exact(Plan *plan, SolverStats *st, const ModelConfig *c, const Cluste
     Plan known;
     char kerr[256];
     double ub = DBL_MAX;
-    Device *dv = cluster_plan_devices(cl, 1.0);
     PlanRequest greq = {.partition = PARTITION_HEAD, .placement = PLACEMENT_GREEDY,
-                        .n_workers = cl->n - 1, .devices = dv,
+                        .n_workers = cl->n - 1, .cluster = cl,
                         .kv_positions = req->kv_positions};
-    double *glat = cluster_plan_links(cl, &greq);
     for (int k = 0; k < 2; k++) {
         int ok = k == 0 ? plan_build(&known, c, &greq, kerr, sizeof kerr) == 0
                         : solver_layer_dp(&known, NULL, c, cl, m, req, kerr, sizeof kerr) == 0;
@@ -609,8 +607,6 @@ int solver_exact(Plan *plan, SolverStats *st, const ModelConfig *c, const Cluste
             plan_free(&known);
         }
     }
-    free(dv);
-    free(glat);
     /* Both part structures: plan_build's (groups split when workers outnumber them), then
      * whole groups (fewer, larger parts: no K/V weights duplicated), if different. */
     SolverStats s = {0, 0, 1, 0, 0, 0};

@@ -1,9 +1,9 @@
 /* run.c: the token loop of the simulator: builds the policy's placement, then for every token
  * draws the speculation outcomes, builds the token's task graph (flow.c or galaxy.c) and runs
- * it on the event core; the dynamic policy re-places (plan_build with the KV cache grown so
- * far) when a device passes its threshold, and pays for moving KV caches and reloading
- * weights before the token.  Also the jitter-free single-token and single-layer times that
- * the solvers use, and the CSV/JSON results. */
+ * it on the event core; the dynamic policy re-places (the engine's plan_replace, for the KV
+ * cache grown so far) when a device passes its threshold, and pays for moving KV caches and
+ * reloading weights before the token.  Also the jitter-free single-token and single-layer
+ * times that the solvers use, and the CSV/JSON results. */
 #include "sim_internal.h"
 #include "solver.h"
 
@@ -54,14 +54,9 @@ static double mem_frac(const Plan *p, const ModelConfig *c, const Cluster *cl, i
 static int build_head_plan(Plan *p, const ModelConfig *c, const Cluster *cl, double frac,
                            int kv_positions, char *err, size_t errlen)
 {
-    Device *dv = cluster_plan_devices(cl, frac);
     PlanRequest req = {.partition = PARTITION_HEAD, .placement = PLACEMENT_GREEDY,
-                       .n_workers = (cl->n - 1), .devices = dv, .kv_positions = kv_positions};
-    double *lat = cluster_plan_links(cl, &req);
-    int rc = plan_build(p, c, &req, err, errlen);
-    free(lat);
-    free(dv);
-    return rc;
+                       .kv_positions = kv_positions};
+    return plan_build_cluster(p, c, &req, cl, frac, 1, err, errlen);
 }
 
 /* Migration from old to new before the token at pos: KV caches move over the links, the new
@@ -99,9 +94,10 @@ static double migrate(SimDes *d, const Plan *old, const Plan *nw, const ModelCon
 
 /* Dynamic policy, before the token at pos: when a device passes the threshold because its
  * KV cache grew past what the plan reserved (*horizon positions), or passes its budget,
- * re-places with plan_build for twice the current positions within threshold * budget (else
- * within the whole budget, for fewer positions).  Returns migration seconds, or -1 when the
- * cache no longer fits anywhere. */
+ * re-places with the engine's re-placement (plan_replace: attention parts, with their KV
+ * caches, move off every device past threshold * budget onto the devices with the most room)
+ * for twice the current positions (else for fewer).  Returns migration seconds, or -1 when
+ * the cache no longer fits anywhere. */
 static double dynamic_step(SimDes *d, Plan *plan, int *horizon, const ModelConfig *c,
                            const Cluster *cl, const SimOptions *o, int pos, double now,
                            SimResult *res)
@@ -112,16 +108,19 @@ static double dynamic_step(SimDes *d, Plan *plan, int *horizon, const ModelConfi
         return 0;
     char err[256];
     Plan np;
-    /* Twice the positions within the threshold; else the whole budget, for fewer positions. */
+    /* Room for twice the positions; else for fewer. */
     const int need = pos + 1;
-    const double fr[4] = {o->replan_at, 1.0, 1.0, 1.0};
-    const int hs[4] = {2 * need, 2 * need, need + need / 4, need + 1};
-    int rc = -1, h = need;
-    for (int i = 0; i < 4 && rc < 0; i++) {
+    const int hs[3] = {2 * need, need + need / 4, need + 1};
+    const PlanRequest req = {.partition = plan->partition, .placement = plan->placement,
+                             .n_workers = cl->n - 1, .cluster = cl, .kv_positions = need};
+    int moved = -1, h = need;
+    for (int i = 0; i < 3 && moved <= 0; i++) {
         h = hs[i] < c->context_length ? hs[i] : c->context_length;
-        rc = build_head_plan(&np, c, cl, fr[i], h, err, sizeof err);
+        moved = plan_replace(&np, plan, c, &req, need, h, o->replan_at, err, sizeof err);
+        if (moved == 0)
+            plan_free(&np);
     }
-    if (rc < 0) {
+    if (moved <= 0) {
         if (frac > 1.0) {
             snprintf(res->status, sizeof res->status, "out of memory at token %d: rank %d needs "
                      "%.0f%% of its budget and no re-placement fits", pos, worst, frac * 100);

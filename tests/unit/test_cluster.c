@@ -10,6 +10,7 @@
 
 #include "cluster.h"
 #include "inputs.h"
+#include "netmodel.h"
 #include "util.h"
 
 #include <math.h>
@@ -266,6 +267,21 @@ static ModelConfig small_config(void)
     return c;
 }
 
+/* The planner's speed of rank r relative to the fastest worker, as the placements read it. */
+static double rel_speed(const Cluster *cl, int r)
+{
+    double fastest = 0;
+    for (int k = 1; k < cl->n; k++)
+        fastest = cl->dev[k].speed_Bps > fastest ? cl->dev[k].speed_Bps : fastest;
+    return cl->dev[r].speed_Bps / fastest;
+}
+
+/* The planner's one-way latency a -> b in ms, as the cost model reads it. */
+static double lat_ms(const Cluster *cl, int a, int b)
+{
+    return net_latency_s(cluster_link(cl, a, b)) * 1e3;
+}
+
 static void test_inputs_derive(void **state)
 {
     (void)state;
@@ -284,19 +300,22 @@ static void test_inputs_derive(void **state)
     ci.cluster.link[1].bw_Bps = 25e6;
     inputs_derive(&ci, &c, NULL, NULL);
     assert_true(ci.ref_Bps == 10e9); /* the fastest worker */
-    assert_true(ci.devices[0].speed == 1.0 && ci.devices[1].speed == 0.5 &&
-                ci.devices[2].speed == 0.9);
-    assert_true(ci.devices[2].mem_budget == (size_t)3 << 20);
-    assert_true(ci.lat_ms[1] == 5.0 && ci.lat_ms[0] == 0 && ci.lat_sd_ms == 0);
-    assert_true(ci.bw_Bps == 25e6);
+    /* the planner's cluster: speeds relative to ref_Bps (times it), budgets, latencies */
+    const ClusterDevice *pd = ci.planner.dev;
+    assert_true(rel_speed(&ci.planner, 1) == 1.0 && rel_speed(&ci.planner, 2) == 0.5 &&
+                rel_speed(&ci.planner, 3) == 0.9);
+    assert_true(pd[3].mem_budget == (size_t)3 << 20);
+    assert_true(lat_ms(&ci.planner, 0, 1) == 5.0 && lat_ms(&ci.planner, 0, 0) == 0 &&
+                ci.lat_sd_ms == 0);
+    for (int i = 0; i < 16; i++)
+        assert_true(ci.planner.link[i].bw_Bps == 25e6);
     double want_ms = (512.0 + 1.0) * 64 * sizeof(float) / 20e9 * 1e3; /* f32 rows, norm */
     assert_true(fabs(ci.controller_ms - want_ms) < 1e-15);
     PlanRequest req;
     memset(&req, 0, sizeof req);
     inputs_fill_request(&ci, &req);
     assert_int_equal(req.n_workers, 3);
-    assert_ptr_equal(req.devices, ci.devices);
-    assert_ptr_equal(req.lat_ms, ci.lat_ms);
+    assert_ptr_equal(req.cluster, &ci.planner);
     assert_true(req.ref_Bps == ci.ref_Bps && req.fixed_ms == ci.controller_ms);
 
     /* a devices file: budgets replace, speeds are fractions of the fastest probed worker */
@@ -304,8 +323,9 @@ static void test_inputs_derive(void **state)
     double fsp[4] = {0, 0, 0.25, 0};
     inputs_derive(&ci, &c, fmem, fsp);
     assert_true(ci.cluster.dev[2].speed_Bps == 2.5e9);
-    assert_true(ci.devices[1].mem_budget == (size_t)7 << 20 && ci.devices[1].speed == 0.25);
-    assert_true(ci.devices[0].mem_budget == (size_t)1 << 20);
+    assert_true(ci.planner.dev[2].mem_budget == (size_t)7 << 20 &&
+                rel_speed(&ci.planner, 2) == 0.25);
+    assert_true(ci.planner.dev[1].mem_budget == (size_t)1 << 20);
     inputs_free(&ci);
     inputs_free(&ci); /* twice: a zeroed struct */
 }
@@ -322,11 +342,13 @@ static void test_inputs_alike_and_assumed(void **state)
     ci.assume_rtt_ms = 4;
     inputs_derive(&ci, &c, NULL, NULL);
     /* boards alike: speed 1.0 at their median, not the fastest's */
-    assert_true(ci.devices[0].speed == 1.0 && ci.devices[1].speed == 1.0);
+    assert_true(rel_speed(&ci.planner, 1) == 1.0 && rel_speed(&ci.planner, 2) == 1.0);
     assert_true(ci.ref_Bps == 9e9);
     for (int i = 0; i < 9; i++)
-        assert_true(ci.lat_ms[i] == (i / 3 == i % 3 ? 0 : 2.0));
-    assert_true(ci.lat_sd_ms == 0 && ci.bw_Bps == 0);
+        assert_true(lat_ms(&ci.planner, i / 3, i % 3) == (i / 3 == i % 3 ? 0 : 2.0));
+    assert_true(ci.lat_sd_ms == 0);
+    for (int i = 0; i < 9; i++)
+        assert_true(ci.planner.link[i].bw_Bps == 0);
     inputs_free(&ci);
 }
 

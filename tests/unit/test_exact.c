@@ -157,10 +157,10 @@ static ModelConfig stories(void)
     return c;
 }
 
-static void build(Plan *p, const ModelConfig *c, int n, SliceExchange x, const double *lat)
+static void build(Plan *p, const ModelConfig *c, int n, SliceExchange x, const Cluster *cl)
 {
     PlanRequest req = {.partition = PARTITION_SLICE, .placement = PLACEMENT_GREEDY,
-                       .n_workers = n, .kv_positions = 64, .exchange = x, .lat_ms = lat,
+                       .n_workers = n, .kv_positions = 64, .exchange = x, .cluster = cl,
                        .ref_Bps = 4e9};
     char err[256];
     if (plan_build(p, c, &req, err, sizeof err) != 0)
@@ -206,12 +206,13 @@ static void test_plan_cost(void **state)
     (void)state;
     const ModelConfig c = stories();
     const int n = 4, R = n + 1;
-    double lat[25];
+    Cluster lat;
+    cluster_init(&lat, R);
     for (int i = 0; i < R * R; i++)
-        lat[i] = i / R == i % R ? 0 : 5.0; /* 5 ms one way */
+        lat.link[i].rtt_s = i / R == i % R ? 0 : 2 * 5e-3; /* 5 ms one way */
     Plan pe, pa;
-    build(&pe, &c, n, EXCHANGE_EXACT, lat);
-    build(&pa, &c, n, EXCHANGE_ALL, lat);
+    build(&pe, &c, n, EXCHANGE_EXACT, &lat);
+    build(&pa, &c, n, EXCHANGE_ALL, &lat);
     Schedule se, sa;
     plan_schedule(&se, &pe, &c);
     plan_schedule(&sa, &pa, &c);
@@ -225,7 +226,7 @@ static void test_plan_cost(void **state)
     assert_int_equal(l0->bytes - bcast, (m - 1) * (4 * m * hdr + floats * sizeof(float)));
     /* two more 5 ms hops per layer: slower than all-to-all by about that */
     PlanRequest req = {.partition = PARTITION_SLICE, .n_workers = n, .kv_positions = 64,
-                       .lat_ms = lat, .ref_Bps = 4e9};
+                       .cluster = &lat, .ref_Bps = 4e9};
     const double te = plan_predict_ms(&pe, &c, &req), ta = plan_predict_ms(&pa, &c, &req);
     if (!(te > ta + 1.5 * 5.0 * c.n_layers))
         fail_msg("exact predicted %.2f ms, all-to-all %.2f ms: four hops not priced", te, ta);
@@ -241,6 +242,7 @@ static void test_plan_cost(void **state)
     schedule_free(&sa);
     plan_free(&pe);
     plan_free(&pa);
+    cluster_free(&lat);
 }
 
 int main(void)

@@ -27,6 +27,26 @@ static ModelConfig stories(void)
     return c;
 }
 
+/* A cluster of n workers as the planner takes it: one_way_ms on every link between two ranks
+ * (< 0: the links unknown), speeds (bytes/s; NULL: unknown) and budgets (NULL: none). */
+static void make_cluster(Cluster *cl, int n, double one_way_ms, const double *speed,
+                         const size_t *mem)
+{
+    cluster_init(cl, n + 1);
+    for (int r = 1; r <= n; r++) {
+        cl->dev[r].speed_Bps = speed ? speed[r - 1] : 0;
+        cl->dev[r].mem_budget = mem ? mem[r - 1] : 0;
+    }
+    if (one_way_ms < 0) {
+        free(cl->link);
+        cl->link = NULL;
+        return;
+    }
+    for (int a = 0; a <= n; a++)
+        for (int b = 0; b <= n; b++)
+            cluster_link(cl, a, b)->rtt_s = a == b ? 0 : 2 * (one_way_ms * 1e-3);
+}
+
 static void build_ok(Plan *p, const ModelConfig *c, Partition part, PlacementKind k, int n)
 {
     PlanRequest req = {.partition = part, .placement = k, .seed = 7, .n_workers = n,
@@ -139,28 +159,30 @@ static void test_budget_refused(void **state)
 {
     (void)state;
     ModelConfig c = tinyllama();
-    Device d[4];
-    for (int i = 0; i < 4; i++)
-        d[i] = (Device){500u * 1000 * 1000, 1.0}; /* 4 x 0.5 GB < 4.4 GB of layers */
+    Cluster d;
+    make_cluster(&d, 4, -1, NULL, NULL);
+    for (int i = 1; i <= 4; i++)
+        d.dev[i].mem_budget = 500u * 1000 * 1000; /* 4 x 0.5 GB < 4.4 GB of layers */
     for (int k = 0; k < 4; k++) {
         PlanRequest req = {.partition = PARTITION_HEAD, .placement = (PlacementKind)k,
-                           .seed = 1, .n_workers = 4, .devices = d, .kv_positions = 64};
+                           .seed = 1, .n_workers = 4, .cluster = &d, .kv_positions = 64};
         Plan p;
         char err[256] = "";
         assert_int_equal(plan_build(&p, &c, &req, err, sizeof err), -1);
         assert_non_null(strstr(err, "budget"));
     }
-    for (int i = 0; i < 4; i++)
-        d[i].mem_budget = 2000u * 1000 * 1000;
+    for (int i = 1; i <= 4; i++)
+        d.dev[i].mem_budget = 2000u * 1000 * 1000;
     PlanRequest ok = {.partition = PARTITION_HEAD, .placement = PLACEMENT_GREEDY, .seed = 1,
-                      .n_workers = 4, .devices = d, .kv_positions = 64};
+                      .n_workers = 4, .cluster = &d, .kv_positions = 64};
     Plan p;
     char err[256];
     assert_int_equal(plan_build(&p, &c, &ok, err, sizeof err), 0);
     for (int r = 1; r <= 4; r++)
         assert_true(plan_rank_weight_bytes(&p, &c, r) + plan_rank_kv_bytes(&p, &c, r, 64) <=
-                    d[r - 1].mem_budget);
+                    d.dev[r].mem_budget);
     plan_free(&p);
+    cluster_free(&d);
 }
 
 /* SLICE water-fill: every layer SLICE over the workers, shares in proportion to speed, capped
@@ -169,9 +191,11 @@ static void test_waterfill(void **state)
 {
     (void)state;
     ModelConfig c = tinyllama();
-    Device d[4] = {{0, 1.0}, {0, 2.0}, {0, 1.0}, {0, 0.5}};
+    const double sp[4] = {1.0 * 10e9, 2.0 * 10e9, 1.0 * 10e9, 0.5 * 10e9};
+    Cluster d;
+    make_cluster(&d, 4, -1, sp, NULL);
     PlanRequest req = {.partition = PARTITION_HEAD, .placement = PLACEMENT_WATERFILL, .seed = 1,
-                       .n_workers = 4, .devices = d, .kv_positions = 64};
+                       .n_workers = 4, .cluster = &d, .kv_positions = 64};
     Plan p;
     char err[256] = "";
     assert_int_equal(plan_build(&p, &c, &req, err, sizeof err), 0);
@@ -188,7 +212,7 @@ static void test_waterfill(void **state)
     /* Rank 2 (the fastest) gets 0.8 GB: the speed-proportional cut (about 2 GB there) does
      * not fit, the water-fill does, within every budget. */
     for (int i = 0; i < 4; i++)
-        d[i].mem_budget = i == 1 ? 800u * 1000 * 1000 : 3000u * 1000 * 1000;
+        d.dev[i + 1].mem_budget = i == 1 ? 800u * 1000 * 1000 : 3000u * 1000 * 1000;
     PlanRequest plain = req;
     plain.partition = PARTITION_SLICE;
     plain.placement = PLACEMENT_GREEDY;
@@ -197,17 +221,18 @@ static void test_waterfill(void **state)
     assert_int_equal(plan_build(&p, &c, &req, err, sizeof err), 0);
     for (int r = 1; r <= 4; r++)
         assert_true(plan_rank_weight_bytes(&p, &c, r) + plan_rank_kv_bytes(&p, &c, r, 64) <=
-                    d[r - 1].mem_budget);
+                    d.dev[r].mem_budget);
     assert_int_equal(plan_validate(&p, &c, err, sizeof err), 0);
     plan_free(&p);
     /* Budgets that together cannot hold the model. */
-    for (int i = 0; i < 4; i++)
-        d[i].mem_budget = 500u * 1000 * 1000;
+    for (int i = 1; i <= 4; i++)
+        d.dev[i].mem_budget = 500u * 1000 * 1000;
     assert_int_equal(plan_build(&p, &c, &req, err, sizeof err), -1);
     assert_non_null(strstr(err, "budgets cannot hold"));
     PlacementKind k;
     assert_int_equal(plan_parse_placement("waterfill", &k), 0);
     assert_int_equal(k, PLACEMENT_WATERFILL);
+    cluster_free(&d);
 }
 
 static void test_json_and_print(void **state)
@@ -232,15 +257,14 @@ static void test_links_and_auto(void **state)
 {
     (void)state;
     ModelConfig c = tinyllama();
-    const int n = 4, P = n + 1;
-    double lat[25];
+    const int n = 4;
+    Cluster cl;
     PlanRequest req = {.partition = PARTITION_HEAD, .placement = PLACEMENT_GREEDY, .seed = 1,
-                       .n_workers = n, .kv_positions = 64, .lat_ms = lat, .ref_Bps = 4e9};
+                       .n_workers = n, .kv_positions = 64, .cluster = &cl, .ref_Bps = 4e9};
     char err[256];
     for (int pass = 0; pass < 2; pass++) {
         double one_way = pass == 0 ? 0.05 : 50.0;
-        for (int i = 0; i < P * P; i++)
-            lat[i] = i / P == i % P ? 0 : one_way;
+        make_cluster(&cl, n, one_way, NULL, NULL);
         Plan p;
         assert_int_equal(plan_build(&p, &c, &req, err, sizeof err), 0);
         int distinct = 0, seen[5] = {0};
@@ -262,6 +286,7 @@ static void test_links_and_auto(void **state)
             assert_true(best <= 1.01 * preds[i]);
         assert_int_equal(p.partition, pass == 0 ? PARTITION_SLICE : PARTITION_LAYER);
         plan_free(&p);
+        cluster_free(&cl);
     }
 }
 
@@ -271,12 +296,11 @@ static void test_spread_placement(void **state)
 {
     (void)state;
     ModelConfig c = tinyllama();
-    const int n = 4, P = n + 1;
-    double lat[25];
-    for (int i = 0; i < P * P; i++)
-        lat[i] = i / P == i % P ? 0 : 5.0;
+    const int n = 4;
+    Cluster cl;
+    make_cluster(&cl, n, 5.0, NULL, NULL);
     PlanRequest req = {.partition = PARTITION_HEAD, .placement = PLACEMENT_GREEDY, .seed = 1,
-                       .n_workers = n, .kv_positions = 64, .lat_ms = lat, .ref_Bps = 4e9};
+                       .n_workers = n, .kv_positions = 64, .cluster = &cl, .ref_Bps = 4e9};
     Plan g, s;
     char err[256];
     PlacementKind k;
@@ -303,6 +327,13 @@ static void test_spread_placement(void **state)
     assert_true(sum_g <= c.n_layers * 2 && sum_s >= c.n_layers * (n - 1));
     plan_free(&g);
     plan_free(&s);
+    cluster_free(&cl);
+}
+
+static void set_relay(Cluster *cl, int relay)
+{
+    for (int i = 0; i < cl->n * cl->n; i++)
+        cl->link[i].relay_ap = relay;
 }
 
 /* The medium: on a shared channel a slice exchange's n(n-1) transmissions queue (11 more
@@ -313,18 +344,19 @@ static void test_prediction_medium(void **state)
     (void)state;
     ModelConfig c = tinyllama();
     const int n = 4, P = n + 1;
-    double lat[25];
+    Cluster cl;
+    make_cluster(&cl, n, 5.0, NULL, NULL);
     for (int i = 0; i < P * P; i++)
-        lat[i] = i / P == i % P ? 0 : 5.0;
+        cl.link[i].bw_Bps = 25e6;
     PlanRequest req = {.partition = PARTITION_SLICE, .placement = PLACEMENT_GREEDY, .seed = 1,
-                       .n_workers = n, .kv_positions = 64, .lat_ms = lat, .ref_Bps = 4e9,
-                       .head_on_controller = 1, .bw_Bps = 25e6};
+                       .n_workers = n, .kv_positions = 64, .cluster = &cl, .ref_Bps = 4e9,
+                       .head_on_controller = 1};
     Plan p;
     char err[256];
     assert_int_equal(plan_build(&p, &c, &req, err, sizeof err), 0);
     const double air = (32.0 + 4.0 * c.dim) / 25e6 * 1e3, ex = 2.0 * c.n_layers;
     const double sw = plan_predict_ms(&p, &c, &req);
-    req.medium = MEDIUM_SHARED;
+    cluster_set_medium(&cl, MEDIUM_SHARED);
     const double sh = plan_predict_ms(&p, &c, &req);
     /* every exchange up to 11 airtimes later (its 12 transmissions queue; each member takes
      * the sum when its own 3 have arrived, so members leave an exchange up to 3 airtimes
@@ -332,7 +364,7 @@ static void test_prediction_medium(void **state)
      * input 3 more transmissions at most */
     assert_true(sh - sw >= ex * 7 * air - 1e-6);
     assert_true(sh - sw <= ex * 11 * air + 4 * air + 1e-6);
-    req.relay_ap = 1;
+    set_relay(&cl, 1);
     const double ap = plan_predict_ms(&p, &c, &req);
     assert_true(ap - sw >= ex * 15 * air - 1e-6);
     assert_true(ap - sw <= ex * 23 * air + 8 * air + 1e-6);
@@ -340,21 +372,23 @@ static void test_prediction_medium(void **state)
     const double ap16 = plan_predict_ms(&p, &c, &req);
     /* --wire f16 halves every transmission (the exchanges' and the broadcasts': the engine
      * rounds both), and so the time the channel adds over a switched network */
-    req.medium = MEDIUM_SWITCHED;
-    req.relay_ap = 0;
+    cluster_set_medium(&cl, MEDIUM_SWITCHED);
+    set_relay(&cl, 0);
     const double sw16 = plan_predict_ms(&p, &c, &req);
-    req.medium = MEDIUM_SHARED;
-    req.relay_ap = 1;
+    cluster_set_medium(&cl, MEDIUM_SHARED);
+    set_relay(&cl, 1);
     assert_true(ap16 < ap && sw16 < sw);
     assert_true(fabs((ap16 - sw16) - (ap - sw) / 2) < 0.02 * (ap - sw) / 2);
     req.wire_bytes = 34.0 / 32; /* Q8_0 blocks: fewer bytes still */
     assert_true(plan_predict_ms(&p, &c, &req) < ap16);
     /* One message: latency plus its airtime, with the frame overhead, twice through an AP. */
-    req.frame_s = 0.2e-3;
+    for (int i = 0; i < P * P; i++)
+        cl.link[i].frame_s = 0.2e-3;
     NetLink net = plan_cost_net(&req);
     assert_true(fabs(plan_cost_hop_ms(&req, 1, 2, 25e3) - (5.0 + 2 * (1.0 + 0.2))) < 1e-9);
     assert_true(fabs(net_airtime_s(&net, 25e3) - 2 * (1e-3 + 0.2e-3)) < 1e-12);
     plan_free(&p);
+    cluster_free(&cl);
 }
 
 /* The prediction's extra terms: fixed_ms is added once; the latency spread adds the expected
@@ -363,12 +397,11 @@ static void test_prediction_terms(void **state)
 {
     (void)state;
     ModelConfig c = tinyllama();
-    const int n = 4, P = n + 1;
-    double lat[25];
-    for (int i = 0; i < P * P; i++)
-        lat[i] = i / P == i % P ? 0 : 5.0;
+    const int n = 4;
+    Cluster cl;
+    make_cluster(&cl, n, 5.0, NULL, NULL);
     PlanRequest req = {.partition = PARTITION_SLICE, .placement = PLACEMENT_GREEDY, .seed = 1,
-                       .n_workers = n, .kv_positions = 64, .lat_ms = lat, .ref_Bps = 4e9,
+                       .n_workers = n, .kv_positions = 64, .cluster = &cl, .ref_Bps = 4e9,
                        .head_on_controller = 1};
     Plan p;
     char err[256];
@@ -393,6 +426,7 @@ static void test_prediction_terms(void **state)
     const double rows_ms = (8000.0 + 1.0) * c.dim * 4 / 4e9 * 1e3;
     assert_true(fabs(plan_predict_ms(&p, &c, &req) - (base - 5.0 + rows_ms + 5.0)) < 1e-6);
     plan_free(&p);
+    cluster_free(&cl);
     /* The expected maximum of normals: 0 for one, the known order statistics, increasing. */
     assert_true(plan_expected_max_normal(1) == 0);
     assert_true(fabs(plan_expected_max_normal(2) - 1 / sqrt(M_PI)) < 1e-4);

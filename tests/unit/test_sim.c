@@ -138,12 +138,11 @@ static void test_two_devices_analytic(void **state)
     double speed[2] = {1e8, 3e8};
     uniform_cluster(&cl, 2, speed, 2e-3, 1e7);
     /* The engine's layer-wise placement: contiguous blocks sized by speed (1 and 3 layers). */
-    Device dv[2] = {{0, 0.5}, {0, 1.5}};
     PlanRequest req = {.partition = PARTITION_LAYER, .placement = PLACEMENT_LAYER,
-                       .n_workers = 2, .devices = dv, .kv_positions = 8};
+                       .kv_positions = 8};
     Plan p;
     char err[256];
-    assert_int_equal(plan_build(&p, &c, &req, err, sizeof err), 0);
+    assert_int_equal(plan_build_cluster(&p, &c, &req, &cl, 1.0, 0, err, sizeof err), 0);
     SimOptions o = {SIM_POLICY_PLAN, &p, 3, 1, 0, NULL, 1, 0.85, 0, NULL};
     SimResult r;
     run_ok(&r, &c, &cl, &o);
@@ -190,12 +189,11 @@ static void test_layers_additive(void **state)
     Cluster cl;
     char err[256];
     assert_int_equal(sim_cluster_generate(&cl, 5, 7, &c, 0, 64, err, sizeof err), 0);
-    Device *dv = cluster_plan_devices(&cl, 1.0);
     for (int k = 0; k < 3; k++) {
         PlanRequest req = {.partition = PARTITION_HEAD, .placement = (PlacementKind)k,
-                           .seed = 5, .n_workers = 5, .devices = dv, .kv_positions = 64};
+                           .seed = 5, .kv_positions = 64};
         Plan p;
-        assert_int_equal(plan_build(&p, &c, &req, err, sizeof err), 0);
+        assert_int_equal(plan_build_cluster(&p, &c, &req, &cl, 1.0, 0, err, sizeof err), 0);
         double t = sim_cost_controller(&c, &cl, 1) + sim_cost_controller(&c, &cl, 0);
         int prev = 0;
         for (int l = 0; l < c.n_layers; l++) {
@@ -206,7 +204,6 @@ static void test_layers_additive(void **state)
         assert_true(fabs(sim_plan_token_time(&c, &cl, &p, 20) - t) < 1e-12);
         plan_free(&p);
     }
-    free(dv);
     cluster_free(&cl);
 }
 
@@ -339,10 +336,8 @@ static void test_cost_models(void **state)
     char err[256];
     assert_int_equal(sim_cluster_generate(&cl, 4, 2, &c, 3.0, 64, err, sizeof err), 0);
     assert_int_equal(sim_cluster_set_links(&cl, "wifi", 2, err, sizeof err), 0);
-    Device *dv = cluster_plan_devices(&cl, 1.0);
     PlanRequest req = {.partition = PARTITION_HEAD, .placement = PLACEMENT_GREEDY, .seed = 1,
-                       .n_workers = 4, .devices = dv, .kv_positions = 64};
-    double *lat = cluster_plan_links(&cl, &req);
+                       .n_workers = 4, .cluster = &cl, .kv_positions = 64};
     SimCostInputs in = {&cl, 32};
     CostModel sim = sim_cost_model(&in), ana = cost_model_analytic(&req);
     assert_string_equal(sim.name, "simulated");
@@ -390,8 +385,6 @@ static void test_cost_models(void **state)
             plan_free(&a);
         }
     }
-    free(lat);
-    free(dv);
     cluster_free(&cl);
 }
 
@@ -406,10 +399,8 @@ static void test_auto_layer_dp(void **state)
     char err[256];
     assert_int_equal(sim_cluster_generate(&cl, 4, 2, &c, 3.0, 64, err, sizeof err), 0);
     assert_int_equal(sim_cluster_set_links(&cl, "wifi", 2, err, sizeof err), 0);
-    Device *dv = cluster_plan_devices(&cl, 1.0);
     PlanRequest req = {.partition = PARTITION_LAYER, .placement = PLACEMENT_LAYER, .seed = 1,
-                       .n_workers = 4, .devices = dv, .kv_positions = 64};
-    double *lat = cluster_plan_links(&cl, &req);
+                       .n_workers = 4, .cluster = &cl, .kv_positions = 64};
     CostModel ana = cost_model_analytic(&req);
     Plan naive, dp, a;
     assert_int_equal(plan_build(&naive, &c, &req, err, sizeof err), 0);
@@ -443,8 +434,6 @@ static void test_auto_layer_dp(void **state)
     plan_free(&a);
     plan_free(&dp);
     plan_free(&naive);
-    free(lat);
-    free(dv);
     cluster_free(&cl);
 }
 

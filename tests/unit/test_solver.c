@@ -66,15 +66,13 @@ static void exact_vs_brute(const ModelConfig *c, const Cluster *cl, int expect_b
     assert_true(rel(sim_plan_token_time(c, cl, &p, in.pos), st.cost_s) < 1e-12);
     plan_free(&p);
     /* Greedy is a feasible head-level plan: never better than the optimum. */
-    Device *dv = cluster_plan_devices(cl, 1.0);
     PlanRequest g = {.partition = PARTITION_HEAD, .placement = PLACEMENT_GREEDY,
-                     .n_workers = cl->n - 1, .devices = dv, .kv_positions = 16};
-    if (plan_build(&p, c, &g, err, sizeof err) == 0) {
+                     .kv_positions = 16};
+    if (plan_build_cluster(&p, c, &g, cl, 1.0, 0, err, sizeof err) == 0) {
         if (solver_plan_fits(&p, c, cl, 16))
             assert_true(sim_plan_token_time(c, cl, &p, in.pos) >= st.cost_s * (1 - 1e-12));
         plan_free(&p);
     }
-    free(dv);
     if (expect_binding) {
         /* The budgets matter: without them the optimum is at least as good, and better. */
         Cluster free_cl = *cl;
@@ -145,16 +143,14 @@ static void test_layer_dp_optimal(void **state)
                 if (p.layers[k].ffn_rank == p.layers[l].ffn_rank)
                     assert_int_equal(p.layers[l - 1].ffn_rank, p.layers[l].ffn_rank);
         /* The engine's own layer-wise split is one of the candidates. */
-        Device *dv = cluster_plan_devices(&cl, 1.0);
         PlanRequest er = {.partition = PARTITION_LAYER, .placement = PLACEMENT_LAYER,
-                          .n_workers = 3, .devices = dv, .kv_positions = 16};
+                          .kv_positions = 16};
         Plan e;
-        if (plan_build(&e, &c, &er, err, sizeof err) == 0) {
+        if (plan_build_cluster(&e, &c, &er, &cl, 1.0, 0, err, sizeof err) == 0) {
             if (solver_plan_fits(&e, &c, &cl, 16))
                 assert_true(sim_plan_token_time(&c, &cl, &e, 4) >= st.cost_s * (1 - 1e-12));
             plan_free(&e);
         }
-        free(dv);
         plan_free(&p);
         cluster_free(&cl);
     }
@@ -285,7 +281,7 @@ static void test_recorded_plans(void **state)
                 ci.rtt_p95_ms[a * 5 + b] = ci.rtt_ms[a * 5 + b] + 1.5;
             }
         inputs_derive(&ci, &s, NULL, NULL);
-        inputs_planner_cluster(&cl, &ci, 0.9 * 0.85);
+        inputs_solver_cluster(&cl, &ci, 0.9 * 0.85);
         expect_plans(shared ? "measured wifi" : "measured ethernet", &s, &cl, 128, dp[shared],
                      dp_cost[shared], ex[shared], ex_cost[shared]);
         cluster_free(&cl);
@@ -310,10 +306,8 @@ static void test_solvers_analytic(void **state)
             for (int i = 0; i < cl.n * cl.n; i++)
                 cl.link[i] = (NetLink){.rtt_s = 2e-3, .bw_Bps = 2e6, .medium = MEDIUM_SHARED,
                                        .relay_ap = 1, .frame_s = 1e-4};
-        Device *dv = cluster_plan_devices(&cl, 1.0);
-        PlanRequest req = {.n_workers = 3, .devices = dv, .kv_positions = 16,
+        PlanRequest req = {.n_workers = 3, .cluster = &cl, .kv_positions = 16,
                            .lat_sd_ms = 0.2, .fixed_ms = 1.5};
-        double *lat = cluster_plan_links(&cl, &req);
         CostModel m = cost_model_analytic(&req);
         assert_string_equal(m.name, "analytic");
         SolverRequest sreq = {16, 0, 0};
@@ -352,10 +346,8 @@ static void test_solvers_analytic(void **state)
         assert_true(rel(from0 - from3, cost_hop_s(&m, 0, 3, &c)) < 1e-9);
         double w = 2.0 * (double)config_attn_unit_bytes(&c, 2) + (double)config_proj_bytes(&c) +
                    (double)config_ffn_bytes(&c, c.ffn_dim) + 2.0 * (double)config_kv_bytes(&c, 1);
-        assert_true(rel(from3, w / (req.ref_Bps * dv[2].speed)) < 1e-9);
+        assert_true(rel(from3, w / cl.dev[3].speed_Bps) < 1e-9);
         assert_true(from3 > cost_ffn_s(&m, 3, &c));
-        free(lat);
-        free(dv);
         cluster_free(&cl);
     }
 }

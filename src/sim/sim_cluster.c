@@ -1,6 +1,6 @@
-/* cluster.c: what is simulated and what it costs: model shapes, device and link descriptions
- * (generated heterogeneous scenarios, link presets, the JSON devices file that the
- * calibration also writes), and the cost model.  Decoding one token streams every weight
+/* sim_cluster.c: what is simulated and what it costs: model shapes, device and link
+ * descriptions (generated heterogeneous scenarios, link presets, the JSON devices file that
+ * the calibration also writes), and the cost model.  Decoding one token streams every weight
  * once, so a compute op costs (weight bytes + KV-cache bytes read) / device speed plus a fixed
  * per-op overhead; weight sizes come from the same accounting as placement
  * (config_attn_unit_bytes, config_proj_bytes, config_ffn_bytes, config_kv_bytes).  A message

@@ -1,4 +1,4 @@
-/* slice.c: the budget-aware SLICE placement (--placement waterfill; the simulator's galaxy
+/* waterfill.c: the budget-aware SLICE placement (--placement waterfill; the simulator's galaxy
  * policy): every layer SLICE, attention parts (with their output-projection columns and KV
  * cache) and FFN columns dealt in proportion to device speed, each device capped by its
  * memory budget (water-filling), so that faster devices take more and none overflows. */
@@ -9,10 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static double speed_of(const PlanRequest *r, int rank)
-{
-    return r->devices && r->devices[rank - 1].speed > 0 ? r->devices[rank - 1].speed : 1.0;
-}
+static double speed_of(const PlanRequest *r, int rank) { return plan_req_speed(r, rank); }
 
 /* Shares proportional to speed, none above its cap; returns the total given (< 1: the caps
  * cannot hold everything). */
@@ -138,7 +135,7 @@ int slice_deal_waterfill(Plan *p, const ModelConfig *c, const PlanRequest *req, 
                    ((double)config_layer_bytes(c) +
                     (double)c->n_kv_heads * (double)config_kv_bytes(c, kv));
     for (int d = 1; d <= n; d++) {
-        size_t b = req->devices ? req->devices[d - 1].mem_budget : 0;
+        size_t b = plan_req_budget(req, d);
         cap[d] = b ? (double)b / total : 1e30;
     }
     int rc = -1;
@@ -148,7 +145,7 @@ int slice_deal_waterfill(Plan *p, const ModelConfig *c, const PlanRequest *req, 
         deal(p, c, n, share, kv);
         rc = 0;
         for (int d = 1; d <= n; d++) {
-            size_t b = req->devices ? req->devices[d - 1].mem_budget : 0;
+            size_t b = plan_req_budget(req, d);
             if (b && plan_rank_weight_bytes(p, c, d) + plan_rank_kv_bytes(p, c, d, kv) > b) {
                 cap[d] = share[d] * 0.96; /* dealing in whole parts overshot: shrink, retry */
                 rc = -1;
