@@ -1,8 +1,8 @@
 /* loop.c: the token loop of both sides.  The controller sends the embedding into layer 0's
  * input and receives the last layer's output (or the split head's logits); a worker runs its
- * layers per token until a STOP or REPLAN passes through, then takes the controller's word.
- * The messages themselves (headers, wire forms, the input broadcast, control commands) are
- * message.c's. */
+ * steps of the token's program per pass (interp.c) until a STOP or REPLAN passes through,
+ * then takes the controller's word.  The messages themselves (headers, wire forms, the input
+ * broadcast, control commands) are message.c's. */
 #include "engine_internal.h"
 
 #include "util.h"
@@ -61,25 +61,18 @@ void dist_worker_loop(DistEngine *e)
     }
 }
 
-/* One pass over this rank's layers; returns the pipeline command seen. */
+/* One pass over this rank's steps of the program (interp.c); returns the pipeline command
+ * seen. */
 static int worker_token(DistEngine *e)
 {
-    int stop = WIRE_STEP;
     if (e->sp.adaptive)
         for (int l = 0; l < e->L; l++)
             if (e->lr[l].is_ffn && e->sp.eligible[l])
                 e->sp.on[l] = e->sp.pending[l];
-    for (int l = 0; l < e->L; l++) {
-        if (!plan_rank_in_layer(e->plan, l, e->tp->rank))
-            continue;
-        stop = e->lr[l].mode == LAYER_SLICE ? engine_slice_layer(e, l)
-                                            : engine_pipe_layer(e, l);
-    }
-    if (stop == WIRE_STEP) { /* every message of the pass carried the controller's header */
-        WireHdr h;
-        memcpy(&h, e->buf.xmsg, sizeof h);
+    WireHdr h;
+    const int stop = engine_run_pass(e, &h);
+    if (stop == WIRE_STEP) /* every message of the pass carried the controller's header */
         take_next_rows(e, &h);
-    }
     return stop;
 }
 
@@ -143,11 +136,12 @@ void dist_set_ubatch(DistEngine *e, int rows)
         e->nb = first; /* the first pass's broadcasts, as every rank sizes them */
 }
 
-void dist_set_wire(DistEngine *e, int mode)
+void dist_set_wire(DistEngine *e, WireForm form)
 {
-    CHECK(mode != 2 || e->c->dim % 32 == 0, "--wire q8: the model width %d is not a multiple "
-          "of 32 (Q8_0 blocks)", e->c->dim);
-    e->wire16 = mode;
+    CHECK(form != WIRE_FORM_Q8 || e->c->dim % 32 == 0, "--wire q8: the model width %d is not "
+          "a multiple of 32 (Q8_0 blocks)", e->c->dim);
+    e->wire = form;
+    e->prog.built = 0; /* the program's messages change form */
 }
 
 /* n positions: passes of at most the agreed rows each (and of at most ubatch_rows).  A

@@ -291,6 +291,7 @@ void dist_free(DistEngine *e)
         model_free_ffn(&r->ffn);
     }
     free(e->lr);
+    engine_program_free(e);
     free_buffers(e);
     free(e->stats.timers);
     free(e->sp.eligible);
