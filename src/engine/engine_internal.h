@@ -25,13 +25,12 @@
 enum { T_ATTN, T_GATHER, T_PROJ, T_FFN, T_BCAST, T_ZSEND, T_COUNT };
 enum { W_IN, W_GATHER, W_Z, W_X1, W_X2, W_COUNT }; /* wait sites per layer (deadlines) */
 
+/* A layer's groups and this rank's weights of it; what it does with them is its steps in
+ * the program (interp.c). */
 typedef struct {
-    LayerMode mode;
     TransportGroup *in_comm; /* layer input: root (member 0) = producer; NULL if none */
-    int in_size;
     int in_root;      /* 1 if this rank broadcasts the input */
     int in_peer;      /* world rank of the root */
-    int consumer;     /* this rank needs the layer input */
     /* PIPE: head outputs -> projection rank (member 0); members and layout in the
      * schedule's entry of the layer */
     TransportGroup *g_comm;
@@ -40,7 +39,6 @@ typedef struct {
     QMat *wo_cols;     /* SLICE: [n_parts] their columns of wo, [dim][nq*hd] */
     int my_floats;     /* floats of head outputs this rank contributes */
     int is_proj, is_ffn;
-    int proj_rank, ffn_rank;
     ProjW proj;        /* PIPE: whole; SLICE exact: wo rows [d0, d1) (and the whole bo) */
     FfnW ffn;          /* PIPE: whole FFN; SLICE: this rank's slice (exact: by rows) */
     int d0, d1;        /* SLICE exact: the rows of wo and w_down this member computes */

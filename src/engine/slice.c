@@ -272,6 +272,18 @@ void engine_xchg_sum_allgather(DistEngine *e, EngineWalk *w, const Step *st)
     xchg_time(e, &x);
 }
 
+/* A layer of one member exchanges nothing (the program has no exchange steps): its sum is
+ * its own partial, added and rounded as an exchange would (to the program's wire form). */
+static void sum_alone(DistEngine *e, const EngineWalk *w, int l)
+{
+    if (e->sched.layers[l].n_members > 1)
+        return;
+    const int nv = w->h.n * e->c->dim;
+    float *x = payload(e->buf.xmsg);
+    kernels_add(x, payload(e->buf.xsend), nv);
+    engine_wire_round(e->prog.wire, x, e->buf.wsend + sizeof(WireHdr), nv);
+}
+
 /* ATTN of a SLICE member: its attention parts on the layer input and their columns of wo,
  * summed into its partial (xsend's payload, [n][dim], the header the pass's); the first
  * member adds the projection bias.  A run of parts sharing one slice of wo (load_layer)
@@ -310,6 +322,7 @@ void engine_slice_attn(DistEngine *e, EngineWalk *w, const Step *st)
     memcpy(e->buf.xsend, &w->h, sizeof w->h);
     w->phase = 0;
     engine_timers(e, l)[T_ATTN] += time_now() - t;
+    sum_alone(e, w, l);
 }
 
 /* FFN of a SLICE member: its slice's contribution on Z (the exchanged sum, in place in the
@@ -324,4 +337,5 @@ void engine_slice_ffn(DistEngine *e, EngineWalk *w, const Step *st)
     transport_streamed(e->tp, (double)model_ffn_bytes(e->c, &r->ffn));
     w->phase = 1;
     engine_timers(e, l)[T_FFN] += time_now() - t;
+    sum_alone(e, w, l);
 }
