@@ -65,7 +65,17 @@ typedef struct {
  * a layer, taken at its first branch step; phase: a SLICE layer's exchanges before (0) or
  * after (1) the FFN; the message steps posted and not yet completed. */
 #define WALK_MAX_PENDING 8
+
+/* A controller's pass (loop.c) as its steps of the way out need it: its rows n at pos, the
+ * rows its broadcasts were sized for, the rows it reads back (the last `out`) into y, and
+ * where a split head's logits of it go (rows row0.. of e->hd.logits). */
 typedef struct {
+    int pos, n, nb, out, row0;
+    float *y;
+} EnginePass;
+
+typedef struct {
+    const EnginePass *pass; /* the controller's (NULL on a worker) */
     WireHdr h;
     int stop;
     int known;
@@ -292,6 +302,11 @@ int engine_pipeline_depth(const DistEngine *e);
  * the pass's header in *h.  The program's release. */
 int engine_run_pass(DistEngine *e, WireHdr *h);
 void engine_program_free(DistEngine *e);
+/* interp.c: the controller's steps of a pass: of the way in (the pass's header h, its rows
+ * in xmsg's payload) or of the way out (layer L: the last output or the split head's
+ * logits, as p says). */
+void engine_controller_in(DistEngine *e, const WireHdr *h);
+void engine_controller_out(DistEngine *e, const EnginePass *p);
 
 /* The step handlers (interp.c's table), by file.  message.c: a layer input's broadcast (the
  * root sends; a member receives, posted only where the pass's header came first), the
@@ -300,6 +315,10 @@ void engine_program_free(DistEngine *e);
 void engine_input_run(DistEngine *e, EngineWalk *w, const Step *st);
 void engine_input_done(DistEngine *e, EngineWalk *w, const Step *st, TransportReq *req);
 void engine_control_out(DistEngine *e, EngineWalk *w);
+/* message.c, the controller's: the last layer's output of its pass (BCAST of layer L's
+ * input) into the pass's y; its computes (EMBED, HEAD) are the caller's (generate.c). */
+void engine_output_take(DistEngine *e, EngineWalk *w, const Step *st);
+void engine_caller_step(DistEngine *e, EngineWalk *w, const Step *st);
 /* pipe.c: attention parts on the layer input (ATTN; REEXEC: on X', the speculation
  * rejected) or on the speculative Z (SPEC_ATTN), the gather of head outputs (posted, and
  * completed: the projection rank assembles them), the projection, Z to the FFN rank, the
@@ -351,6 +370,8 @@ void engine_logits_send(DistEngine *e, EngineWalk *w, const Step *st);
 /* (Re)allocates the split head's message buffers for e->bmax rows. */
 void engine_head_alloc(DistEngine *e);
 void engine_head_recv(DistEngine *e, int n, int row0);
+/* The controller's GATHER of logits: its pass's rows, assembled. */
+void engine_logits_take(DistEngine *e, EngineWalk *w, const Step *st);
 
 /* service.c: the controller's go-ahead to the service rank before a pass (cmd WIRE_STEP)
  * or a control command; the service rank's loop of requests until a go-ahead, returning

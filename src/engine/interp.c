@@ -2,7 +2,9 @@
  * builds the program of the plan in force (again after a re-placement, --wire or a change of
  * the speculation on) and runs a pass by walking its own steps in program order (the
  * computes on it and the messages it is a member of), each by the handler of its (op, what,
- * kind of layer) in the table below.
+ * kind of layer) in the table below.  The controller runs its own steps of a pass the same
+ * way: those of the way in when it sends the pass, those of the way out when it takes the
+ * pass's result (several passes may be in flight between the two, loop.c).
  *
  * A message step that the handler posts (the gather of head outputs, the speculative Z's
  * send, the receive of X' after a speculative Z) is completed in posting order when a later
@@ -19,8 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The kinds of layer a handler serves. */
-enum { K_ANY, K_PIPE, K_SLICE, K_EXACT };
+/* The kinds of layer a handler serves on a worker (K_ANY: every kind), and the controller's
+ * two: the way in (the embedding and layer 0's input) and the way out (layer L). */
+enum { K_ANY, K_PIPE, K_SLICE, K_EXACT, K_IN, K_OUT };
 
 static const struct {
     StepOp op;
@@ -54,11 +57,18 @@ static const struct {
     {STEP_COMPUTE, STEP_WORK_FFN_DOWN, K_EXACT, engine_exact_down, NULL, 0},
     {STEP_COMPUTE, STEP_WORK_HEAD, K_ANY, engine_head_rows, NULL, 0},
     {STEP_GATHER, STEP_MSG_LOGITS, K_ANY, engine_logits_send, NULL, 0},
+    {STEP_COMPUTE, STEP_WORK_EMBED, K_IN, engine_caller_step, NULL, 0},
+    {STEP_BCAST, STEP_MSG_INPUT, K_IN, engine_input_run, NULL, 0},
+    {STEP_BCAST, STEP_MSG_INPUT, K_OUT, engine_output_take, NULL, 0},
+    {STEP_GATHER, STEP_MSG_LOGITS, K_OUT, engine_logits_take, NULL, 0},
+    {STEP_COMPUTE, STEP_WORK_HEAD, K_OUT, engine_caller_step, NULL, 0},
 };
 #define N_HANDLERS ((int)(sizeof handlers / sizeof handlers[0]))
 
 static int kind_of(const DistEngine *e, int l)
 {
+    if (e->tp->rank == 0)
+        return l < e->L ? K_IN : K_OUT;
     if (l < 0 || l >= e->L)
         return K_ANY;
     if (e->plan->layers[l].mode == LAYER_PIPE)
@@ -68,10 +78,10 @@ static int kind_of(const DistEngine *e, int l)
 
 static int handler_of(const DistEngine *e, const Step *st)
 {
-    const int kind = kind_of(e, st->layer);
+    const int kind = kind_of(e, st->layer), ctrl = kind == K_IN || kind == K_OUT;
     for (int i = 0; i < N_HANDLERS; i++)
         if (handlers[i].op == st->op && handlers[i].what == st->what &&
-            (handlers[i].kind == K_ANY || handlers[i].kind == kind))
+            (handlers[i].kind == kind || (!ctrl && handlers[i].kind == K_ANY)))
             return i;
     return -1;
 }
@@ -86,7 +96,7 @@ void engine_program_free(DistEngine *e)
     memset(g, 0, sizeof *g);
 }
 
-/* This worker's steps of the program and their handlers. */
+/* This rank's steps of the program and their handlers. */
 static void program_mine(DistEngine *e)
 {
     EngineProgram *g = &e->prog;
@@ -221,4 +231,28 @@ int engine_run_pass(DistEngine *e, WireHdr *h)
     engine_control_out(e, &w);
     *h = w.h;
     return w.h.cmd;
+}
+
+/* The controller's steps of layers below `below` and at least `from` (it posts nothing). */
+static void controller_steps(DistEngine *e, EngineWalk *w, int from, int below)
+{
+    program_refresh(e);
+    const EngineProgram *g = &e->prog;
+    for (int i = 0; i < g->n_mine; i++) {
+        const Step *st = &g->prog.steps[g->mine[i]];
+        if (st->layer >= from && st->layer < below)
+            handlers[g->handler[g->mine[i]]].run(e, w, st);
+    }
+}
+
+void engine_controller_in(DistEngine *e, const WireHdr *h)
+{
+    EngineWalk w = {.h = *h};
+    controller_steps(e, &w, -1, e->L);
+}
+
+void engine_controller_out(DistEngine *e, const EnginePass *p)
+{
+    EngineWalk w = {.pass = p};
+    controller_steps(e, &w, e->L, e->L + 1);
 }

@@ -76,35 +76,26 @@ static int worker_token(DistEngine *e)
     return stop;
 }
 
-/* Sends one pass of n rows (n <= e->nb) into layer 0; next_n sizes the pass after it; out
- * of its result rows (the last ones) come back. */
+/* Sends one pass of n rows (n <= e->nb) into layer 0 (the controller's steps of the way
+ * in); next_n sizes the pass after it; out of its result rows (the last ones) come back. */
 static void controller_post(DistEngine *e, const float *x, int pos, int n, int next_n, int out)
 {
     WireHdr h = {.magic = WIRE_MAGIC, .cmd = WIRE_STEP, .pos = pos, .n = (int16_t)n,
                  .next_n = (int16_t)next_n, .out = (int16_t)out};
     engine_service_go(e, WIRE_STEP);
-    memcpy(e->buf.xmsg, &h, sizeof h);
     memcpy(payload(e->buf.xmsg), x, (size_t)n * (size_t)e->c->dim * sizeof(float));
-    engine_bcast_input(e, 0, e->buf.xmsg);
+    engine_controller_in(e, &h);
     e->nb = next_n;
 }
 
-/* Receives the result of the pass of n rows at pos whose broadcasts were sized for nb: the
- * split head's logits into rows row0.. of e->hd.logits, or the last `out` rows of the last
- * layer's output into y (rows n-out .. n-1 of the pass). */
+/* Receives the result of the pass of n rows at pos whose broadcasts were sized for nb (the
+ * controller's steps of the way out): the split head's logits into rows row0.. of
+ * e->hd.logits, or the last `out` rows of the last layer's output into y (rows n-out .. n-1
+ * of the pass). */
 static void controller_take(DistEngine *e, int pos, int n, int nb, int out, int row0, float *y)
 {
-    if (e->hd.comm) {
-        engine_head_recv(e, n, row0); /* the members send logits, not X' */
-        return;
-    }
-    engine_bcast_input_nb(e, e->L, e->buf.xout, out < n ? out : nb);
-    WireHdr h = engine_read_hdr(e->buf.xout, e->L);
-    CHECK(h.cmd == WIRE_STEP && h.n == n && h.pos == pos && h.out == out,
-          "the pass of %d rows at position %d came back as %d rows at %d (protocol mismatch)",
-          n, pos, h.n, h.pos);
-    memcpy(y + (size_t)(n - out) * (size_t)e->c->dim, payload(e->buf.xout),
-           (size_t)out * (size_t)e->c->dim * sizeof(float));
+    const EnginePass p = {.pos = pos, .n = n, .nb = nb, .out = out, .row0 = row0, .y = y};
+    engine_controller_out(e, &p);
 }
 
 int engine_pipeline_depth(const DistEngine *e)

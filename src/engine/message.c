@@ -178,6 +178,26 @@ void engine_input_done(DistEngine *e, EngineWalk *w, const Step *st, TransportRe
         e->sp.on[l - 1] = (h.flags & WIRE_FLAG_SPEC_NEXT) != 0;
 }
 
+void engine_output_take(DistEngine *e, EngineWalk *w, const Step *st)
+{
+    const EnginePass *p = w->pass;
+    const int L = e->L;
+    engine_bcast_form(e, L, e->buf.xout, p->out < p->n ? p->out : p->nb, st->wire);
+    WireHdr h = engine_read_hdr(e->buf.xout, L);
+    CHECK(h.cmd == WIRE_STEP && h.n == p->n && h.pos == p->pos && h.out == p->out,
+          "the pass of %d rows at position %d came back as %d rows at %d (protocol mismatch)",
+          p->n, p->pos, h.n, h.pos);
+    memcpy(p->y + (size_t)(p->n - p->out) * (size_t)e->c->dim, payload(e->buf.xout),
+           (size_t)p->out * (size_t)e->c->dim * sizeof(float));
+}
+
+void engine_caller_step(DistEngine *e, EngineWalk *w, const Step *st)
+{
+    (void)e;
+    (void)w;
+    (void)st;
+}
+
 void engine_control_out(DistEngine *e, EngineWalk *w)
 {
     LayerRt *r = &e->lr[e->L];
