@@ -204,15 +204,22 @@ static void decide(DistEngine *e, EngineWalk *w, int l)
     w->decided = l;
 }
 
+/* A walk with nothing known, decided or posted yet. */
+static void walk_init(EngineWalk *w, const EnginePass *p)
+{
+    memset(w, 0, sizeof *w);
+    w->pass = p;
+    w->known = w->decided = -2;
+    for (int i = 0; i < WALK_MAX_PENDING; i++)
+        w->pend[i].step = -1;
+}
+
 int engine_run_pass(DistEngine *e, WireHdr *h)
 {
     program_refresh(e);
     EngineProgram *g = &e->prog;
     EngineWalk w;
-    memset(&w, 0, sizeof w);
-    w.known = w.decided = -2;
-    for (int i = 0; i < WALK_MAX_PENDING; i++)
-        w.pend[i].step = -1;
+    walk_init(&w, NULL);
     for (int i = 0; i < g->n_mine; i++) {
         const int k = g->mine[i];
         const Step *st = &g->prog.steps[k];
@@ -247,12 +254,15 @@ static void controller_steps(DistEngine *e, EngineWalk *w, int from, int below)
 
 void engine_controller_in(DistEngine *e, const WireHdr *h)
 {
-    EngineWalk w = {.h = *h};
+    EngineWalk w;
+    walk_init(&w, NULL);
+    w.h = *h;
     controller_steps(e, &w, -1, e->L);
 }
 
 void engine_controller_out(DistEngine *e, const EnginePass *p)
 {
-    EngineWalk w = {.pass = p};
+    EngineWalk w;
+    walk_init(&w, p);
     controller_steps(e, &w, e->L, e->L + 1);
 }
