@@ -246,7 +246,8 @@ static inline int engine_member(const DistEngine *e, const Step *st)
 }
 
 /* A slot for the request of message step st, posted now and completed by the walk (when a
- * later step depends on it, at the speculation's decision, or past its layer). */
+ * later step depends on it, before another message on its group or a branch step of its
+ * layer, or past its layer). */
 static inline TransportReq *engine_walk_post(DistEngine *e, EngineWalk *w, const Step *st)
 {
     for (int i = 0; i < WALK_MAX_PENDING; i++)

@@ -9,8 +9,8 @@
  * A message step that the handler posts (the gather of head outputs, the speculative Z's
  * send, the receive of X' after a speculative Z) is completed in posting order when a later
  * step of this rank depends on it (the program's deps), before another message on the same
- * group, at the speculation's decision, or once the walk is past its layer; the rest
- * complete where they run.  The steps of a layer's ACCEPT or REJECT branch run as the
+ * group, before a step of a branch of its layer, or once the walk is past its layer; the
+ * rest complete where they run.  The steps of a layer's ACCEPT or REJECT branch run as the
  * decision in X''s header says, read at the layer's first branch step.  A pass that carries
  * a command (STOP, REPLAN) runs only the steps that carry it to the next ranks. */
 #include "engine_internal.h"
@@ -192,13 +192,14 @@ static void settle(DistEngine *e, EngineWalk *w, const Step *st, int layer)
     }
 }
 
-/* The decision on speculation into layer l: X' (received, or sent by this rank) says
- * whether the layer's work on the speculative Z was kept. */
+/* Before a step of a branch of layer l: the layer's posted steps complete (X' first: the
+ * round on the speculative Z is over), and the decision on speculation into l, taken once:
+ * X' (received, or sent by this rank) says whether the work on the speculative Z was kept. */
 static void decide(DistEngine *e, EngineWalk *w, int l)
 {
+    settle(e, w, NULL, l);
     if (w->decided == l)
         return;
-    settle(e, w, NULL, l);
     const WireHdr xh = engine_read_hdr(e->buf.xmsg, l);
     w->accept = (xh.flags & WIRE_FLAG_ACCEPT) != 0;
     w->decided = l;
