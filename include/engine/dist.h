@@ -46,11 +46,11 @@ const unsigned char *dist_spec_eligible(const DistEngine *e);
  * where exceeding a budget ends the run). */
 void dist_set_memory(DistEngine *e, const PlanRequest *req, int steps, double threshold,
                      int static_plan);
-/* --wire: SLICE layers exchange their partial sums as fp32 (0), IEEE binary16 (1: half the
- * bytes of the dominant traffic) or Q8_0 blocks (2: 34 bytes per 32 values; the model width
- * must be a multiple of 32); every member adds the same rounded values, so members stay
+/* --wire: layer inputs, speculative Z and SLICE sums travel as fp32 (WIRE_FORM_F32), IEEE
+ * binary16 (WIRE_FORM_F16: half the bytes of the dominant traffic) or Q8_0 blocks
+ * (WIRE_FORM_Q8: 34 bytes per 32 values; the model width must be a multiple of 32); every member adds the same rounded values, so members stay
  * identical, but the result is no longer the fp32 one.  Call on every rank. */
-void dist_set_wire(DistEngine *e, int mode);
+void dist_set_wire(DistEngine *e, WireForm form);
 /* Controller: prints when each worker would cross its budget under the current plan. */
 void dist_print_memory_prediction(const DistEngine *e, FILE *out);
 /* Passes of up to max_batch positions (1..WIRE_MAX_ROWS): sizes every message buffer and

@@ -5,8 +5,9 @@
  * the values each member sends, their wire form).  The simulator's events (src/sim/flow.c),
  * the analytic cost model (src/plan/cost.c) and the schedule's hops and bytes are walks of
  * the same program, so hops, bytes and messages per token are sums over its steps; the
- * engine (src/engine, still its own code per mode) sends what the program says, which
- * tests/unit/test_engine.c checks message for message and byte for byte.
+ * engine runs it (src/engine/interp.c: each worker walks its own steps, each step run by
+ * the handler of its op, what and kind of layer), and tests/unit/test_engine.c checks that
+ * it sends what the program says, message for message and byte for byte.
  *
  * Dependencies are explicit and read per rank: a step waits, on each rank r taking part, for
  * its dependencies that are computes on r and for its dependencies that are messages, as they

@@ -204,7 +204,7 @@ static int run_plan(Run *run)
     run->req = (PlanRequest){.partition = o->partition, .placement = o->placement,
                              .seed = o->seed, .kv_positions = 1,
                              .head_on_controller = o->head_on_controller,
-                             .wire_bytes = o->wire16 == 2 ? 34.0 / 32 : o->wire16 ? 2 : 4,
+                             .wire_bytes = (double)wire_form_bytes(o->wire, 32) / 32,
                              .exchange = o->exchange,
                              /* room below the re-placement threshold for the KV cache */
                              .fill = 0.9 * o->replace_threshold};
@@ -378,7 +378,7 @@ static int load_dist(Run *run)
     Transport *cm = &run->cm;
     if (dist_setup(&run->dist, cm, &run->cfg, &run->plan, run->file, o->model, run->kv_cap) < 0)
         return 1;
-    dist_set_wire(run->dist, o->wire16);
+    dist_set_wire(run->dist, o->wire);
     dist_set_max_batch(run->dist, target_max_batch(o));
     dist_set_ubatch(run->dist, o->ubatch);
     const int L = run->cfg.n_layers;

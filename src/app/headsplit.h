@@ -44,7 +44,7 @@ typedef struct {
     const char *profile;
     int verbose;
     const char *resume;
-    int wire16;             /* --wire: 0 f32, 1 f16, 2 q8 */
+    WireForm wire;          /* --wire f32|f16|q8 */
     int cache_type;         /* --cache-type: QTYPE_F32 (default), QTYPE_F16 or QTYPE_Q8_0 */
     SliceExchange exchange; /* --exchange (EXCHANGE_AUTO: the cost model's choice) */
     int head_on_controller; /* --lm-head controller */

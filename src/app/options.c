@@ -529,7 +529,9 @@ static int parse_runtime(Options *o, int ch, const char *arg, char *err, size_t 
     case O_WIRE:
         if (strcmp(arg, "f32") && strcmp(arg, "f16") && strcmp(arg, "q8"))
             return util_err(err, errlen, "--wire: '%s' is not f32, f16 or q8", arg);
-        o->wire16 = !strcmp(arg, "f16") ? 1 : !strcmp(arg, "q8") ? 2 : 0;
+        o->wire = !strcmp(arg, "f16")  ? WIRE_FORM_F16
+                  : !strcmp(arg, "q8") ? WIRE_FORM_Q8
+                                       : WIRE_FORM_F32;
         break;
     case O_CACHE:
         if (strcmp(arg, "f32") && strcmp(arg, "f16") && strcmp(arg, "q8_0"))
@@ -664,10 +666,10 @@ int options_parse(Options *o, int argc, char **argv, char *err, size_t errlen)
                             plan_partition_name(want));
         o->partition = want;
     }
-    if (o->exchange == EXCHANGE_EXACT && o->wire16)
+    if (o->exchange == EXCHANGE_EXACT && o->wire != WIRE_FORM_F32)
         return util_err(err, errlen, "--exchange exact sends whole values, never partial sums: "
                         "--wire %s would round them (leave out --wire or give --wire f32)",
-                        o->wire16 == 2 ? "q8" : "f16");
+                        o->wire == WIRE_FORM_Q8 ? "q8" : "f16");
     if (o->placement == PLACEMENT_LAYER)
         o->partition = PARTITION_LAYER;
     if (o->placement == PLACEMENT_WATERFILL)
@@ -703,7 +705,7 @@ json_t *options_json(const Options *o, int n_ranks)
                                                          : json_null());
     json_object_set_new(j, "timeout_s", json_real(o->su.timeout_s));
     json_object_set_new(j, "wire",
-                        json_string(o->wire16 == 2 ? "q8" : o->wire16 ? "f16" : "f32"));
+                        json_string(o->wire == WIRE_FORM_Q8 ? "q8" : o->wire == WIRE_FORM_F16 ? "f16" : "f32"));
     json_object_set_new(j, "exchange", json_string(plan_exchange_name(o->exchange)));
     json_object_set_new(j, "cache_type", json_string(quant_type_name((QType)o->cache_type)));
     json_object_set_new(j, "lm_head", json_string(o->head_on_controller ? "controller"

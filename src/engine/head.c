@@ -1,5 +1,6 @@
 /* head.c: the split LM head: the last layer's members compute the final norm and their rows
- * of logits and send them to the controller, which assembles the logits. */
+ * of logits (HEAD steps) and send them to the controller (the GATHER of logits), which
+ * assembles the logits. */
 #include "engine_internal.h"
 
 #include "util.h"
@@ -66,20 +67,32 @@ void engine_head_alloc(DistEngine *e)
     }
 }
 
-/* Member: the final norm and this rank's rows of logits of X' (x, h->n rows), sent to the
- * controller as [n][rows]. */
-void engine_head_send(DistEngine *e, const WireHdr *h, const float *x)
+/* HEAD on a member: the final norm and this rank's rows of logits of X' (the pass's n rows)
+ * into its message, [n][rows]. */
+void engine_head_rows(DistEngine *e, EngineWalk *w, const Step *st)
 {
+    (void)st;
+    const double t = time_now();
     const int rows = e->hd.v1 - e->hd.v0;
-    model_logits_rows_n(e->c, &e->hd.rows, &e->scratch, x, rows,
-                        (float *)(void *)(e->hd.send + sizeof(WireHdr)), h->n);
+    model_logits_rows_n(e->c, &e->hd.rows, &e->scratch, payload(e->buf.xmsg), rows,
+                        (float *)(void *)(e->hd.send + sizeof(WireHdr)), w->h.n);
     transport_streamed(e->tp, (double)model_qmat_bytes(&e->hd.rows.lm_head));
-    memcpy(e->hd.send, h, sizeof *h);
+    engine_timers(e, e->L - 1)[T_BCAST] += time_now() - t;
+}
+
+/* GATHER of logits on a member: its rows to the controller. */
+void engine_logits_send(DistEngine *e, EngineWalk *w, const Step *st)
+{
+    (void)st;
+    const double t = time_now();
+    const int rows = e->hd.v1 - e->hd.v0;
+    memcpy(e->hd.send, &w->h, sizeof w->h);
     transport_msg_stamp(e->tp, e->hd.send, e->L);
-    const int bytes = (int)(sizeof *h + (size_t)h->n * (size_t)rows * sizeof(float));
+    const int bytes = (int)(sizeof w->h + (size_t)w->h.n * (size_t)rows * sizeof(float));
     TransportReq req;
     transport_igatherv(e->tp, e->hd.comm, e->hd.send, (size_t)bytes, NULL, NULL, NULL, &req);
     transport_wait(e->tp, &req);
+    engine_timers(e, e->L - 1)[T_BCAST] += time_now() - t;
 }
 
 /* Controller: the members' rows of logits of a pass of n rows, waited out on the emulated
@@ -109,4 +122,10 @@ void engine_head_recv(DistEngine *e, int n, int row0)
             memcpy(e->hd.logits + (size_t)(row0 + i) * V + s->head_v0[m],
                    msg + hdr + (size_t)i * rows * sizeof(float), rows * sizeof(float));
     }
+}
+
+void engine_logits_take(DistEngine *e, EngineWalk *w, const Step *st)
+{
+    (void)st;
+    engine_head_recv(e, w->pass->n, w->pass->row0);
 }

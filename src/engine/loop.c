@@ -1,8 +1,8 @@
 /* loop.c: the token loop of both sides.  The controller sends the embedding into layer 0's
  * input and receives the last layer's output (or the split head's logits); a worker runs its
- * layers per token until a STOP or REPLAN passes through, then takes the controller's word.
- * The messages themselves (headers, wire forms, the input broadcast, control commands) are
- * message.c's. */
+ * steps of the token's program per pass (interp.c) until a STOP or REPLAN passes through,
+ * then takes the controller's word.  The messages themselves (headers, wire forms, the input
+ * broadcast, control commands) are message.c's. */
 #include "engine_internal.h"
 
 #include "util.h"
@@ -61,57 +61,41 @@ void dist_worker_loop(DistEngine *e)
     }
 }
 
-/* One pass over this rank's layers; returns the pipeline command seen. */
+/* One pass over this rank's steps of the program (interp.c); returns the pipeline command
+ * seen. */
 static int worker_token(DistEngine *e)
 {
-    int stop = WIRE_STEP;
     if (e->sp.adaptive)
         for (int l = 0; l < e->L; l++)
             if (e->lr[l].is_ffn && e->sp.eligible[l])
                 e->sp.on[l] = e->sp.pending[l];
-    for (int l = 0; l < e->L; l++) {
-        if (!plan_rank_in_layer(e->plan, l, e->tp->rank))
-            continue;
-        stop = e->lr[l].mode == LAYER_SLICE ? engine_slice_layer(e, l)
-                                            : engine_pipe_layer(e, l);
-    }
-    if (stop == WIRE_STEP) { /* every message of the pass carried the controller's header */
-        WireHdr h;
-        memcpy(&h, e->buf.xmsg, sizeof h);
+    WireHdr h;
+    const int stop = engine_run_pass(e, &h);
+    if (stop == WIRE_STEP) /* every message of the pass carried the controller's header */
         take_next_rows(e, &h);
-    }
     return stop;
 }
 
-/* Sends one pass of n rows (n <= e->nb) into layer 0; next_n sizes the pass after it; out
- * of its result rows (the last ones) come back. */
+/* Sends one pass of n rows (n <= e->nb) into layer 0 (the controller's steps of the way
+ * in); next_n sizes the pass after it; out of its result rows (the last ones) come back. */
 static void controller_post(DistEngine *e, const float *x, int pos, int n, int next_n, int out)
 {
     WireHdr h = {.magic = WIRE_MAGIC, .cmd = WIRE_STEP, .pos = pos, .n = (int16_t)n,
                  .next_n = (int16_t)next_n, .out = (int16_t)out};
     engine_service_go(e, WIRE_STEP);
-    memcpy(e->buf.xmsg, &h, sizeof h);
     memcpy(payload(e->buf.xmsg), x, (size_t)n * (size_t)e->c->dim * sizeof(float));
-    engine_bcast_input(e, 0, e->buf.xmsg);
+    engine_controller_in(e, &h);
     e->nb = next_n;
 }
 
-/* Receives the result of the pass of n rows at pos whose broadcasts were sized for nb: the
- * split head's logits into rows row0.. of e->hd.logits, or the last `out` rows of the last
- * layer's output into y (rows n-out .. n-1 of the pass). */
+/* Receives the result of the pass of n rows at pos whose broadcasts were sized for nb (the
+ * controller's steps of the way out): the split head's logits into rows row0.. of
+ * e->hd.logits, or the last `out` rows of the last layer's output into y (rows n-out .. n-1
+ * of the pass). */
 static void controller_take(DistEngine *e, int pos, int n, int nb, int out, int row0, float *y)
 {
-    if (e->hd.comm) {
-        engine_head_recv(e, n, row0); /* the members send logits, not X' */
-        return;
-    }
-    engine_bcast_input_nb(e, e->L, e->buf.xout, out < n ? out : nb);
-    WireHdr h = engine_read_hdr(e->buf.xout, e->L);
-    CHECK(h.cmd == WIRE_STEP && h.n == n && h.pos == pos && h.out == out,
-          "the pass of %d rows at position %d came back as %d rows at %d (protocol mismatch)",
-          n, pos, h.n, h.pos);
-    memcpy(y + (size_t)(n - out) * (size_t)e->c->dim, payload(e->buf.xout),
-           (size_t)out * (size_t)e->c->dim * sizeof(float));
+    const EnginePass p = {.pos = pos, .n = n, .nb = nb, .out = out, .row0 = row0, .y = y};
+    engine_controller_out(e, &p);
 }
 
 int engine_pipeline_depth(const DistEngine *e)
@@ -143,11 +127,12 @@ void dist_set_ubatch(DistEngine *e, int rows)
         e->nb = first; /* the first pass's broadcasts, as every rank sizes them */
 }
 
-void dist_set_wire(DistEngine *e, int mode)
+void dist_set_wire(DistEngine *e, WireForm form)
 {
-    CHECK(mode != 2 || e->c->dim % 32 == 0, "--wire q8: the model width %d is not a multiple "
-          "of 32 (Q8_0 blocks)", e->c->dim);
-    e->wire16 = mode;
+    CHECK(form != WIRE_FORM_Q8 || e->c->dim % 32 == 0, "--wire q8: the model width %d is not "
+          "a multiple of 32 (Q8_0 blocks)", e->c->dim);
+    e->wire = form;
+    e->prog.built = 0; /* the program's messages change form */
 }
 
 /* n positions: passes of at most the agreed rows each (and of at most ubatch_rows).  A

@@ -1,9 +1,9 @@
-/* message.c: the engine's pipeline messages, which the token loop and the per-layer files
- * (pipe.c, slice.c, slice_exact.c, head.c) share: a received header checked, the wire form
- * of a layer input packed and unpacked, the broadcast of a layer input on its group (stamped
- * by the root, waited out on the emulated link by the others), and a control command sent
- * down the pipeline.  Every message starts with a WireHdr, which carries commands and the
- * send time used by link emulation. */
+/* message.c: the engine's pipeline messages: a received header checked, the wire form of a
+ * layer input packed and unpacked, the broadcast of a layer input on its group (stamped by
+ * the root, waited out on the emulated link by the others) as the controller's passes and
+ * the program's input steps send it, and a control command sent down the pipeline.  Every
+ * message starts with a WireHdr, which carries commands and the send time used by link
+ * emulation. */
 #include "engine_internal.h"
 
 #include "util.h"
@@ -23,11 +23,20 @@ WireHdr engine_read_hdr(const unsigned char *msg, int layer)
     return h;
 }
 
-/* Bytes of a broadcast of nb rows on the wire: the header and the rows as floats, halves
- * (--wire f16) or Q8_0 blocks (--wire q8). */
-static size_t wire_bcast_bytes(const DistEngine *e, int nb)
+WireHdr engine_walk_took(EngineWalk *w, int l, const unsigned char *msg)
 {
-    return sizeof(WireHdr) + engine_wire_len(e, (int64_t)nb * e->c->dim);
+    WireHdr h = engine_read_hdr(msg, l);
+    w->h = h;
+    w->h.flags = 0;
+    w->stop = h.cmd != WIRE_STEP;
+    w->known = l;
+    return h;
+}
+
+/* Bytes of a broadcast of nb rows on the wire: the header and the rows in form f. */
+static size_t wire_bcast_bytes(const DistEngine *e, WireForm f, int nb)
+{
+    return sizeof(WireHdr) + engine_wire_len(f, (int64_t)nb * e->c->dim);
 }
 
 /* Rows a message of layer l's input carries: a pass's n, or, to the controller (l == L),
@@ -39,35 +48,36 @@ static int msg_rows(const DistEngine *e, int l, const WireHdr *h)
     return l == e->L && h->out >= 0 && h->out < h->n ? h->out : h->n;
 }
 
-size_t engine_wire_pack(const DistEngine *e, int l, const unsigned char *msg,
+size_t engine_wire_pack(const DistEngine *e, WireForm f, int l, const unsigned char *msg,
                         unsigned char *out, int nb)
 {
     WireHdr h;
     memcpy(&h, msg, sizeof h);
     memcpy(out, &h, sizeof h);
     const int64_t vals = (int64_t)msg_rows(e, l, &h) * e->c->dim;
-    engine_wire_put(e, (const float *)(const void *)(msg + sizeof h), out + sizeof h, vals);
-    return wire_bcast_bytes(e, nb);
+    engine_wire_put(f, (const float *)(const void *)(msg + sizeof h), out + sizeof h, vals);
+    return wire_bcast_bytes(e, f, nb);
 }
 
 /* The rows of a packed message of layer l back to floats in msg's payload (header too). */
-static void wire_unpack(const DistEngine *e, int l, const unsigned char *in, unsigned char *msg)
+static void wire_unpack(const DistEngine *e, WireForm f, int l, const unsigned char *in,
+                        unsigned char *msg)
 {
     WireHdr h;
     memcpy(&h, in, sizeof h);
     memcpy(msg, &h, sizeof h);
     const int64_t vals = (int64_t)msg_rows(e, l, &h) * e->c->dim;
-    engine_wire_get(e, in + sizeof h, (float *)(void *)(msg + sizeof h), vals);
+    engine_wire_get(f, in + sizeof h, (float *)(void *)(msg + sizeof h), vals);
 }
 
-/* Broadcast of a pipeline message on layer l's input group (root sends, others receive and
- * wait out the emulated link), sized for nb rows.  With --wire f16 or q8 the rows travel
- * rounded, and the root rounds its own copy the same way, so every member holds the same
- * values. */
-void engine_bcast_input_nb(DistEngine *e, int l, unsigned char *msg, int nb)
+/* Posts the broadcast of a pipeline message on layer l's input group, sized for *nb rows:
+ * the root stamps msg (to the controller: only the rows it reads, *nb shrinks to them) and
+ * sends; a member posts the receive.  In form f (f16, q8) the rows travel rounded, and the
+ * root rounds its own copy the same way, so every member holds the same values. */
+static void bcast_post(DistEngine *e, int l, unsigned char *msg, int *nb, WireForm f,
+                       TransportReq *req)
 {
     LayerRt *r = &e->lr[l];
-    TransportReq req;
     if (r->in_root)
         transport_msg_stamp(e->tp, msg, -1);
     if (r->in_root && l == e->L) { /* to the controller: only the rows it reads */
@@ -77,37 +87,124 @@ void engine_bcast_input_nb(DistEngine *e, int l, unsigned char *msg, int nb)
             const size_t row = (size_t)e->c->dim * sizeof(float);
             memmove(payload(msg), (unsigned char *)payload(msg) + (size_t)(h.n - h.out) * row,
                     (size_t)h.out * row);
-            nb = h.out;
+            *nb = h.out;
         }
     }
-    const size_t bytes = wire_bcast_bytes(e, nb);
     unsigned char *buf = msg;
-    if (e->wire16) {
+    if (f != WIRE_FORM_F32) {
         buf = e->buf.wbcast;
         if (r->in_root) {
-            engine_wire_pack(e, l, msg, buf, nb);
-            wire_unpack(e, l, buf, msg);
+            engine_wire_pack(e, f, l, msg, buf, *nb);
+            wire_unpack(e, f, l, buf, msg);
         }
     }
-    transport_ibcast(e->tp, r->in_comm, buf, bytes, &req);
+    transport_ibcast(e->tp, r->in_comm, buf, wire_bcast_bytes(e, f, *nb), req);
+}
+
+/* Completes it: the root's send; a member's receive, waited out on the link and unpacked. */
+static void bcast_done(DistEngine *e, int l, unsigned char *msg, int nb, WireForm f,
+                       TransportReq *req)
+{
+    LayerRt *r = &e->lr[l];
     if (r->in_root) {
-        transport_wait(e->tp, &req);
+        transport_wait(e->tp, req);
         return;
     }
-    transport_msg_wait(e->tp, &req, buf, r->in_peer, "layer input", l, &r->ewma[W_IN]);
+    unsigned char *buf = f != WIRE_FORM_F32 ? e->buf.wbcast : msg;
+    const size_t bytes = wire_bcast_bytes(e, f, nb);
+    transport_msg_wait(e->tp, req, buf, r->in_peer, "layer input", l, &r->ewma[W_IN]);
     WireHdr h = engine_read_hdr(buf, l);
     const int rows = msg_rows(e, l, &h);
     CHECK(h.cmd != WIRE_STEP || (h.n >= 1 && rows <= nb),
           "layer %d: a pass of %d rows in a broadcast sized for %d (protocol mismatch)", l,
           rows, nb);
     transport_deliver(e->tp, &h, bytes);
-    if (e->wire16)
-        wire_unpack(e, l, buf, msg);
+    if (f != WIRE_FORM_F32)
+        wire_unpack(e, f, l, buf, msg);
+}
+
+void engine_bcast_form(DistEngine *e, int l, unsigned char *msg, int nb, WireForm f)
+{
+    TransportReq req;
+    bcast_post(e, l, msg, &nb, f, &req);
+    bcast_done(e, l, msg, nb, f, &req);
+}
+
+void engine_bcast_input_nb(DistEngine *e, int l, unsigned char *msg, int nb)
+{
+    engine_bcast_form(e, l, msg, nb, e->wire);
 }
 
 void engine_bcast_input(DistEngine *e, int l, unsigned char *msg)
 {
     engine_bcast_input_nb(e, l, msg, e->nb);
+}
+
+/* BCAST of a layer input (st->layer; L: the last output, to the controller). */
+void engine_input_run(DistEngine *e, EngineWalk *w, const Step *st)
+{
+    const int l = st->layer;
+    const double t = time_now();
+    if (!e->lr[l].in_comm) /* a group of the root alone */
+        return;
+    if (e->lr[l].in_root) { /* X' with the decision's flags; the next layer's are clear */
+        memcpy(e->buf.xmsg, &w->h, sizeof w->h);
+        engine_bcast_form(e, l, e->buf.xmsg, e->nb, st->wire);
+        w->h.flags = 0;
+        if (l > 0)
+            engine_timers(e, l - 1)[T_BCAST] += time_now() - t;
+        return;
+    }
+    int nb = e->nb;
+    if (w->known == l) { /* the pass came with a speculative Z: X' is waited for later */
+        bcast_post(e, l, e->buf.xmsg, &nb, st->wire, engine_walk_post(e, w, st));
+        engine_timers(e, l)[T_BCAST] += time_now() - t;
+        return;
+    }
+    TransportReq req;
+    bcast_post(e, l, e->buf.xmsg, &nb, st->wire, &req);
+    engine_timers(e, l)[T_BCAST] += time_now() - t;
+    engine_input_done(e, w, st, &req);
+}
+
+void engine_input_done(DistEngine *e, EngineWalk *w, const Step *st, TransportReq *req)
+{
+    const int l = st->layer;
+    const double t = time_now();
+    bcast_done(e, l, e->buf.xmsg, e->nb, st->wire, req);
+    engine_timers(e, l)[T_BCAST] += time_now() - t;
+    const WireHdr h = engine_walk_took(w, l, e->buf.xmsg);
+    if (l > 0 && (h.flags & WIRE_FLAG_SPEC_ON)) /* adaptive switch, from the next token on */
+        e->sp.on[l - 1] = (h.flags & WIRE_FLAG_SPEC_NEXT) != 0;
+}
+
+void engine_output_take(DistEngine *e, EngineWalk *w, const Step *st)
+{
+    const EnginePass *p = w->pass;
+    const int L = e->L;
+    engine_bcast_form(e, L, e->buf.xout, p->out < p->n ? p->out : p->nb, st->wire);
+    WireHdr h = engine_read_hdr(e->buf.xout, L);
+    CHECK(h.cmd == WIRE_STEP && h.n == p->n && h.pos == p->pos && h.out == p->out,
+          "the pass of %d rows at position %d came back as %d rows at %d (protocol mismatch)",
+          p->n, p->pos, h.n, h.pos);
+    memcpy(p->y + (size_t)(p->n - p->out) * (size_t)e->c->dim, payload(e->buf.xout),
+           (size_t)p->out * (size_t)e->c->dim * sizeof(float));
+}
+
+void engine_caller_step(DistEngine *e, EngineWalk *w, const Step *st)
+{
+    (void)e;
+    (void)w;
+    (void)st;
+}
+
+void engine_control_out(DistEngine *e, EngineWalk *w)
+{
+    LayerRt *r = &e->lr[e->L];
+    if (!w->stop || e->sched.n_head == 0 || !r->in_root || !r->in_comm)
+        return;
+    memcpy(e->buf.xmsg, &w->h, sizeof w->h);
+    engine_bcast_input(e, e->L, e->buf.xmsg);
 }
 
 void engine_controller_control(DistEngine *e, int cmd, int pos)

@@ -1,6 +1,8 @@
-/* pipe.c: a PIPE layer on one rank: attention parts on the layer input (or, speculating, on
- * the previous layer's Z), the gather of head outputs at the projection rank, the projection,
- * Z to the FFN rank, the FFN, and the next layer's input. */
+/* pipe.c: the step handlers of a PIPE layer: attention parts on the layer input (or,
+ * speculating, on the previous layer's Z, and again on X' when the speculation was
+ * rejected), the gather of head outputs at the projection rank, the projection, Z to the
+ * FFN rank (or, speculating, to the next layer's ranks before the FFN), and the FFN with
+ * the speculation decision in X''s header. */
 #include "engine_internal.h"
 
 #include "util.h"
@@ -22,50 +24,53 @@ static void attn_parts(DistEngine *e, int l, const float *x, int pos, int n)
         off += (r->parts[k].q1 - r->parts[k].q0) * e->c->head_dim;
         transport_streamed(e->tp, attn_stream_bytes(e->c, &r->parts[k], pos, n));
     }
-    e->stats.timers[(size_t)l * T_COUNT + T_ATTN] += time_now() - t;
+    engine_timers(e, l)[T_ATTN] += time_now() - t;
 }
 
-/* Posts this rank's contribution to layer l's gather of head outputs. */
-static void gather_post(DistEngine *e, int l, const WireHdr *h, TransportReq *req)
+/* ATTN on the layer input; REEXEC, the same on X' (K/V of the speculative round
+ * overwritten). */
+void engine_pipe_attn(DistEngine *e, EngineWalk *w, const Step *st)
 {
+    attn_parts(e, st->layer, payload(e->buf.xmsg), w->h.pos, w->h.n);
+}
+
+/* SPEC_ATTN: on Z of the previous layer; the root of the input (the previous FFN rank) has
+ * Z as it computed it. */
+void engine_pipe_spec_attn(DistEngine *e, EngineWalk *w, const Step *st)
+{
+    const int l = st->layer;
+    unsigned char *zin = e->lr[l].in_root ? e->buf.zmsg : e->buf.zspec;
+    const double t = time_now();
+    attn_parts(e, l, payload(zin), w->h.pos, w->h.n);
+    e->sp.attn_s[l] += time_now() - t;
+}
+
+/* GATHER of head outputs: posts this rank's contribution (the projection rank: the receive
+ * of every member's) for the pass's rows. */
+void engine_heads_post(DistEngine *e, EngineWalk *w, const Step *st)
+{
+    const int l = st->layer;
     LayerRt *r = &e->lr[l];
+    const WireHdr *h = &w->h;
     memcpy(e->buf.gbuf, h, sizeof *h);
     transport_msg_stamp(e->tp, e->buf.gbuf, l);
     int bytes = (int)sizeof(WireHdr) + h->n * r->my_floats * (int)sizeof(float);
-    const ScheduleLayer *sl = &e->sched.layers[l];
-    for (int m = 0, off = 0; m < sl->n_gather; m++) { /* member m: [hdr | n rows of its floats] */
-        e->buf.g_counts_n[m] = (int)sizeof(WireHdr) + h->n * sl->g_floats[m] * (int)sizeof(float);
+    const int64_t *v = steps_values(&e->prog.prog, st);
+    for (int m = 0, off = 0; m < st->n_members; m++) { /* member m: [hdr | n rows of its floats] */
+        e->buf.g_counts_n[m] = (int)sizeof(WireHdr) + h->n * (int)v[m] * (int)sizeof(float);
         e->buf.g_displs_n[m] = off;
         off += e->buf.g_counts_n[m];
     }
     transport_igatherv(e->tp, r->g_comm, e->buf.gbuf, (size_t)bytes, e->buf.staging,
-                       e->buf.g_counts_n, e->buf.g_displs_n, req);
+                       e->buf.g_counts_n, e->buf.g_displs_n, engine_walk_post(e, w, st));
 }
 
-/* Completes the gather of a pass of n rows; at the projection rank, waits out the emulated
- * links and assembles the head outputs of each row in head order into e->buf.heads [n][qd]. */
-static void gather_finish(DistEngine *e, int l, TransportReq *req, int n)
+/* The projection rank's head outputs of n rows in head order into e->buf.heads [n][qd]: from
+ * the gathered messages, or from its own gbuf when it holds every head. */
+static void assemble_heads(DistEngine *e, int l, int n, int gathered)
 {
-    LayerRt *r = &e->lr[l];
     const ScheduleLayer *sl = &e->sched.layers[l];
     const size_t hdr = sizeof(WireHdr), qd = (size_t)e->c->n_heads * (size_t)e->c->head_dim;
-    double t = time_now();
-    int gathered = 0;
-    if (r->g_comm) {
-        if (!r->is_proj) {
-            transport_wait(e->tp, req);
-        } else {
-            transport_msg_gathered(e->tp, req, e->buf.staging, e->buf.g_counts_n,
-                                   e->buf.g_displs_n, sl->n_gather, sl->gather[sl->n_gather - 1],
-                                   "head outputs", l, &r->ewma[W_GATHER]);
-            for (int m = 1; m < sl->n_gather; m++)
-                engine_read_hdr(e->buf.staging + e->buf.g_displs_n[m], l);
-        }
-        gathered = 1;
-    }
-    e->stats.timers[(size_t)l * T_COUNT + T_GATHER] += time_now() - t;
-    if (!r->is_proj)
-        return;
     for (int k = 0, m = 0; k < sl->n_gparts; k++) {
         while (m + 1 < sl->n_gather && sl->g_part_src[k] >= sl->g_displs[m + 1])
             m++;
@@ -79,176 +84,113 @@ static void gather_finish(DistEngine *e, int l, TransportReq *req, int n)
     }
 }
 
-/* Attention and gather of a consumer of layer l.  Without speculation: one round on X.  With
- * speculation into l: a round on Z of layer l-1 (sent before that layer's FFN ran), then X'
- * with the decision; a second round on X' only when the speculation was rejected. */
-static WireHdr pipe_attention(DistEngine *e, int l)
+/* Completes the gather; the projection rank waits out the emulated links and assembles the
+ * head outputs. */
+void engine_heads_done(DistEngine *e, EngineWalk *w, const Step *st, TransportReq *req)
 {
+    const int l = st->layer;
     LayerRt *r = &e->lr[l];
-    double *tm = e->stats.timers + (size_t)l * T_COUNT, t;
-    const int recv = r->in_comm && !r->in_root;
-    const int s_in = l > 0 && e->sp.on[l - 1];
-    TransportReq g1 = {0}, g2 = {0};
-    WireHdr h;
-    if (!s_in) {
-        if (recv) {
-            t = time_now();
-            engine_bcast_input(e, l, e->buf.xmsg);
-            tm[T_BCAST] += time_now() - t;
-        }
-        h = engine_read_hdr(e->buf.xmsg, l);
-        if (!r->in_root && l > 0 && (h.flags & WIRE_FLAG_SPEC_ON))
-            e->sp.on[l - 1] = (h.flags & WIRE_FLAG_SPEC_NEXT) != 0; /* adaptive switch */
-        h.flags = 0;
-        if (h.cmd != WIRE_STEP)
-            return h;
-        attn_parts(e, l, payload(e->buf.xmsg), h.pos, h.n);
-        if (r->g_comm)
-            gather_post(e, l, &h, &g1);
-        gather_finish(e, l, &g1, h.n);
-        return h;
-    }
-    /* Speculation into layer l. The root of the input (the previous FFN rank) already knows
-     * the decision; everyone else learns it from X''s header. */
-    unsigned char *zin = r->in_root ? e->buf.zmsg : e->buf.zspec;
-    int known_reject = 0;
-    if (r->in_root) {
-        WireHdr xh = engine_read_hdr(e->buf.xmsg, l);
-        known_reject = !(xh.flags & WIRE_FLAG_ACCEPT);
-    } else {
-        t = time_now();
-        engine_bcast_input(e, l, e->buf.zspec);
-        tm[T_BCAST] += time_now() - t;
-    }
-    h = engine_read_hdr(zin, l);
-    h.flags = 0;
-    if (h.cmd != WIRE_STEP) {
-        if (recv)
-            engine_bcast_input(e, l, e->buf.xmsg);
-        h = engine_read_hdr(e->buf.xmsg, l);
-        h.flags = 0;
-        return h;
-    }
-    double ts = time_now();
-    if (!known_reject)
-        attn_parts(e, l, payload(zin), h.pos, h.n);
-    e->sp.attn_s[l] += time_now() - ts;
-    if (r->g_comm)
-        gather_post(e, l, &h, &g1);
-    if (recv) {
-        /* Post the receive of X' before completing the gather, so that neither side waits
-         * for the other to finish first. */
-        t = time_now();
-        engine_bcast_input(e, l, e->buf.xmsg);
-        tm[T_BCAST] += time_now() - t;
-    }
-    WireHdr xh = engine_read_hdr(e->buf.xmsg, l);
-    const int accept = (xh.flags & WIRE_FLAG_ACCEPT) != 0;
-    if (!r->in_root && (xh.flags & WIRE_FLAG_SPEC_ON))
-        e->sp.on[l - 1] = (xh.flags & WIRE_FLAG_SPEC_NEXT) != 0; /* adaptive switch */
-    gather_finish(e, l, &g1, h.n);
-    if (!accept) {
-        attn_parts(e, l, payload(e->buf.xmsg), xh.pos, xh.n); /* re-executed: K/V overwritten */
-        if (r->g_comm)
-            gather_post(e, l, &xh, &g2);
-        gather_finish(e, l, &g2, xh.n);
-    }
-    xh.flags = 0;
-    return xh;
-}
-
-/* The projection rank's Z of the pass h: broadcast now to the next layer's ranks when the
- * transition speculates (zreq completes after the FFN), else sent to the FFN rank unless it
- * is this one. */
-static void pipe_send_z(DistEngine *e, int l, const WireHdr *h, int s_out, TransportReq *zreq,
-                        double *tm)
-{
-    LayerRt *r = &e->lr[l];
-    if (s_out) {
-        /* Z goes to the next layer's ranks now; they start its attention while our
-         * FFN runs (proj and FFN share this rank where speculation is allowed). */
-        LayerRt *next = &e->lr[l + 1];
-        memcpy(e->buf.zmsg, h, sizeof *h);
-        transport_msg_stamp(e->tp, e->buf.zmsg, l);
-        if (e->wire16) /* rounded on the wire only: our FFN takes Z as it is */
-            transport_ibcast(e->tp, next->in_comm, e->buf.wzspec,
-                             engine_wire_pack(e, l + 1, e->buf.zmsg, e->buf.wzspec, e->nb), zreq);
-        else
-            transport_ibcast(e->tp, next->in_comm, e->buf.zmsg, bcast_bytes(e), zreq);
-    } else if (!r->is_ffn) {
-        const double t = time_now();
-        memcpy(e->buf.zmsg, h, sizeof *h);
-        transport_msg_send(e->tp, e->buf.zmsg, rows_bytes(e, h->n), r->ffn_rank, WIRE_TAG_Z + l,
-                           l);
-        tm[T_ZSEND] += time_now() - t;
-    }
-}
-
-/* The FFN rank's receive of Z from the projection rank (another rank). */
-static void pipe_recv_z(DistEngine *e, int l, double *tm)
-{
-    LayerRt *r = &e->lr[l];
+    const int *m = steps_members(&e->prog.prog, st);
     const double t = time_now();
-    TransportReq req;
-    transport_irecv(e->tp, e->buf.zmsg, e->buf.msg_bytes, r->proj_rank, WIRE_TAG_Z + l, &req);
-    transport_msg_wait(e->tp, &req, e->buf.zmsg, r->proj_rank, "Z", l, &r->ewma[W_Z]);
-    WireHdr zh = engine_read_hdr(e->buf.zmsg, l);
-    CHECK(zh.cmd != WIRE_STEP || (zh.n >= 1 && zh.n <= e->bmax),
-          "layer %d: Z of %d rows from rank %d (at most %d)", l, zh.n, r->proj_rank, e->bmax);
-    transport_deliver(e->tp, &zh, rows_bytes(e, zh.cmd == WIRE_STEP ? zh.n : 0));
-    tm[T_ZSEND] += time_now() - t;
+    if (m[0] != e->tp->rank) {
+        transport_wait(e->tp, req);
+    } else {
+        transport_msg_gathered(e->tp, req, e->buf.staging, e->buf.g_counts_n,
+                               e->buf.g_displs_n, st->n_members, m[st->n_members - 1],
+                               "head outputs", l, &r->ewma[W_GATHER]);
+        for (int i = 1; i < st->n_members; i++)
+            engine_read_hdr(e->buf.staging + e->buf.g_displs_n[i], l);
+    }
+    engine_timers(e, l)[T_GATHER] += time_now() - t;
+    if (m[0] == e->tp->rank)
+        assemble_heads(e, l, w->h.n, 1);
 }
 
-/* One PIPE layer on this rank; returns 1 if the message was a stop. */
-int engine_pipe_layer(DistEngine *e, int l)
+/* PROJ: Z = X + wo (heads) (+ bo) into zmsg's payload. */
+void engine_pipe_proj(DistEngine *e, EngineWalk *w, const Step *st)
 {
+    const int l = st->layer;
     LayerRt *r = &e->lr[l];
     const ModelConfig *c = e->c;
-    double *tm = e->stats.timers + (size_t)l * T_COUNT, t;
-    WireHdr h = {.cmd = WIRE_STEP};
+    if (!r->g_comm) /* every head on this rank: no gather */
+        assemble_heads(e, l, w->h.n, 0);
+    const double t = time_now();
+    model_proj_forward_n(c, &r->proj, &e->scratch, payload(e->buf.xmsg), e->buf.heads,
+                         payload(e->buf.zmsg), w->h.n);
+    transport_streamed(e->tp, (double)model_proj_bytes(c, &r->proj));
+    engine_timers(e, l)[T_PROJ] += time_now() - t;
+}
+
+/* SEND of Z from the projection rank to the FFN rank (members[0] to members[1]). */
+void engine_z_run(DistEngine *e, EngineWalk *w, const Step *st)
+{
+    const int l = st->layer;
+    LayerRt *r = &e->lr[l];
+    const int *m = steps_members(&e->prog.prog, st);
+    const double t = time_now();
+    if (m[0] == e->tp->rank) {
+        memcpy(e->buf.zmsg, &w->h, sizeof w->h);
+        transport_msg_send(e->tp, e->buf.zmsg, rows_bytes(e, w->h.n), m[1], WIRE_TAG_Z + l, l);
+    } else {
+        TransportReq req;
+        transport_irecv(e->tp, e->buf.zmsg, e->buf.msg_bytes, m[0], WIRE_TAG_Z + l, &req);
+        transport_msg_wait(e->tp, &req, e->buf.zmsg, m[0], "Z", l, &r->ewma[W_Z]);
+        WireHdr zh = engine_walk_took(w, l, e->buf.zmsg);
+        CHECK(zh.cmd != WIRE_STEP || (zh.n >= 1 && zh.n <= e->bmax),
+              "layer %d: Z of %d rows from rank %d (at most %d)", l, zh.n, m[0], e->bmax);
+        transport_deliver(e->tp, &zh, rows_bytes(e, zh.cmd == WIRE_STEP ? zh.n : 0));
+    }
+    engine_timers(e, l)[T_ZSEND] += time_now() - t;
+}
+
+/* BCAST of the speculative Z into layer st->layer: the projection rank of the layer before
+ * posts it before its FFN (rounded on the wire only: its FFN takes Z as it is); the next
+ * layer's ranks receive it and start their attention on it. */
+void engine_spec_z_run(DistEngine *e, EngineWalk *w, const Step *st)
+{
+    const int l = st->layer;
+    LayerRt *next = &e->lr[l];
+    if (next->in_root) {
+        memcpy(e->buf.zmsg, &w->h, sizeof w->h);
+        transport_msg_stamp(e->tp, e->buf.zmsg, l - 1);
+        TransportReq *req = engine_walk_post(e, w, st);
+        if (st->wire != WIRE_FORM_F32)
+            transport_ibcast(e->tp, next->in_comm, e->buf.wzspec,
+                             engine_wire_pack(e, st->wire, l, e->buf.zmsg, e->buf.wzspec, e->nb),
+                             req);
+        else
+            transport_ibcast(e->tp, next->in_comm, e->buf.zmsg, bcast_bytes(e), req);
+        return;
+    }
+    const double t = time_now();
+    engine_bcast_form(e, l, e->buf.zspec, e->nb, st->wire);
+    engine_timers(e, l)[T_BCAST] += time_now() - t;
+    engine_walk_took(w, l, e->buf.zspec);
+}
+
+void engine_spec_z_done(DistEngine *e, EngineWalk *w, const Step *st, TransportReq *req)
+{
+    (void)w;
+    (void)st;
+    transport_wait(e->tp, req);
+}
+
+/* FFN: X' = Z + FFN(Z) into xmsg's payload; the decision on speculation into the next layer
+ * (and the adaptive switch) goes into the pass's header, which X' carries. */
+void engine_pipe_ffn(DistEngine *e, EngineWalk *w, const Step *st)
+{
+    const int l = st->layer;
+    LayerRt *r = &e->lr[l];
+    const ModelConfig *c = e->c;
     const int s_out = e->sp.on[l];
-    TransportReq zreq = {0};
-    if (r->consumer) {
-        h = pipe_attention(e, l);
-        const int stop = h.cmd != WIRE_STEP;
-        if (r->is_proj) {
-            t = time_now();
-            if (!stop)
-            {
-                model_proj_forward_n(c, &r->proj, &e->scratch, payload(e->buf.xmsg), e->buf.heads,
-                                     payload(e->buf.zmsg), h.n);
-                transport_streamed(e->tp, (double)model_proj_bytes(c, &r->proj));
-            }
-            memcpy(e->buf.zmsg, &h, sizeof h);
-            tm[T_PROJ] += time_now() - t;
-            pipe_send_z(e, l, &h, s_out, &zreq, tm);
-        }
-    }
-    if (r->is_ffn) {
-        if (!r->is_proj)
-            pipe_recv_z(e, l, tm);
-        h = engine_read_hdr(e->buf.zmsg, l);
-        h.flags = 0;
-        t = time_now();
-        if (h.cmd == WIRE_STEP) {
-            float ratio = model_ffn_forward_n(c, &r->ffn, &e->scratch, payload(e->buf.zmsg),
-                                              payload(e->buf.xmsg), h.n);
-            transport_streamed(e->tp, (double)model_ffn_bytes(c, &r->ffn));
-            if (s_out || e->sp.adaptive)
-                h.flags |= (uint16_t)engine_spec_decide(e, l, ratio, s_out);
-            if (s_out)
-                e->sp.ffn_s[l] += time_now() - t;
-        }
-        memcpy(e->buf.xmsg, &h, sizeof h);
-        tm[T_FFN] += time_now() - t;
-        if (zreq.active)
-            transport_wait(e->tp, &zreq);
-        LayerRt *next = &e->lr[l + 1];
-        if (next->in_comm) {
-            t = time_now();
-            engine_bcast_input(e, l + 1, e->buf.xmsg);
-            tm[T_BCAST] += time_now() - t;
-        }
-    }
-    return h.cmd;
+    const double t = time_now();
+    float ratio = model_ffn_forward_n(c, &r->ffn, &e->scratch, payload(e->buf.zmsg),
+                                      payload(e->buf.xmsg), w->h.n);
+    transport_streamed(e->tp, (double)model_ffn_bytes(c, &r->ffn));
+    if (s_out || e->sp.adaptive)
+        w->h.flags |= (uint16_t)engine_spec_decide(e, l, ratio, s_out);
+    if (s_out)
+        e->sp.ffn_s[l] += time_now() - t;
+    memcpy(e->buf.xmsg, &w->h, sizeof w->h);
+    engine_timers(e, l)[T_FFN] += time_now() - t;
 }

@@ -182,6 +182,7 @@ static void replan_install(DistEngine *e, AttnPartW **fresh, Plan *next)
         engine_setup_layer(e, l);
     }
     engine_refresh_roles(e);
+    e->prog.built = 0; /* the program of the new plan, before the next pass */
 }
 
 /* The controller's record of what the re-placement at `positions` cost (collective: the

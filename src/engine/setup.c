@@ -27,16 +27,11 @@ void engine_setup_layer(DistEngine *e, int l)
     const ScheduleLayer *sl = &e->sched.layers[l];
     const int me = e->tp->rank;
     LayerRt *r = &e->lr[l];
-    r->consumer = schedule_has(sl->consumers, sl->n_consumers, me);
-    r->in_size = sl->n_bcast;
     r->in_root = sl->n_bcast > 0 && sl->bcast[0] == me;
     r->in_peer = sl->n_bcast > 0 ? sl->bcast[0] : -1;
     r->in_comm = sl->n_bcast > 1 ? transport_group_create(e->tp, sl->bcast, sl->n_bcast)
                                   : NULL;
     if (l < e->L) {
-        r->mode = sl->mode;
-        r->proj_rank = sl->proj_rank;
-        r->ffn_rank = sl->ffn_rank;
         if (sl->mode == LAYER_PIPE) {
             r->g_comm = sl->n_gather > 1 ? transport_group_create(e->tp, sl->gather, sl->n_gather)
                                          : NULL;
@@ -291,6 +286,7 @@ void dist_free(DistEngine *e)
         model_free_ffn(&r->ffn);
     }
     free(e->lr);
+    engine_program_free(e);
     free_buffers(e);
     free(e->stats.timers);
     free(e->sp.eligible);

@@ -6,7 +6,9 @@
  *   3. the FFN's hidden activations of each member's slice [f0, f1) -> [n][ffn];
  *   4. X' rows [d0, d1) (w_down by rows) -> X' [n][dim].
  * So the logits are bit-identical to a single process's, for f32 and quantized weights
- * alike (a quantized matvec quantizes its whole input row, which every member now holds). */
+ * alike (a quantized matvec quantizes its whole input row, which every member now holds).
+ * Each compute and each round is a step of the program (steps.c's exact_layer) with its
+ * handler here. */
 #include "engine_internal.h"
 
 #include "util.h"
@@ -79,18 +81,19 @@ static void pack_rows(const DistEngine *e, int l, int round, int rank, float *bu
         }
 }
 
-/* One all-gather round: this member sends its columns of buf's n rows to every other member
- * and fills in theirs (member to member, one hop, messages of about 1/n of the rows). */
-static void exact_allgather(DistEngine *e, int l, int round, const WireHdr *h0, float *buf,
-                            int width, int n)
+/* One all-gather round among the step's members: this member sends its columns of buf's n
+ * rows to every other member and fills in theirs (member to member, one hop, messages of
+ * about 1/n of the rows). */
+static void exact_allgather(DistEngine *e, const Step *st, int round, const WireHdr *h0,
+                            float *buf, int width, int n)
 {
     static const char *what[R_COUNT] = {"head outputs", "Z rows", "FFN hidden slices",
                                         "X' rows"};
     static const int site[R_COUNT] = {W_GATHER, W_X1, W_Z, W_X2};
     static const int base[R_COUNT] = {WIRE_TAG_XCHG, WIRE_TAG_XSUM, WIRE_TAG_XCHG,
                                       WIRE_TAG_XSUM};
-    const ScheduleLayer *sl = &e->sched.layers[l];
-    const int nm = sl->n_members, me = e->tp->rank;
+    const int l = st->layer, nm = st->n_members, me = e->tp->rank;
+    const int *members = steps_members(&e->prog.prog, st);
     const int tag = base[round] + 2 * l + (round >= R_HIDDEN);
     const size_t hdr = sizeof(WireHdr);
     LayerRt *r = &e->lr[l];
@@ -101,18 +104,18 @@ static void exact_allgather(DistEngine *e, int l, int round, const WireHdr *h0, 
     const size_t sb = hdr + (size_t)n * round_floats(e, l, round, me) * sizeof(float);
     int nr = 0;
     for (int i = 0; i < nm; i++) {
-        if (sl->members[i] == me)
+        if (members[i] == me)
             continue;
-        const size_t rb = hdr + (size_t)n * round_floats(e, l, round, sl->members[i]) *
+        const size_t rb = hdr + (size_t)n * round_floats(e, l, round, members[i]) *
                                     sizeof(float);
-        transport_irecv(e->tp, e->ex.recv + (size_t)i * e->ex.stride, rb, sl->members[i], tag,
+        transport_irecv(e->tp, e->ex.recv + (size_t)i * e->ex.stride, rb, members[i], tag,
                         &rq[nr++]);
     }
     for (int i = 0; i < nm; i++)
-        if (sl->members[i] != me)
-            transport_isend(e->tp, e->ex.send, sb, sl->members[i], tag, &rq[nr++]);
+        if (members[i] != me)
+            transport_isend(e->tp, e->ex.send, sb, members[i], tag, &rq[nr++]);
     for (int i = 0, k = 0; i < nm; i++) {
-        const int peer = sl->members[i];
+        const int peer = members[i];
         if (peer == me)
             continue;
         unsigned char *msg = e->ex.recv + (size_t)i * e->ex.stride;
@@ -126,47 +129,72 @@ static void exact_allgather(DistEngine *e, int l, int round, const WireHdr *h0, 
         transport_wait(e->tp, &rq[k]);
 }
 
-void engine_exact_compute(DistEngine *e, int l, const WireHdr *h, float *x)
+/* ATTN: each part's heads straight into their place in head order. */
+void engine_exact_attn(DistEngine *e, EngineWalk *w, const Step *st)
 {
+    const int l = st->layer;
     LayerRt *r = &e->lr[l];
     const ModelConfig *c = e->c;
-    double *tm = e->stats.timers + (size_t)l * T_COUNT, t = time_now();
-    const int n = h->n, qd = c->n_heads * c->head_dim;
-    const int Q = config_q_per_kv(c);
-    /* 1. attention: each part's heads straight into their place in head order */
+    const double t = time_now();
+    const int n = w->h.n, qd = c->n_heads * c->head_dim, Q = config_q_per_kv(c);
+    const float *x = payload(e->buf.xmsg);
     for (int k = 0; k < r->n_parts; k++) {
         const AttnPartW *p = &r->parts[k];
         float *out = e->buf.heads + (size_t)(p->unit * Q + p->q0) * (size_t)c->head_dim;
-        model_attn_part_forward_n(c, &r->parts[k], &e->scratch, x, h->pos, n, out, qd);
-        transport_streamed(e->tp, attn_stream_bytes(c, &r->parts[k], h->pos, n));
+        model_attn_part_forward_n(c, &r->parts[k], &e->scratch, x, w->h.pos, n, out, qd);
+        transport_streamed(e->tp, attn_stream_bytes(c, &r->parts[k], w->h.pos, n));
     }
-    tm[T_ATTN] += time_now() - t;
-    t = time_now();
-    exact_allgather(e, l, R_HEADS, h, e->buf.heads, qd, n);
-    tm[T_GATHER] += time_now() - t;
-    /* 2. this member's rows of Z (in place: x's rows [d0, d1) become Z's), then the others' */
-    t = time_now();
-    model_proj_rows_n(c, &r->proj, &e->scratch, r->d0, x, e->buf.heads, x, n);
-    transport_streamed(e->tp, (double)model_proj_bytes(c, &r->proj));
-    tm[T_PROJ] += time_now() - t;
-    t = time_now();
-    exact_allgather(e, l, R_Z, h, x, c->dim, n);
-    tm[T_GATHER] += time_now() - t;
-    /* 3. the FFN's hidden activations of this member's slice, then everyone's */
-    t = time_now();
-    model_ffn_hidden_n(c, &r->ffn, &e->scratch, x, e->ex.hidden + r->ffn.f0, c->ffn_dim, n);
-    tm[T_FFN] += time_now() - t;
-    t = time_now();
-    exact_allgather(e, l, R_HIDDEN, h, e->ex.hidden, c->ffn_dim, n);
-    tm[T_BCAST] += time_now() - t;
-    /* 4. this member's rows of X' (in place over Z's), then the others' */
-    t = time_now();
-    model_ffn_down_rows_n(c, &r->ffn, &e->scratch, x, e->ex.hidden, x, n);
-    transport_streamed(e->tp, (double)model_ffn_bytes(c, &r->ffn));
-    tm[T_FFN] += time_now() - t;
-    t = time_now();
-    exact_allgather(e, l, R_X, h, x, c->dim, n);
-    tm[T_BCAST] += time_now() - t;
+    engine_timers(e, l)[T_ATTN] += time_now() - t;
+}
+
+/* An ALLGATHER round: the head outputs (HEADS), or the rows of what the step follows: Z's
+ * (after PROJ), the FFN's hidden activations (after FFN), X''s (after FFN_DOWN). */
+void engine_exact_round(DistEngine *e, EngineWalk *w, const Step *st)
+{
+    const ModelConfig *c = e->c;
+    const double t = time_now();
+    int round = R_HEADS;
+    if (st->what != STEP_MSG_HEADS) {
+        const StepWhat after = e->prog.prog.steps[steps_deps(&e->prog.prog, st)[0]].what;
+        round = after == STEP_WORK_PROJ ? R_Z : after == STEP_WORK_FFN ? R_HIDDEN : R_X;
+    }
+    float *x = payload(e->buf.xmsg);
+    float *buf[R_COUNT] = {e->buf.heads, x, e->ex.hidden, x};
+    const int width[R_COUNT] = {c->n_heads * c->head_dim, c->dim, c->ffn_dim, c->dim};
+    exact_allgather(e, st, round, &w->h, buf[round], width[round], w->h.n);
+    engine_timers(e, st->layer)[round <= R_Z ? T_GATHER : T_BCAST] += time_now() - t;
+}
+
+/* PROJ: this member's rows of Z (in place: x's rows [d0, d1) become Z's). */
+void engine_exact_proj(DistEngine *e, EngineWalk *w, const Step *st)
+{
+    LayerRt *r = &e->lr[st->layer];
+    const double t = time_now();
+    float *x = payload(e->buf.xmsg);
+    model_proj_rows_n(e->c, &r->proj, &e->scratch, r->d0, x, e->buf.heads, x, w->h.n);
+    transport_streamed(e->tp, (double)model_proj_bytes(e->c, &r->proj));
+    engine_timers(e, st->layer)[T_PROJ] += time_now() - t;
+}
+
+/* FFN: the hidden activations of this member's slice (gate and up rows). */
+void engine_exact_ffn(DistEngine *e, EngineWalk *w, const Step *st)
+{
+    LayerRt *r = &e->lr[st->layer];
+    const double t = time_now();
+    model_ffn_hidden_n(e->c, &r->ffn, &e->scratch, payload(e->buf.xmsg),
+                       e->ex.hidden + r->ffn.f0, e->c->ffn_dim, w->h.n);
+    engine_timers(e, st->layer)[T_FFN] += time_now() - t;
+}
+
+/* FFN_DOWN: this member's rows of X' (w_down's rows; in place over Z's). */
+void engine_exact_down(DistEngine *e, EngineWalk *w, const Step *st)
+{
+    LayerRt *r = &e->lr[st->layer];
+    const double t = time_now();
+    float *x = payload(e->buf.xmsg);
+    model_ffn_down_rows_n(e->c, &r->ffn, &e->scratch, x, e->ex.hidden, x, w->h.n);
+    transport_streamed(e->tp, (double)model_ffn_bytes(e->c, &r->ffn));
+    engine_timers(e, st->layer)[T_FFN] += time_now() - t;
 }
 
 /* Loads this member's share of exact SLICE layer l besides its attention parts: wo rows

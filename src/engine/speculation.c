@@ -45,6 +45,7 @@ int dist_set_speculation(DistEngine *e, const unsigned char *mask, float toleran
         e->sp.acc_ewma[l] = e->sp.on[l] ? 1.0 : 0.0;
         n += e->sp.on[l];
     }
+    e->prog.built = 0; /* the program's branches change */
     e->sp.tolerance = tolerance;
     e->sp.min_acceptance = min_acceptance;
     e->sp.adaptive = adaptive;
