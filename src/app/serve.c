@@ -157,17 +157,34 @@ static int job_on_text(void *ctx, const char *text, size_t n)
     return cancelled;
 }
 
-/* The controller's side: runs one job to its end. */
-static void job_run(Server *sv, Job *j)
+/* " in slot N" for the log. */
+static const char *slot_name(const ServeSlot *slot)
+{
+    static const char *names[] = {" in slot 0", " in slot 1", " in slot 2", " in slot 3",
+                                  " in slot 4", " in slot 5", " in slot 6", " in slot 7"};
+    return slot->idx < 8 ? names[slot->idx] : " in a slot";
+}
+
+/* Runs one job to its end: on the controller's thread (slot NULL: the run's backend and KV
+ * caches), or on slot's thread with its caches, sharing passes with the other slots. */
+static void job_run(Server *sv, Job *j, ServeSlot *slot)
 {
     Run *run = sv->run;
     j->g.on_text = job_on_text;
     j->g.on_text_ctx = j;
     j->g.cancel = &j->cancelled;
     char err[512] = "";
-    generate_result_free(&run->res);
-    int rc = session_generate(run, j->prompt, &j->g, &run->res, err, sizeof err);
-    const GenResult *r = &run->res;
+    GenResult *res = slot ? &slot->res : &run->res;
+    generate_result_free(res);
+    int rc;
+    if (slot) {
+        SessionKv kv = {&slot->hist, &slot->n_hist, &slot->hist_cap};
+        rc = session_generate_on(run, &slot->be, &kv, j->prompt, &j->g, res, err, sizeof err);
+        batcher_leave(sv->batcher, slot->idx);
+    } else {
+        rc = session_generate(run, j->prompt, &j->g, res, err, sizeof err);
+    }
+    const GenResult *r = res;
     const char *by = r->stopped_by ? r->stopped_by : "";
     pthread_mutex_lock(&j->mu);
     j->failed = rc < 0;
@@ -210,8 +227,9 @@ static void job_run(Server *sv, Job *j)
     st->gen_s += r->gen_ms / 1e3;
     pthread_mutex_unlock(&sv->mu);
     if (!run->o.quiet)
-        LOG_INFO("headsplit: served %s: %d prompt tokens (%d new to the KV caches), %d "
-                 "generated, %s%s", j->id, j->n_prompt, r->n_prompt, j->n_gen, j->finish,
+        LOG_INFO("headsplit: served %s%s: %d prompt tokens (%d new to the KV caches), %d "
+                 "generated, %s%s", j->id, slot ? slot_name(slot) : "", j->n_prompt,
+                 r->n_prompt, j->n_gen, j->finish,
                  cut ? " (cut by the shutdown)" : gone ? " (client gone)" : "");
 }
 
@@ -302,11 +320,13 @@ static void *serve_ticker(void *arg)
             sv->head = sv->tail = NULL;
             sv->n_queued = 0;
             sv->st.shutdown += (unsigned long)n;
-            int busy = sv->running != NULL;
+            int busy = sv->n_running;
             pthread_cond_broadcast(&sv->cv);
             pthread_mutex_unlock(&sv->mu);
             LOG_INFO("headsplit: stopping: %d queued request%s refused, %s", n,
-                     n == 1 ? "" : "s", busy ? "the running one has --shutdown-grace" : "none running");
+                     n == 1 ? "" : "s", busy > 1 ? "the running ones have --shutdown-grace"
+                                        : busy ? "the running one has --shutdown-grace"
+                                               : "none running");
             while (q) {
                 Job *next = q->next;
                 job_refuse(q);
@@ -315,14 +335,16 @@ static void *serve_ticker(void *arg)
             serve_http_quiesce(sv);
             pthread_mutex_lock(&sv->mu);
         }
-        Job *r = sv->running;
-        if (sv->draining && r && (sigs > 1 || time_now() - sv->quit_at >= sv->grace_s)) {
-            pthread_mutex_lock(&r->mu);
-            if (!r->done && !r->cancelled) {
-                r->cancelled = 1;
-                r->cut = 1;
+        for (int i = 0; i < sv->n_slots; i++) {
+            Job *r = sv->running[i];
+            if (sv->draining && r && (sigs > 1 || time_now() - sv->quit_at >= sv->grace_s)) {
+                pthread_mutex_lock(&r->mu);
+                if (!r->done && !r->cancelled) {
+                    r->cancelled = 1;
+                    r->cut = 1;
+                }
+                pthread_mutex_unlock(&r->mu);
             }
-            pthread_mutex_unlock(&r->mu);
         }
     }
     pthread_mutex_unlock(&sv->mu);
@@ -394,11 +416,167 @@ int serve_worker(Run *run)
     return session_worker(run);
 }
 
+/* A job taken off the queue whose client left while it waited: answered, counted, not run.
+ * Returns 1 when so. */
+static int job_gone(Server *sv, Job *j)
+{
+    pthread_mutex_lock(&j->mu);
+    int gone = j->cancelled;
+    if (gone) {
+        j->done = 1;
+        j->text = xstrdup("");
+        j->finish = "stop";
+        pthread_cond_broadcast(&j->cv);
+    }
+    pthread_mutex_unlock(&j->mu);
+    if (gone) {
+        pthread_mutex_lock(&sv->mu);
+        sv->st.cancelled++;
+        pthread_mutex_unlock(&sv->mu);
+    }
+    return gone;
+}
+
+/* One generation at a time (--parallel 1, several ranks): the controller's thread runs each
+ * job off the queue to its end. */
+static void serve_one_loop(Server *sv)
+{
+    for (;;) {
+        pthread_mutex_lock(&sv->mu);
+        while (!sv->head && !sv->draining)
+            serve_wait_ms(&sv->cv, &sv->mu, 200);
+        Job *j = sv->head;
+        if (j) {
+            sv->head = j->next;
+            if (!sv->head)
+                sv->tail = NULL;
+            sv->n_queued--;
+            sv->running[0] = j;
+            sv->n_running = 1;
+        }
+        pthread_mutex_unlock(&sv->mu);
+        if (!j)
+            break; /* draining, and the queue is empty */
+        if (!job_gone(sv, j))
+            job_run(sv, j, NULL);
+        pthread_mutex_lock(&sv->mu);
+        sv->running[0] = NULL;
+        sv->n_running = 0;
+        pthread_mutex_unlock(&sv->mu);
+        serve_job_release(j);
+    }
+}
+
+/* A slot's thread: runs the jobs the controller gives it until told to end. */
+static void *slot_main(void *arg)
+{
+    ServeSlot *slot = arg;
+    Server *sv = slot->sv;
+    pthread_mutex_lock(&sv->mu);
+    for (;;) {
+        while (!slot->job && !sv->slots_quit)
+            serve_wait_ms(&sv->cv, &sv->mu, 200);
+        Job *j = slot->job;
+        if (!j)
+            break;
+        pthread_mutex_unlock(&sv->mu);
+        job_run(sv, j, slot);
+        pthread_mutex_lock(&sv->mu);
+        slot->job = NULL;
+        sv->running[slot->idx] = NULL;
+        sv->n_running--;
+        pthread_cond_broadcast(&sv->cv);
+        pthread_mutex_unlock(&sv->mu);
+        serve_job_release(j);
+        pthread_mutex_lock(&sv->mu);
+    }
+    pthread_mutex_unlock(&sv->mu);
+    return NULL;
+}
+
+/* The free slot for j: the one whose KV caches hold the longest prefix of its prompt (a
+ * conversation's next turn finds its earlier ones), else the least recently used (the others
+ * keep theirs for their conversations).  sv->mu held; some slot is free. */
+static ServeSlot *slot_choose(Server *sv, const Job *j)
+{
+    ServeSlot *best = NULL;
+    int best_common = -1;
+    for (int i = 0; i < sv->n_slots; i++) {
+        ServeSlot *s = &sv->slots[i];
+        if (s->job)
+            continue;
+        const int common = s->n_hist ? session_common_prefix(sv->run, s->hist, s->n_hist,
+                                                               j->prompt, j->g.special)
+                                     : 0;
+        if (!best || common > best_common ||
+            (common == best_common && s->last_use < best->last_use)) {
+            best = s;
+            best_common = common;
+        }
+    }
+    return best;
+}
+
+/* --parallel N on one process: the controller hands each job off the queue to a free slot
+ * (it joins the running generations at their next step); the slots' threads share passes. */
+static void serve_slots_loop(Server *sv)
+{
+    Run *run = sv->run;
+    sv->slots = xcalloc((size_t)sv->n_slots, sizeof *sv->slots);
+    sv->batcher = batcher_new(run->local, &run->cfg, &run->head, sv->n_slots,
+                              (run->o.batch > 0 ? run->o.batch : 1) + sv->n_slots - 1);
+    for (int i = 0; i < sv->n_slots; i++) {
+        ServeSlot *s = &sv->slots[i];
+        s->sv = sv;
+        s->idx = i;
+        s->be = batcher_backend(sv->batcher, i);
+        pthread_create(&s->th, NULL, slot_main, s);
+    }
+    for (;;) {
+        pthread_mutex_lock(&sv->mu);
+        while (!(sv->head && sv->n_running < sv->n_slots) &&
+               !(sv->draining && !sv->head && sv->n_running == 0))
+            serve_wait_ms(&sv->cv, &sv->mu, 200);
+        Job *j = sv->head;
+        if (j) {
+            sv->head = j->next;
+            if (!sv->head)
+                sv->tail = NULL;
+            sv->n_queued--;
+        }
+        pthread_mutex_unlock(&sv->mu);
+        if (!j)
+            break; /* draining, the queue empty and every slot done */
+        if (job_gone(sv, j)) {
+            serve_job_release(j);
+            continue;
+        }
+        pthread_mutex_lock(&sv->mu);
+        ServeSlot *s = slot_choose(sv, j);
+        s->job = j;
+        s->last_use = ++sv->use_clock;
+        sv->running[s->idx] = j;
+        sv->n_running++;
+        pthread_cond_broadcast(&sv->cv);
+        pthread_mutex_unlock(&sv->mu);
+    }
+    pthread_mutex_lock(&sv->mu);
+    sv->slots_quit = 1;
+    pthread_cond_broadcast(&sv->cv);
+    pthread_mutex_unlock(&sv->mu);
+    for (int i = 0; i < sv->n_slots; i++) {
+        pthread_join(sv->slots[i].th, NULL);
+        free(sv->slots[i].hist);
+        generate_result_free(&sv->slots[i].res);
+    }
+}
+
 int serve_run(Run *run)
 {
     const Options *o = &run->o;
     Server sv = {.run = run, .max_body = o->max_body, .queue_max = o->queue_max,
-                 .grace_s = o->shutdown_grace};
+                 .grace_s = o->shutdown_grace, .n_slots = run->slots > 1 ? run->slots : 1};
+    sv.running = xcalloc((size_t)sv.n_slots, sizeof *sv.running);
     pthread_mutex_init(&sv.mu, NULL);
     pthread_cond_init(&sv.cv, NULL);
     const char *slash = strrchr(o->model, '/');
@@ -414,6 +592,7 @@ int serve_run(Run *run)
     if (serve_read_key(&sv, err, sizeof err) < 0 || serve_http_start(&sv, err, sizeof err) < 0) {
         fprintf(stderr, "headsplit: error: %s\n", err);
         free(sv.api_key);
+        free(sv.running);
         session_end(run);
         return 2;
     }
@@ -424,42 +603,10 @@ int serve_run(Run *run)
             "/tokenize, /detokenize); SIGTERM or Ctrl-C drains and ends\n", sv.model_id,
             o->serve, (int)getpid(), run->have_tmpl ? "" : " (no chat template: give "
             "--chat-template)");
-    for (;;) {
-        pthread_mutex_lock(&sv.mu);
-        while (!sv.head && !sv.draining)
-            serve_wait_ms(&sv.cv, &sv.mu, 200);
-        Job *j = sv.head;
-        if (j) {
-            sv.head = j->next;
-            if (!sv.head)
-                sv.tail = NULL;
-            sv.n_queued--;
-            sv.running = j;
-        }
-        pthread_mutex_unlock(&sv.mu);
-        if (!j)
-            break; /* draining, and the queue is empty */
-        pthread_mutex_lock(&j->mu);
-        int gone = j->cancelled;
-        if (gone) { /* its client left while it waited */
-            j->done = 1;
-            j->text = xstrdup("");
-            j->finish = "stop";
-            pthread_cond_broadcast(&j->cv);
-        }
-        pthread_mutex_unlock(&j->mu);
-        if (gone) {
-            pthread_mutex_lock(&sv.mu);
-            sv.st.cancelled++;
-            pthread_mutex_unlock(&sv.mu);
-        } else {
-            job_run(&sv, j);
-        }
-        pthread_mutex_lock(&sv.mu);
-        sv.running = NULL;
-        pthread_mutex_unlock(&sv.mu);
-        serve_job_release(j);
-    }
+    if (sv.n_slots > 1)
+        serve_slots_loop(&sv);
+    else
+        serve_one_loop(&sv);
     serve_flush(&sv);
     pthread_mutex_lock(&sv.mu);
     sv.stopped = 1;
@@ -469,6 +616,9 @@ int serve_run(Run *run)
     serve_http_stop(&sv);
     session_end(run);
     free(sv.api_key);
+    free(sv.running);
+    free(sv.slots);
+    batcher_free(sv.batcher);
     pthread_mutex_destroy(&sv.mu);
     pthread_cond_destroy(&sv.cv);
     fprintf(stderr, "headsplit: server stopped after %.1f s of draining\n",
