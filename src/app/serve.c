@@ -495,7 +495,8 @@ static void *slot_main(void *arg)
 }
 
 /* The free slot for j: the one whose KV caches hold the longest prefix of its prompt (a
- * conversation's next turn finds its earlier ones), else the least recently used (the others
+ * conversation's next turn finds its earlier ones; two tokens at least), else the least
+ * recently used (the others
  * keep theirs for their conversations).  sv->mu held; some slot is free. */
 static ServeSlot *slot_choose(Server *sv, const Job *j)
 {
@@ -505,9 +506,11 @@ static ServeSlot *slot_choose(Server *sv, const Job *j)
         ServeSlot *s = &sv->slots[i];
         if (s->job)
             continue;
-        const int common = s->n_hist ? session_common_prefix(sv->run, s->hist, s->n_hist,
-                                                               j->prompt, j->g.special)
-                                     : 0;
+        int common = s->n_hist ? session_common_prefix(sv->run, s->hist, s->n_hist, j->prompt,
+                                                       j->g.special)
+                               : 0;
+        if (common < 2)
+            common = 0; /* a BOS alone in common is no reason to take another's slot */
         if (!best || common > best_common ||
             (common == best_common && s->last_use < best->last_use)) {
             best = s;
