@@ -266,7 +266,7 @@ int serve_queue_push(Server *sv, Job *j, ServeError *e)
             /* a guess at when a place frees: the mean time of a generation so far */
             unsigned long runs = sv->st.ok + sv->st.failed + sv->st.cancelled;
             double mean = runs ? (sv->st.prompt_s + sv->st.gen_s) / (double)runs : 1.0;
-            int wait = (int)(mean * (sv->n_queued + 1) + 0.999);
+            int wait = (int)(mean * (sv->n_queued + 1) / sv->n_slots + 0.999);
             serve_error(e, 503, "unavailable_error", "the queue is full (%d waiting, "
                         "--queue %d); retry later", sv->n_queued, sv->queue_max);
             e->retry_after = wait < 1 ? 1 : wait > 3600 ? 3600 : wait;
@@ -601,10 +601,13 @@ int serve_run(Run *run)
     }
     pthread_t ticker;
     pthread_create(&ticker, NULL, serve_ticker, &sv);
-    fprintf(stderr, "headsplit: serving %s on http://%s (pid %d; OpenAI API: "
+    char slots[64] = "one request at a time";
+    if (sv.n_slots > 1)
+        snprintf(slots, sizeof slots, "%d slots sharing each pass", sv.n_slots);
+    fprintf(stderr, "headsplit: serving %s on http://%s (pid %d; %s; OpenAI API: "
             "/v1/chat/completions%s, /v1/completions, /v1/models; /health, /metrics, "
             "/tokenize, /detokenize); SIGTERM or Ctrl-C drains and ends\n", sv.model_id,
-            o->serve, (int)getpid(), run->have_tmpl ? "" : " (no chat template: give "
+            o->serve, (int)getpid(), slots, run->have_tmpl ? "" : " (no chat template: give "
             "--chat-template)");
     if (sv.n_slots > 1)
         serve_slots_loop(&sv);
