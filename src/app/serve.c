@@ -3,14 +3,17 @@
  * controller's loop, the queue, the jobs and the drain.
  *
  * libmicrohttpd runs a thread per connection; those threads parse and check requests and put
- * jobs on a bounded queue (--queue).  The controller's own thread (the only one that drives
- * the engine) takes one job at a time, so generations never overlap; the others wait their
- * turn.  A streamed reply is written as the tokens come; a client that goes away cancels its
- * job at the next token (or while it waits in the queue).
+ * jobs on a bounded queue (--queue).  With one slot (--parallel 1, and always on several
+ * ranks) the controller's own thread (the only one that drives the engine) takes one job at
+ * a time, so generations never overlap; the others wait their turn.  With --parallel N on
+ * one process the controller hands each job to a free slot, a thread of its own whose
+ * generation shares every forward pass with the other slots' (serve_slots.c); the others
+ * wait in the queue.  A streamed reply is written as the tokens come; a client that goes away
+ * cancels its job at the next token (or while it waits in the queue), which frees its slot.
  *
  * SIGTERM or SIGINT starts the drain (a ticker thread watches for it): no new connection or
  * request is accepted, queued requests are answered at once (an error event in a stream, a
- * 503 otherwise), the running generation may finish within --shutdown-grace seconds and is
+ * 503 otherwise), the running generations may finish within --shutdown-grace seconds and are
  * then cut (finish_reason "length", then [DONE]); the workers are told to stop the normal
  * way and every rank exits.  A second signal cuts at once.  Every wait is timed. */
 #include "serve.h"
@@ -304,7 +307,7 @@ int serve_draining(Server *sv)
 /* ---- the drain ---- */
 
 /* The ticker: starts the drain when a signal has come (the queue answered, the listening
- * socket closed) and cuts the running generation when the grace period is over. */
+ * socket closed) and cuts the running generations when the grace period is over. */
 static void *serve_ticker(void *arg)
 {
     Server *sv = arg;
@@ -496,16 +499,21 @@ static void *slot_main(void *arg)
 
 /* The free slot for j: the one whose KV caches hold the longest prefix of its prompt (a
  * conversation's next turn finds its earlier ones; two tokens at least), else the least
- * recently used (the others
- * keep theirs for their conversations).  sv->mu held; some slot is free. */
+ * recently used (the others keep theirs for their conversations).  Some slot is free; only
+ * this thread (the controller) gives slots work, so a free slot stays free and its history
+ * unchanged while the prompt is encoded outside sv->mu. */
 static ServeSlot *slot_choose(Server *sv, const Job *j)
 {
+    int free_idx[SERVE_SLOTS_MAX], n_free = 0;
+    pthread_mutex_lock(&sv->mu);
+    for (int i = 0; i < sv->n_slots; i++)
+        if (!sv->slots[i].job)
+            free_idx[n_free++] = i;
+    pthread_mutex_unlock(&sv->mu);
     ServeSlot *best = NULL;
     int best_common = -1;
-    for (int i = 0; i < sv->n_slots; i++) {
-        ServeSlot *s = &sv->slots[i];
-        if (s->job)
-            continue;
+    for (int k = 0; k < n_free; k++) {
+        ServeSlot *s = &sv->slots[free_idx[k]];
         int common = s->n_hist ? session_common_prefix(sv->run, s->hist, s->n_hist, j->prompt,
                                                        j->g.special)
                                : 0;
@@ -554,8 +562,8 @@ static void serve_slots_loop(Server *sv)
             serve_job_release(j);
             continue;
         }
-        pthread_mutex_lock(&sv->mu);
         ServeSlot *s = slot_choose(sv, j);
+        pthread_mutex_lock(&sv->mu);
         s->job = j;
         s->last_use = ++sv->use_clock;
         sv->running[s->idx] = j;

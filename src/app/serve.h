@@ -4,7 +4,9 @@
  *   serve_http.c    libmicrohttpd: address, routes, keys, streamed and whole replies
  *   serve_openai.c  OpenAI request bodies into jobs, jobs into OpenAI reply bodies
  *   serve_ops.c     /metrics, /tokenize, /detokenize
- * Lock order: Server.mu before Job.mu, never the other way. */
+ *   serve_slots.c   --parallel on one process: the slots' shared passes
+ * Lock order: Server.mu before Job.mu, never the other way; the batcher's own lock is taken
+ * with neither held. */
 #ifndef HEADSPLIT_SERVE_H
 #define HEADSPLIT_SERVE_H
 

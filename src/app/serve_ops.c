@@ -82,7 +82,7 @@ char *serve_metrics_text(Server *sv)
     metric(&t, "headsplit_generation_tokens_per_second", "gauge",
            "Generation throughput over the server's life.",
            st.gen_s > 0 ? (double)st.gen_tokens / st.gen_s : 0);
-    metric(&t, "headsplit_queue_depth", "gauge", "Requests waiting for the slot.",
+    metric(&t, "headsplit_queue_depth", "gauge", "Requests waiting for a slot.",
            (double)queued);
     metric(&t, "headsplit_queue_capacity", "gauge", "Requests that may wait (--queue).",
            (double)sv->queue_max);
