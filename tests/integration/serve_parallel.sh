@@ -2,7 +2,8 @@
 # --serve --parallel on one process (continuous batching over slots), through the official
 # openai npm client:
 #  A. weights/austen-llama.h5 and, where ../shared has it, stories260K, with --parallel 4:
-#     four streamed completions of different prompts at temperature 0, each first sent alone
+#     four streamed completions of different prompts at temperature 0 (the fourth sampled at
+#     0.9 with a seed of its own), each first sent alone
 #     (one at a time), then the four together: every text equals its text alone, the four
 #     overlapped (each one's first token came before the first of them ended, or /metrics
 #     shows a pass that carried all four), and /metrics counts passes shared by several
@@ -68,8 +69,10 @@ together() {
 const c = new OpenAI({ baseURL: "$URL/v1", apiKey: "none", maxRetries: 0 });
 const prompts = $prompts;
 const base = { model: "m", max_tokens: 96, temperature: 0 };
-async function one(prompt, t0) {
-  const s = await c.completions.create({ ...base, prompt, stream: true });
+// the last one samples (its own seed): its tokens do not depend on the others either
+const extra = (i) => (i === prompts.length - 1 ? { temperature: 0.9, seed: 5 } : {});
+async function one(prompt, t0, i) {
+  const s = await c.completions.create({ ...base, ...extra(i), prompt, stream: true });
   let text = "", first = null, finish = null;
   for await (const ch of s) {
     const piece = ch.choices[0]?.text ?? "";
@@ -81,10 +84,10 @@ async function one(prompt, t0) {
   return { text, first, end: performance.now() - t0 };
 }
 const alone = [];
-for (const p of prompts) alone.push((await one(p, performance.now())).text);
+for (let i = 0; i < prompts.length; i++) alone.push((await one(prompts[i], performance.now(), i)).text);
 if (new Set(alone).size < 2) throw new Error("the prompts gave one text: the check could not fail");
 const t0 = performance.now();
-const tog = await Promise.all(prompts.map((p) => one(p, t0)));
+const tog = await Promise.all(prompts.map((p, i) => one(p, t0, i)));
 for (let i = 0; i < prompts.length; i++)
   if (tog[i].text !== alone[i])
     throw new Error("prompt " + i + ": together " + JSON.stringify(tog[i].text) + " alone " + JSON.stringify(alone[i]));
@@ -92,7 +95,7 @@ const lastFirst = Math.max(...tog.map((r) => r.first)), firstEnd = Math.min(...t
 console.log(JSON.stringify({ lastFirst, firstEnd, overlapped: lastFirst < firstEnd }));
 // alone again: the slots now hold these prompts (their prefixes reused), the same texts
 for (let i = 0; i < prompts.length; i++) {
-  const again = (await one(prompts[i], performance.now())).text;
+  const again = (await one(prompts[i], performance.now(), i)).text;
   if (again !== alone[i]) throw new Error("prompt " + i + " alone again: " + JSON.stringify(again));
 }
 console.log("ok");
