@@ -563,6 +563,7 @@ static void serve_slots_loop(Server *sv)
             continue;
         }
         ServeSlot *s = slot_choose(sv, j);
+        batcher_join(sv->batcher, s->idx); /* the next step waits for its first rows */
         pthread_mutex_lock(&sv->mu);
         s->job = j;
         s->last_use = ++sv->use_clock;

@@ -136,12 +136,14 @@ void serve_error(ServeError *e, unsigned status, const char *type, const char *f
 
 /* serve_slots.c */
 /* The passes n_slots slots share on m (cap rows a pass); batcher_backend(b, i): slot i's
- * backend, whose rows wait for every generating slot's and run with them; batcher_leave: slot
- * i's generation has ended (the others step without it). */
+ * backend, whose rows wait for every generating slot's and run with them (a slot generates
+ * from batcher_join, or its first rows, until batcher_leave: its generation has ended and the
+ * others step without it). */
 Batcher *batcher_new(LocalModel *m, const ModelConfig *c, const HeadW *head, int n_slots,
                      int cap);
 void batcher_free(Batcher *b);
 LayerBackend batcher_backend(Batcher *b, int slot);
+void batcher_join(Batcher *b, int slot);
 void batcher_leave(Batcher *b, int slot);
 void batcher_stats(Batcher *b, BatchStats *st);
 

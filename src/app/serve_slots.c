@@ -6,8 +6,9 @@
  * rows of every slot in one pass (several passes only where the rows exceed the pass's
  * size: single rows first, then the chunks), local_model_forward_rows with each slot's own
  * KV caches, then the LM head on the rows whose logits are wanted; each slot then samples
- * its own token and hands in its next rows.  A request that comes joins at the next step (a
- * slot counts from its first rows), one that ends leaves (batcher_leave).  Every sequence's
+ * its own token and hands in its next rows.  A request that comes joins at the next step
+ * (batcher_join when the controller gives it a slot: the next step waits for its first
+ * rows), one that ends leaves (batcher_leave).  Every sequence's
  * logits are bit-identical to running it alone (tests/unit/test_local_slots.c), so what a
  * client gets does not depend on what else runs. */
 #include "serve.h"
@@ -209,6 +210,17 @@ static void batcher_submit(BatchSlot *s, float *x, int pos, int n, int want)
             continue;
         }
         pthread_cond_wait(&b->cv, &b->mu);
+    }
+    pthread_mutex_unlock(&b->mu);
+}
+
+void batcher_join(Batcher *b, int slot)
+{
+    BatchSlot *s = &b->slots[slot];
+    pthread_mutex_lock(&b->mu);
+    if (!s->joined) {
+        s->joined = 1;
+        b->active++;
     }
     pthread_mutex_unlock(&b->mu);
 }
