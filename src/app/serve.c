@@ -160,14 +160,6 @@ static int job_on_text(void *ctx, const char *text, size_t n)
     return cancelled;
 }
 
-/* " in slot N" for the log. */
-static const char *slot_name(const ServeSlot *slot)
-{
-    static const char *names[] = {" in slot 0", " in slot 1", " in slot 2", " in slot 3",
-                                  " in slot 4", " in slot 5", " in slot 6", " in slot 7"};
-    return slot->idx < 8 ? names[slot->idx] : " in a slot";
-}
-
 /* Runs one job to its end: on the controller's thread (slot NULL: the run's backend and KV
  * caches), or on slot's thread with its caches, sharing passes with the other slots. */
 static void job_run(Server *sv, Job *j, ServeSlot *slot)
@@ -231,7 +223,7 @@ static void job_run(Server *sv, Job *j, ServeSlot *slot)
     pthread_mutex_unlock(&sv->mu);
     if (!run->o.quiet)
         LOG_INFO("headsplit: served %s%s: %d prompt tokens (%d new to the KV caches), %d "
-                 "generated, %s%s", j->id, slot ? slot_name(slot) : "", j->n_prompt,
+                 "generated, %s%s", j->id, slot ? slot->name : "", j->n_prompt,
                  r->n_prompt, j->n_gen, j->finish,
                  cut ? " (cut by the shutdown)" : gone ? " (client gone)" : "");
 }
@@ -540,6 +532,7 @@ static void serve_slots_loop(Server *sv)
         ServeSlot *s = &sv->slots[i];
         s->sv = sv;
         s->idx = i;
+        snprintf(s->name, sizeof s->name, " in slot %d", i);
         s->be = batcher_backend(sv->batcher, i);
         pthread_create(&s->th, NULL, slot_main, s);
     }

@@ -24,6 +24,7 @@ typedef struct Batcher Batcher;
 typedef struct {
     Server *sv;
     int idx;
+    char name[24];          /* " in slot N" for the log */
     pthread_t th;
     struct Job *job;        /* the request to run (under Server.mu) */
     int *hist;              /* the token ids its KV caches hold, by position */
