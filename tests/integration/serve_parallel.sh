@@ -6,8 +6,9 @@
 #     0.9 with a seed of its own), each first sent alone
 #     (one at a time), then the four together: every text equals its text alone, the four
 #     overlapped (each one's first token came before the first of them ended, or /metrics
-#     shows a pass that carried all four), and /metrics counts passes shared by several
-#     sequences; the same requests alone again afterwards (their slots now hold them: the
+#     shows a pass that carried all four; on stories260K, whose whole reply takes a few tens
+#     of milliseconds, a pass that carried several), and /metrics counts passes shared by
+#     several sequences; the same requests alone again afterwards (their slots now hold them: the
 #     prefix is reused) give the same texts.
 #  B. a slower synthetic model with --parallel 4 and four long streams: a client that
 #     disconnects mid-stream frees its slot (a fifth request then completes while the three
@@ -57,10 +58,10 @@ node_run() {
 metric() { sed -n "s/^$1 //p" "$T/metrics"; }
 
 # ---- A: four at once equal four alone ----
-# together MODEL NAME PROMPT...: the check on one model
+# together MODEL NAME ALL PROMPT...: the check on one model (ALL 1: the four must overlap)
 together() {
-  local model=$1 name=$2
-  shift 2
+  local model=$1 name=$2 all=$3
+  shift 3
   local prompts
   prompts=$(python3 -c 'import json, sys; print(json.dumps(sys.argv[1:]))' "$@")
   serve "$name" --model "$model" --parallel 4 --threads 2
@@ -68,7 +69,7 @@ together() {
   node_run "$name" "$name" <<JS
 const c = new OpenAI({ baseURL: "$URL/v1", apiKey: "none", maxRetries: 0 });
 const prompts = $prompts;
-const base = { model: "m", max_tokens: 96, temperature: 0 };
+const base = { model: "m", max_tokens: 160, temperature: 0 };
 // the last one samples (its own seed): its tokens do not depend on the others either
 const extra = (i) => (i === prompts.length - 1 ? { temperature: 0.9, seed: 5 } : {});
 async function one(prompt, t0, i) {
@@ -105,8 +106,12 @@ JS
   overlapped=$(python3 -c "import json; print(json.loads(open('$T/$name.node.out').readline())['overlapped'])")
   max=$(metric headsplit_pass_sequences_max)
   shared=$(metric headsplit_shared_passes_total)
-  [ "$overlapped" = True ] || [ "$max" = 4 ] \
-    || { cat "$T/$name.node.out" "$T/metrics"; fail "$name: the four requests did not run together"; }
+  if [ "$all" = 1 ]; then
+    [ "$overlapped" = True ] || [ "$max" = 4 ] \
+      || { cat "$T/$name.node.out" "$T/metrics"; fail "$name: the four requests did not run together"; }
+  else
+    [ "${max:-0}" -ge 2 ] || { cat "$T/$name.node.out" "$T/metrics"; fail "$name: no two requests ran together"; }
+  fi
   [ "${shared:-0}" -gt 0 ] || { cat "$T/metrics"; fail "$name: no pass carried several sequences"; }
   grep -q "in slot 3" "$T/$name.err" || { cat "$T/$name.err"; fail "$name: slot 3 never served"; }
   grep -q "(1 new to the KV caches)" "$T/$name.err" \
@@ -114,11 +119,11 @@ JS
   stop "$name"
   echo "ok: $name: 4 at once equal 4 alone (overlapped $overlapped, at most $max sequences a pass, $shared shared passes)"
 }
-together "$SRC/weights/austen-llama.h5" austen "It is a truth universally acknowledged" \
+together "$SRC/weights/austen-llama.h5" austen 1 "It is a truth universally acknowledged" \
   "Mr. Darcy" "She was" "The weather"
 if [ -e "$SHARED/stories260K/stories260K.bin" ]; then
   stories_model "$T/s.h5" 1
-  together "$T/s.h5" stories "Once upon a time" "Lily and Tom" "The cat" "One day, a little"
+  together "$T/s.h5" stories 0 "Once upon a time" "Lily and Tom" "The cat" "One day, a little"
 else
   echo "note: $SHARED/stories260K absent; austen-llama alone"
 fi
