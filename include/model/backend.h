@@ -53,4 +53,20 @@ void local_model_spec_counts(const LocalModel *m, long *tried, long *kept);
  * are split).  Grows the scratch; call before local_model_backend (which copies max_batch). */
 void local_model_set_max_batch(LocalModel *m, int max_batch);
 
+/* Several sequences (--parallel's slots, single process).  Slot 0's KV caches are the ones
+ * the backend's forward and forward_n use; slots 1..n_slots-1 have caches of their own
+ * (kv_cap positions each, resident as written), the weights shared.  Grows only. */
+void local_model_set_slots(LocalModel *m, int n_slots);
+int local_model_slots(const LocalModel *m);
+/* One sequence's rows in a pass: positions pos..pos+n-1 of slot's sequence. */
+typedef struct {
+    int slot, pos, n;
+} LocalRows;
+/* Every layer on the rows of several sequences as one pass: x[rows][dim] in place, rows[0]'s
+ * n rows first, then rows[1]'s, ...; the rows in all <= max_batch; each weight matrix
+ * streamed once for all of them, each row's attention on its own slot's caches only.  Each
+ * sequence's results are bit-identical to forward_n on its rows alone (in its own slot), so
+ * a sequence does not depend on what shares its passes.  Not with speculation emulated. */
+void local_model_forward_rows(LocalModel *m, float *x, const LocalRows *rows, int n_rows);
+
 #endif

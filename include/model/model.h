@@ -94,6 +94,9 @@ typedef struct {
     void *act[5];
     const float *act_of[5];
     int act_rows[5];
+    /* model_attn_part_forward_segs: the K and V rows of a pass of several sequences before
+     * they go to their caches ([max_batch][hd] each, allocated at its first call). */
+    float *seg_k, *seg_v;
 } Scratch;
 
 /* Loaders read exactly their slices with hyperslabs; return 0 or -1 with err. */
@@ -170,6 +173,20 @@ float model_ffn_forward(const ModelConfig *c, const FfnW *w, Scratch *s, const f
 void model_attn_part_forward_n(const ModelConfig *c, AttnPartW *w, Scratch *s,
                                const float *x /*[n][dim]*/, int pos, int n,
                                float *out, int out_stride /* >= (q1-q0)*hd */);
+/* One sequence's rows in a pass of several (--parallel's slots): rows pos..pos+n-1 of the
+ * sequence whose KV caches w holds (w: that sequence's copy of the attention part, the same
+ * weights, its own caches). */
+typedef struct {
+    AttnPartW *w;
+    int pos, n;
+} AttnSeg;
+/* model_attn_part_forward_n for the rows of several sequences in one pass: x[rows][dim] is
+ * segs[0]'s n rows, then segs[1]'s, ...; every weight matrix streamed once for all of them;
+ * each row's K and V go to its own sequence's cache and its attention reads only that cache,
+ * so each sequence's outputs are bit-identical to model_attn_part_forward_n on its rows
+ * alone.  The rows in all <= the scratch's max_batch; the segments share the weights. */
+void model_attn_part_forward_segs(const ModelConfig *c, Scratch *s, const float *x,
+                                  const AttnSeg *segs, int n_segs, float *out, int out_stride);
 void model_proj_forward_n(const ModelConfig *c, const ProjW *w, Scratch *s,
                           const float *x /*[n][dim]*/, const float *heads /*[n][n_heads*hd]*/,
                           float *z /*[n][dim]*/, int n);

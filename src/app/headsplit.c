@@ -329,15 +329,37 @@ static int target_max_batch(const Options *o)
     return mb;
 }
 
+/* --serve's slots on one process: --parallel, else 4 (1 with a draft model or speculation,
+ * which follow one sequence); 0, or -1 with err where --parallel > 1 cannot be honoured. */
+static int serve_slots_local(Run *run, char *err, size_t errlen)
+{
+    const Options *o = &run->o;
+    const int spec = strcmp(o->speculate, "none") != 0;
+    run->slots = 1;
+    if (!o->serve)
+        return 0;
+    if (o->parallel > 1 && spec)
+        return util_err(err, errlen, "--parallel %d with --speculate %s: the emulated "
+                        "speculation follows one sequence; give --parallel 1 or --speculate "
+                        "none", o->parallel, o->speculate);
+    run->slots = o->parallel ? o->parallel : o->draft || spec ? 1 : 4;
+    return 0;
+}
+
 /* Load, single process: every layer here; speculation computed exactly as the distributed
- * runs would (one process has nothing to overlap, but it is their reference). */
+ * runs would (one process has nothing to overlap, but it is their reference).  --serve's
+ * slots: KV caches per slot, and passes that take a prompt chunk (--batch) beside one decode
+ * row of every other slot. */
 static int load_local(Run *run)
 {
     const Options *o = &run->o;
     char err[1024] = "";
-    if (local_model_load(&run->local, &run->cfg, run->file, o->model, run->kv_cap, err,
-                         sizeof err) == 0)
-        local_model_set_max_batch(run->local, target_max_batch(o));
+    if (serve_slots_local(run, err, sizeof err) == 0 &&
+        local_model_load(&run->local, &run->cfg, run->file, o->model, run->kv_cap, err,
+                         sizeof err) == 0) {
+        local_model_set_max_batch(run->local, target_max_batch(o) + run->slots - 1);
+        local_model_set_slots(run->local, run->slots);
+    }
     if (!err[0] && strcmp(o->speculate, "none") != 0) {
         unsigned char *mask = xcalloc((size_t)run->cfg.n_layers, 1);
         double accept;
@@ -380,6 +402,11 @@ static int load_dist(Run *run)
         return 1;
     dist_set_wire(run->dist, o->wire);
     dist_set_max_batch(run->dist, target_max_batch(o));
+    run->slots = 1;
+    if (cm->rank == 0 && o->serve && o->parallel > 1)
+        fprintf(stderr, "headsplit: --parallel %d: on %d ranks the server generates one "
+                "request at a time (the distributed engine's several sequences per pass are a "
+                "later step); the others wait in the queue\n", o->parallel, cm->size);
     dist_set_ubatch(run->dist, o->ubatch);
     const int L = run->cfg.n_layers;
     unsigned char *mask = xcalloc((size_t)L, 1);

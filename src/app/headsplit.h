@@ -84,7 +84,11 @@ typedef struct {
     const char *alias;        /* --alias: the model id (default: the file's base name) */
     const char *api_key_file; /* --api-key-file: the key on its first line */
     int temperature_set;      /* --temperature given (else --serve's requests sample at 0.8) */
+    int parallel;             /* --parallel: --serve's slots (0: not given; 4 on one process) */
 } Options;
+
+/* --parallel's largest count. */
+#define SERVE_SLOTS_MAX 64
 
 /* Parses argv; returns 0, 1 for --help, or -1 with err naming the option. */
 int options_parse(Options *o, int argc, char **argv, char *err, size_t errlen);
@@ -141,6 +145,7 @@ typedef struct {
     RemoteDraft *rdraft;    /* --draft-rank R > 0 (every rank) */
     GenDraft *draft;        /* NULL: no draft */
     ChatTotals chat_sum;    /* --chat: the whole session, for the closing summary */
+    int slots;              /* --serve: generations at once (--parallel; 1 on several ranks) */
 } Run;
 
 /* session.c: generations that continue what the KV caches hold (--chat, --serve). */
@@ -153,6 +158,19 @@ void session_gen_options(const Run *run, GenOptions *g);
  * in distributed runs wakes the workers and stops them again after.  0 or -1 with err. */
 int session_generate(Run *run, const char *text, GenOptions *g, GenResult *res, char *err,
                      size_t errlen);
+/* What one sequence's KV caches hold: the token ids by position (the run's, or a --serve
+ * slot's). */
+typedef struct {
+    int **hist;
+    int *n_hist, *hist_cap;
+} SessionKv;
+/* session_generate on backend be, whose KV caches kv describes (one process). */
+int session_generate_on(Run *run, LayerBackend *be, SessionKv *kv, const char *text,
+                        GenOptions *g, GenResult *res, char *err, size_t errlen);
+/* Positions of hist[n_hist] that text's tokens begin with (what a generation from text would
+ * reuse of caches holding hist). */
+int session_common_prefix(const Run *run, const int *hist, int n_hist, const char *text,
+                          int special);
 /* --chat at the terminal (controller).  Returns the exit status. */
 int session_chat(Run *run);
 /* Workers of --chat/--serve: run generations until the controller ends the session. */

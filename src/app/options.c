@@ -99,8 +99,8 @@ void options_usage(FILE *out)
         "  -h, --help\n"
         "Options are spelt in full (no abbreviations).  llama.cpp's names where they mean\n"
         "the same: -m -p -f -n -c -t -s -b -ub -md -cnv, --conversation, --model-draft,\n"
-        "--ubatch-size, --batch-size, --temp, --file, --predict.  -np/--parallel (server\n"
-        "slots) are not supported yet: one request at a time; the ranks are mpirun's -np.\n");
+        "--ubatch-size, --batch-size, --temp, --file, --predict, -np/--parallel (--serve's\n"
+        "slots; the number of ranks is mpirun's -np).\n");
     fprintf(out, "prompts, sampling, chat and server:\n"
         "  -f, --prompt-file FILE  prompt from a file (- : standard input)\n"
         "  --no-special          encode special-token text such as </s> as plain text\n"
@@ -130,6 +130,9 @@ void options_usage(FILE *out)
         "  --shutdown-grace S    --serve: on SIGTERM/SIGINT a running reply may take S more\n"
         "                        seconds before it is cut (default 5)\n"
         "  --queue N             --serve: requests that may wait; more get 503 (default 64)\n"
+        "  -np, --parallel N     --serve: slots, requests generated at once (default 4 on one\n"
+        "                        process: their rows share every pass; on several ranks one\n"
+        "                        at a time for now)\n"
         "  --alias NAME          --serve: the model id (default: the model file's name)\n"
         "  --api-key-file FILE   --serve: the Bearer key from FILE's first line\n"
         "                        (a --serve request without a temperature samples at\n"
@@ -211,7 +214,7 @@ static const struct option longopts[] = {
     {"ubatch-size", required_argument, 0, O_UBATCH},
     {"batch-size", required_argument, 0, O_BATCH}, {"temp", required_argument, 0, O_TEMP},
     {"file", required_argument, 0, O_PFILE}, {"predict", required_argument, 0, O_NPRED},
-    {"parallel", required_argument, 0, O_PARALLEL}, /* refused: see options_parse */
+    {"parallel", required_argument, 0, O_PARALLEL},
     {0, 0, 0, 0}};
 
 /* llama.cpp's short forms: each a whole word ("-np" is -np, never "-n p"), as llama.cpp
@@ -325,6 +328,8 @@ static int parse_front(Options *o, int ch, const char *arg, char *err, size_t er
         return 0;
     }
     case O_QUEUE: return parse_count("--queue", arg, 0, 1 << 20, &o->queue_max, err, errlen);
+    case O_PARALLEL:
+        return parse_count("--parallel", arg, 1, SERVE_SLOTS_MAX, &o->parallel, err, errlen);
     case O_ALIAS:
         if (!arg[0])
             return util_err(err, errlen, "--alias: the name is empty");
@@ -612,10 +617,6 @@ int options_parse(Options *o, int argc, char **argv, char *err, size_t errlen)
     int i = 1, ch;
     const char *arg;
     while ((ch = argparse_next(longopts, shortopts, argc, argv, &i, &arg, err, errlen)) > 0) {
-        if (ch == O_PARALLEL) /* llama-server's slots reflex; mpirun's -np is the ranks */
-            return util_err(err, errlen, "-np/--parallel N (server slots) is not supported "
-                            "yet; HeadSplit serves one request at a time; the number of ranks "
-                            "is mpirun's -np (mpirun -np N headsplit ...)");
         if (ch == O_HELP)
             return 1;
         if (ch == O_VERSION)
@@ -638,6 +639,14 @@ int options_parse(Options *o, int argc, char **argv, char *err, size_t errlen)
         return util_err(err, errlen, "--model is required (see --help)");
     if (o->chat && o->serve)
         return util_err(err, errlen, "--chat and --serve: choose one");
+    if (o->parallel && !o->serve) /* mpirun's -np is the ranks */
+        return util_err(err, errlen, "-np/--parallel N: --serve's slots (requests generated at "
+                        "once), only with --serve; the number of ranks is mpirun's -np (mpirun "
+                        "-np N headsplit ...)");
+    if (o->parallel > 1 && o->draft)
+        return util_err(err, errlen, "--parallel %d with --draft: a draft model decodes one "
+                        "sequence at a time; give --parallel 1 or leave out --draft",
+                        o->parallel);
     if (o->api_key && o->api_key_file)
         return util_err(err, errlen, "--api-key and --api-key-file: choose one");
     if (o->serve && !o->api_key && !o->api_key_file && strncmp(o->serve, "127.0.0.1:", 10) != 0 &&

@@ -3,14 +3,17 @@
  * controller's loop, the queue, the jobs and the drain.
  *
  * libmicrohttpd runs a thread per connection; those threads parse and check requests and put
- * jobs on a bounded queue (--queue).  The controller's own thread (the only one that drives
- * the engine) takes one job at a time, so generations never overlap; the others wait their
- * turn.  A streamed reply is written as the tokens come; a client that goes away cancels its
- * job at the next token (or while it waits in the queue).
+ * jobs on a bounded queue (--queue).  With one slot (--parallel 1, and always on several
+ * ranks) the controller's own thread (the only one that drives the engine) takes one job at
+ * a time, so generations never overlap; the others wait their turn.  With --parallel N on
+ * one process the controller hands each job to a free slot, a thread of its own whose
+ * generation shares every forward pass with the other slots' (serve_slots.c); the others
+ * wait in the queue.  A streamed reply is written as the tokens come; a client that goes away
+ * cancels its job at the next token (or while it waits in the queue), which frees its slot.
  *
  * SIGTERM or SIGINT starts the drain (a ticker thread watches for it): no new connection or
  * request is accepted, queued requests are answered at once (an error event in a stream, a
- * 503 otherwise), the running generation may finish within --shutdown-grace seconds and is
+ * 503 otherwise), the running generations may finish within --shutdown-grace seconds and are
  * then cut (finish_reason "length", then [DONE]); the workers are told to stop the normal
  * way and every rank exits.  A second signal cuts at once.  Every wait is timed. */
 #include "serve.h"
@@ -157,17 +160,26 @@ static int job_on_text(void *ctx, const char *text, size_t n)
     return cancelled;
 }
 
-/* The controller's side: runs one job to its end. */
-static void job_run(Server *sv, Job *j)
+/* Runs one job to its end: on the controller's thread (slot NULL: the run's backend and KV
+ * caches), or on slot's thread with its caches, sharing passes with the other slots. */
+static void job_run(Server *sv, Job *j, ServeSlot *slot)
 {
     Run *run = sv->run;
     j->g.on_text = job_on_text;
     j->g.on_text_ctx = j;
     j->g.cancel = &j->cancelled;
     char err[512] = "";
-    generate_result_free(&run->res);
-    int rc = session_generate(run, j->prompt, &j->g, &run->res, err, sizeof err);
-    const GenResult *r = &run->res;
+    GenResult *res = slot ? &slot->res : &run->res;
+    generate_result_free(res);
+    int rc;
+    if (slot) {
+        SessionKv kv = {&slot->hist, &slot->n_hist, &slot->hist_cap};
+        rc = session_generate_on(run, &slot->be, &kv, j->prompt, &j->g, res, err, sizeof err);
+        batcher_leave(sv->batcher, slot->idx);
+    } else {
+        rc = session_generate(run, j->prompt, &j->g, res, err, sizeof err);
+    }
+    const GenResult *r = res;
     const char *by = r->stopped_by ? r->stopped_by : "";
     pthread_mutex_lock(&j->mu);
     j->failed = rc < 0;
@@ -210,8 +222,9 @@ static void job_run(Server *sv, Job *j)
     st->gen_s += r->gen_ms / 1e3;
     pthread_mutex_unlock(&sv->mu);
     if (!run->o.quiet)
-        LOG_INFO("headsplit: served %s: %d prompt tokens (%d new to the KV caches), %d "
-                 "generated, %s%s", j->id, j->n_prompt, r->n_prompt, j->n_gen, j->finish,
+        LOG_INFO("headsplit: served %s%s: %d prompt tokens (%d new to the KV caches), %d "
+                 "generated, %s%s", j->id, slot ? slot->name : "", j->n_prompt,
+                 r->n_prompt, j->n_gen, j->finish,
                  cut ? " (cut by the shutdown)" : gone ? " (client gone)" : "");
 }
 
@@ -248,7 +261,7 @@ int serve_queue_push(Server *sv, Job *j, ServeError *e)
             /* a guess at when a place frees: the mean time of a generation so far */
             unsigned long runs = sv->st.ok + sv->st.failed + sv->st.cancelled;
             double mean = runs ? (sv->st.prompt_s + sv->st.gen_s) / (double)runs : 1.0;
-            int wait = (int)(mean * (sv->n_queued + 1) + 0.999);
+            int wait = (int)(mean * (sv->n_queued + 1) / sv->n_slots + 0.999);
             serve_error(e, 503, "unavailable_error", "the queue is full (%d waiting, "
                         "--queue %d); retry later", sv->n_queued, sv->queue_max);
             e->retry_after = wait < 1 ? 1 : wait > 3600 ? 3600 : wait;
@@ -286,7 +299,7 @@ int serve_draining(Server *sv)
 /* ---- the drain ---- */
 
 /* The ticker: starts the drain when a signal has come (the queue answered, the listening
- * socket closed) and cuts the running generation when the grace period is over. */
+ * socket closed) and cuts the running generations when the grace period is over. */
 static void *serve_ticker(void *arg)
 {
     Server *sv = arg;
@@ -302,11 +315,13 @@ static void *serve_ticker(void *arg)
             sv->head = sv->tail = NULL;
             sv->n_queued = 0;
             sv->st.shutdown += (unsigned long)n;
-            int busy = sv->running != NULL;
+            int busy = sv->n_running;
             pthread_cond_broadcast(&sv->cv);
             pthread_mutex_unlock(&sv->mu);
             LOG_INFO("headsplit: stopping: %d queued request%s refused, %s", n,
-                     n == 1 ? "" : "s", busy ? "the running one has --shutdown-grace" : "none running");
+                     n == 1 ? "" : "s", busy > 1 ? "the running ones have --shutdown-grace"
+                                        : busy ? "the running one has --shutdown-grace"
+                                               : "none running");
             while (q) {
                 Job *next = q->next;
                 job_refuse(q);
@@ -315,14 +330,16 @@ static void *serve_ticker(void *arg)
             serve_http_quiesce(sv);
             pthread_mutex_lock(&sv->mu);
         }
-        Job *r = sv->running;
-        if (sv->draining && r && (sigs > 1 || time_now() - sv->quit_at >= sv->grace_s)) {
-            pthread_mutex_lock(&r->mu);
-            if (!r->done && !r->cancelled) {
-                r->cancelled = 1;
-                r->cut = 1;
+        for (int i = 0; i < sv->n_slots; i++) {
+            Job *r = sv->running[i];
+            if (sv->draining && r && (sigs > 1 || time_now() - sv->quit_at >= sv->grace_s)) {
+                pthread_mutex_lock(&r->mu);
+                if (!r->done && !r->cancelled) {
+                    r->cancelled = 1;
+                    r->cut = 1;
+                }
+                pthread_mutex_unlock(&r->mu);
             }
-            pthread_mutex_unlock(&r->mu);
         }
     }
     pthread_mutex_unlock(&sv->mu);
@@ -394,11 +411,177 @@ int serve_worker(Run *run)
     return session_worker(run);
 }
 
+/* A job taken off the queue whose client left while it waited: answered, counted, not run.
+ * Returns 1 when so. */
+static int job_gone(Server *sv, Job *j)
+{
+    pthread_mutex_lock(&j->mu);
+    int gone = j->cancelled;
+    if (gone) {
+        j->done = 1;
+        j->text = xstrdup("");
+        j->finish = "stop";
+        pthread_cond_broadcast(&j->cv);
+    }
+    pthread_mutex_unlock(&j->mu);
+    if (gone) {
+        pthread_mutex_lock(&sv->mu);
+        sv->st.cancelled++;
+        pthread_mutex_unlock(&sv->mu);
+    }
+    return gone;
+}
+
+/* One generation at a time (--parallel 1, several ranks): the controller's thread runs each
+ * job off the queue to its end. */
+static void serve_one_loop(Server *sv)
+{
+    for (;;) {
+        pthread_mutex_lock(&sv->mu);
+        while (!sv->head && !sv->draining)
+            serve_wait_ms(&sv->cv, &sv->mu, 200);
+        Job *j = sv->head;
+        if (j) {
+            sv->head = j->next;
+            if (!sv->head)
+                sv->tail = NULL;
+            sv->n_queued--;
+            sv->running[0] = j;
+            sv->n_running = 1;
+        }
+        pthread_mutex_unlock(&sv->mu);
+        if (!j)
+            break; /* draining, and the queue is empty */
+        if (!job_gone(sv, j))
+            job_run(sv, j, NULL);
+        pthread_mutex_lock(&sv->mu);
+        sv->running[0] = NULL;
+        sv->n_running = 0;
+        pthread_mutex_unlock(&sv->mu);
+        serve_job_release(j);
+    }
+}
+
+/* A slot's thread: runs the jobs the controller gives it until told to end. */
+static void *slot_main(void *arg)
+{
+    ServeSlot *slot = arg;
+    Server *sv = slot->sv;
+    pthread_mutex_lock(&sv->mu);
+    for (;;) {
+        while (!slot->job && !sv->slots_quit)
+            serve_wait_ms(&sv->cv, &sv->mu, 200);
+        Job *j = slot->job;
+        if (!j)
+            break;
+        pthread_mutex_unlock(&sv->mu);
+        job_run(sv, j, slot);
+        pthread_mutex_lock(&sv->mu);
+        slot->job = NULL;
+        sv->running[slot->idx] = NULL;
+        sv->n_running--;
+        pthread_cond_broadcast(&sv->cv);
+        pthread_mutex_unlock(&sv->mu);
+        serve_job_release(j);
+        pthread_mutex_lock(&sv->mu);
+    }
+    pthread_mutex_unlock(&sv->mu);
+    return NULL;
+}
+
+/* The free slot for j: the one whose KV caches hold the longest prefix of its prompt (a
+ * conversation's next turn finds its earlier ones; two tokens at least), else the least
+ * recently used (the others keep theirs for their conversations).  Some slot is free; only
+ * this thread (the controller) gives slots work, so a free slot stays free and its history
+ * unchanged while the prompt is encoded outside sv->mu. */
+static ServeSlot *slot_choose(Server *sv, const Job *j)
+{
+    int free_idx[SERVE_SLOTS_MAX], n_free = 0;
+    pthread_mutex_lock(&sv->mu);
+    for (int i = 0; i < sv->n_slots; i++)
+        if (!sv->slots[i].job)
+            free_idx[n_free++] = i;
+    pthread_mutex_unlock(&sv->mu);
+    ServeSlot *best = NULL;
+    int best_common = -1;
+    for (int k = 0; k < n_free; k++) {
+        ServeSlot *s = &sv->slots[free_idx[k]];
+        int common = s->n_hist ? session_common_prefix(sv->run, s->hist, s->n_hist, j->prompt,
+                                                       j->g.special)
+                               : 0;
+        if (common < 2)
+            common = 0; /* a BOS alone in common is no reason to take another's slot */
+        if (!best || common > best_common ||
+            (common == best_common && s->last_use < best->last_use)) {
+            best = s;
+            best_common = common;
+        }
+    }
+    return best;
+}
+
+/* --parallel N on one process: the controller hands each job off the queue to a free slot
+ * (it joins the running generations at their next step); the slots' threads share passes. */
+static void serve_slots_loop(Server *sv)
+{
+    Run *run = sv->run;
+    sv->slots = xcalloc((size_t)sv->n_slots, sizeof *sv->slots);
+    sv->batcher = batcher_new(run->local, &run->cfg, &run->head, sv->n_slots,
+                              (run->o.batch > 0 ? run->o.batch : 1) + sv->n_slots - 1);
+    for (int i = 0; i < sv->n_slots; i++) {
+        ServeSlot *s = &sv->slots[i];
+        s->sv = sv;
+        s->idx = i;
+        snprintf(s->name, sizeof s->name, " in slot %d", i);
+        s->be = batcher_backend(sv->batcher, i);
+        pthread_create(&s->th, NULL, slot_main, s);
+    }
+    for (;;) {
+        pthread_mutex_lock(&sv->mu);
+        while (!(sv->head && sv->n_running < sv->n_slots) &&
+               !(sv->draining && !sv->head && sv->n_running == 0))
+            serve_wait_ms(&sv->cv, &sv->mu, 200);
+        Job *j = sv->head;
+        if (j) {
+            sv->head = j->next;
+            if (!sv->head)
+                sv->tail = NULL;
+            sv->n_queued--;
+        }
+        pthread_mutex_unlock(&sv->mu);
+        if (!j)
+            break; /* draining, the queue empty and every slot done */
+        if (job_gone(sv, j)) {
+            serve_job_release(j);
+            continue;
+        }
+        ServeSlot *s = slot_choose(sv, j);
+        batcher_join(sv->batcher, s->idx); /* the next step waits for its first rows */
+        pthread_mutex_lock(&sv->mu);
+        s->job = j;
+        s->last_use = ++sv->use_clock;
+        sv->running[s->idx] = j;
+        sv->n_running++;
+        pthread_cond_broadcast(&sv->cv);
+        pthread_mutex_unlock(&sv->mu);
+    }
+    pthread_mutex_lock(&sv->mu);
+    sv->slots_quit = 1;
+    pthread_cond_broadcast(&sv->cv);
+    pthread_mutex_unlock(&sv->mu);
+    for (int i = 0; i < sv->n_slots; i++) {
+        pthread_join(sv->slots[i].th, NULL);
+        free(sv->slots[i].hist);
+        generate_result_free(&sv->slots[i].res);
+    }
+}
+
 int serve_run(Run *run)
 {
     const Options *o = &run->o;
     Server sv = {.run = run, .max_body = o->max_body, .queue_max = o->queue_max,
-                 .grace_s = o->shutdown_grace};
+                 .grace_s = o->shutdown_grace, .n_slots = run->slots > 1 ? run->slots : 1};
+    sv.running = xcalloc((size_t)sv.n_slots, sizeof *sv.running);
     pthread_mutex_init(&sv.mu, NULL);
     pthread_cond_init(&sv.cv, NULL);
     const char *slash = strrchr(o->model, '/');
@@ -414,52 +597,24 @@ int serve_run(Run *run)
     if (serve_read_key(&sv, err, sizeof err) < 0 || serve_http_start(&sv, err, sizeof err) < 0) {
         fprintf(stderr, "headsplit: error: %s\n", err);
         free(sv.api_key);
+        free(sv.running);
         session_end(run);
         return 2;
     }
     pthread_t ticker;
     pthread_create(&ticker, NULL, serve_ticker, &sv);
-    fprintf(stderr, "headsplit: serving %s on http://%s (pid %d; OpenAI API: "
+    char slots[64] = "one request at a time";
+    if (sv.n_slots > 1)
+        snprintf(slots, sizeof slots, "%d slots sharing each pass", sv.n_slots);
+    fprintf(stderr, "headsplit: serving %s on http://%s (pid %d; %s; OpenAI API: "
             "/v1/chat/completions%s, /v1/completions, /v1/models; /health, /metrics, "
             "/tokenize, /detokenize); SIGTERM or Ctrl-C drains and ends\n", sv.model_id,
-            o->serve, (int)getpid(), run->have_tmpl ? "" : " (no chat template: give "
+            o->serve, (int)getpid(), slots, run->have_tmpl ? "" : " (no chat template: give "
             "--chat-template)");
-    for (;;) {
-        pthread_mutex_lock(&sv.mu);
-        while (!sv.head && !sv.draining)
-            serve_wait_ms(&sv.cv, &sv.mu, 200);
-        Job *j = sv.head;
-        if (j) {
-            sv.head = j->next;
-            if (!sv.head)
-                sv.tail = NULL;
-            sv.n_queued--;
-            sv.running = j;
-        }
-        pthread_mutex_unlock(&sv.mu);
-        if (!j)
-            break; /* draining, and the queue is empty */
-        pthread_mutex_lock(&j->mu);
-        int gone = j->cancelled;
-        if (gone) { /* its client left while it waited */
-            j->done = 1;
-            j->text = xstrdup("");
-            j->finish = "stop";
-            pthread_cond_broadcast(&j->cv);
-        }
-        pthread_mutex_unlock(&j->mu);
-        if (gone) {
-            pthread_mutex_lock(&sv.mu);
-            sv.st.cancelled++;
-            pthread_mutex_unlock(&sv.mu);
-        } else {
-            job_run(&sv, j);
-        }
-        pthread_mutex_lock(&sv.mu);
-        sv.running = NULL;
-        pthread_mutex_unlock(&sv.mu);
-        serve_job_release(j);
-    }
+    if (sv.n_slots > 1)
+        serve_slots_loop(&sv);
+    else
+        serve_one_loop(&sv);
     serve_flush(&sv);
     pthread_mutex_lock(&sv.mu);
     sv.stopped = 1;
@@ -469,6 +624,9 @@ int serve_run(Run *run)
     serve_http_stop(&sv);
     session_end(run);
     free(sv.api_key);
+    free(sv.running);
+    free(sv.slots);
+    batcher_free(sv.batcher);
     pthread_mutex_destroy(&sv.mu);
     pthread_cond_destroy(&sv.cv);
     fprintf(stderr, "headsplit: server stopped after %.1f s of draining\n",

@@ -4,7 +4,9 @@
  *   serve_http.c    libmicrohttpd: address, routes, keys, streamed and whole replies
  *   serve_openai.c  OpenAI request bodies into jobs, jobs into OpenAI reply bodies
  *   serve_ops.c     /metrics, /tokenize, /detokenize
- * Lock order: Server.mu before Job.mu, never the other way. */
+ *   serve_slots.c   --parallel on one process: the slots' shared passes
+ * Lock order: Server.mu before Job.mu, never the other way; the batcher's own lock is taken
+ * with neither held. */
 #ifndef HEADSPLIT_SERVE_H
 #define HEADSPLIT_SERVE_H
 
@@ -15,6 +17,29 @@
 #define SERVE_STOPS 8
 
 typedef struct Server Server;
+typedef struct Batcher Batcher;
+
+/* A --parallel slot on one process: a thread that runs the requests given it, on KV caches
+ * of its own (the local model's slot idx), sharing passes with the other slots. */
+typedef struct {
+    Server *sv;
+    int idx;
+    char name[24];          /* " in slot N" for the log */
+    pthread_t th;
+    struct Job *job;        /* the request to run (under Server.mu) */
+    int *hist;              /* the token ids its KV caches hold, by position */
+    int n_hist, hist_cap;
+    unsigned long last_use; /* when it last took a request (the least recently used goes) */
+    GenResult res;
+    LayerBackend be;
+} ServeSlot;
+
+/* Counters of the shared passes (/metrics). */
+typedef struct {
+    unsigned long passes, shared; /* passes run; of which carried several sequences */
+    unsigned long rows, seq_rows; /* rows run; sequences summed over the passes */
+    int max_seqs;                 /* the most sequences one pass carried */
+} BatchStats;
 
 /* An HTTP error in OpenAI's shape ({"error":{message,type,param,code}}). */
 typedef struct {
@@ -77,7 +102,13 @@ struct Server {
     pthread_cond_t cv;      /* the queue changed, a request completed, the drain began */
     Job *head, *tail;
     int n_queued;
-    Job *running;
+    int n_slots;            /* generations at once (Run.slots) */
+    Job **running;          /* [n_slots] the requests generating (NULL: that slot is free) */
+    int n_running;
+    ServeSlot *slots;       /* [n_slots] with n_slots > 1: the slot threads */
+    Batcher *batcher;       /* with n_slots > 1: their shared passes */
+    int slots_quit;         /* the slot threads are to end */
+    unsigned long use_clock;
     int in_flight;          /* requests libmicrohttpd is working on */
     int draining;           /* a signal came: accept nothing more */
     double quit_at;         /* when the drain began */
@@ -103,6 +134,19 @@ int serve_draining(Server *sv);
 /* Formats e (status, type, message; param and code NULL). */
 void serve_error(ServeError *e, unsigned status, const char *type, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* serve_slots.c */
+/* The passes n_slots slots share on m (cap rows a pass); batcher_backend(b, i): slot i's
+ * backend, whose rows wait for every generating slot's and run with them (a slot generates
+ * from batcher_join, or its first rows, until batcher_leave: its generation has ended and the
+ * others step without it). */
+Batcher *batcher_new(LocalModel *m, const ModelConfig *c, const HeadW *head, int n_slots,
+                     int cap);
+void batcher_free(Batcher *b);
+LayerBackend batcher_backend(Batcher *b, int slot);
+void batcher_join(Batcher *b, int slot);
+void batcher_leave(Batcher *b, int slot);
+void batcher_stats(Batcher *b, BatchStats *st);
 
 /* serve_http.c */
 /* Listens on --serve's address (ADDR:PORT, [IPV6]:PORT): 0, or -1 with err. */

@@ -289,7 +289,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     ServeError e;
     if (strcmp(url, "/health") == 0 && is_get) {
         pthread_mutex_lock(&sv->mu);
-        int q = sv->n_queued, busy = sv->running != NULL, draining = sv->draining;
+        int q = sv->n_queued, busy = sv->n_running, draining = sv->draining;
         pthread_mutex_unlock(&sv->mu);
         return reply_json(sv, c, draining ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_OK,
                           json_pack("{s:s,s:i,s:i}", "status", draining ? "draining" : "ok",

@@ -1,6 +1,7 @@
 /* serve_ops.c: the operator's endpoints of --serve.
  *   /metrics     Prometheus text: requests by outcome, tokens, prompt and generation tokens
- *                per second, queue depth and capacity, busy slots (one slot: 0 or 1)
+ *                per second, queue depth and capacity, busy slots and slots (--parallel),
+ *                the passes the slots shared
  *   /tokenize    {"content": TEXT, "add_special": false, "with_pieces": false} ->
  *                {"tokens": [ID, ...]} or {"tokens": [{"id": ID, "piece": TEXT}, ...]}
  *   /detokenize  {"tokens": [ID, ...]} -> {"content": TEXT}
@@ -48,7 +49,7 @@ char *serve_metrics_text(Server *sv)
 {
     pthread_mutex_lock(&sv->mu);
     ServeStats st = sv->st;
-    int queued = sv->n_queued, busy = sv->running != NULL, draining = sv->draining;
+    int queued = sv->n_queued, busy = sv->n_running, draining = sv->draining;
     pthread_mutex_unlock(&sv->mu);
     Text t = {xmalloc(4096), 0, 4096};
     t.s[0] = '\0';
@@ -81,12 +82,28 @@ char *serve_metrics_text(Server *sv)
     metric(&t, "headsplit_generation_tokens_per_second", "gauge",
            "Generation throughput over the server's life.",
            st.gen_s > 0 ? (double)st.gen_tokens / st.gen_s : 0);
-    metric(&t, "headsplit_queue_depth", "gauge", "Requests waiting for the slot.",
+    metric(&t, "headsplit_queue_depth", "gauge", "Requests waiting for a slot.",
            (double)queued);
     metric(&t, "headsplit_queue_capacity", "gauge", "Requests that may wait (--queue).",
            (double)sv->queue_max);
     metric(&t, "headsplit_busy_slots", "gauge", "Slots generating now.", (double)busy);
-    metric(&t, "headsplit_slots", "gauge", "Slots (generations at a time).", 1);
+    metric(&t, "headsplit_slots", "gauge", "Slots (generations at a time, --parallel).",
+           (double)sv->n_slots);
+    if (sv->batcher) {
+        BatchStats b;
+        batcher_stats(sv->batcher, &b);
+        metric(&t, "headsplit_passes_total", "counter",
+               "Forward passes the slots ran (each carries rows of one or more sequences).",
+               (double)b.passes);
+        metric(&t, "headsplit_shared_passes_total", "counter",
+               "Passes that carried rows of several sequences.", (double)b.shared);
+        metric(&t, "headsplit_pass_rows_total", "counter", "Rows the passes carried.",
+               (double)b.rows);
+        metric(&t, "headsplit_pass_sequences_total", "counter",
+               "Sequences the passes carried, summed over the passes.", (double)b.seq_rows);
+        metric(&t, "headsplit_pass_sequences_max", "gauge",
+               "The most sequences one pass carried.", (double)b.max_seqs);
+    }
     metric(&t, "headsplit_draining", "gauge", "1 once a signal has begun the shutdown.",
            (double)draining);
     return t.s;

@@ -70,6 +70,31 @@ static void session_word(Run *run, int word)
 int session_generate(Run *run, const char *text, GenOptions *g, GenResult *res, char *err,
                      size_t errlen)
 {
+    SessionKv kv = {&run->hist, &run->n_hist, &run->hist_cap};
+    LayerBackend be = run->distributed ? dist_backend(run->dist)
+                                       : local_model_backend(run->local);
+    return session_generate_on(run, &be, &kv, text, g, res, err, errlen);
+}
+
+int session_common_prefix(const Run *run, const int *hist, int n_hist, const char *text,
+                          int special)
+{
+    int *ids = NULL;
+    size_t n = 0;
+    char err[256];
+    if (tokenizer_encode_prompt(run->tok, text, strlen(text), special, 1, &ids, &n, err,
+                                sizeof err) < 0)
+        return 0;
+    int common = 0;
+    while (common < n_hist && common < (int)n && hist[common] == ids[common])
+        common++;
+    free(ids);
+    return common;
+}
+
+int session_generate_on(Run *run, LayerBackend *bep, SessionKv *kv, const char *text,
+                        GenOptions *g, GenResult *res, char *err, size_t errlen)
+{
     int *ids = NULL;
     size_t n = 0;
     int rc = tokenizer_encode_prompt(run->tok, text, strlen(text), g->special, 1, &ids, &n, err,
@@ -82,7 +107,7 @@ int session_generate(Run *run, const char *text, GenOptions *g, GenResult *res, 
     }
     /* The longest prefix already in the KV caches; at least one token is run. */
     int common = 0;
-    while (common < run->n_hist && common < (int)n && run->hist[common] == ids[common])
+    while (common < *kv->n_hist && common < (int)n && (*kv->hist)[common] == ids[common])
         common++;
     if (common == (int)n)
         common--;
@@ -95,24 +120,22 @@ int session_generate(Run *run, const char *text, GenOptions *g, GenResult *res, 
         g->steps = run->kv_cap;
     if (run->distributed)
         session_word(run, 1);
-    LayerBackend be = run->distributed ? dist_backend(run->dist)
-                                       : local_model_backend(run->local);
-    rc = generate_run(&run->cfg, run->tok, &run->head, &be, g, res, err, errlen);
+    rc = generate_run(&run->cfg, run->tok, &run->head, bep, g, res, err, errlen);
     if (run->distributed)
         dist_controller_stop(run->dist);
     /* What the KV caches now hold: the prefix, then every token fed. */
     int held = common + res->n_forward;
-    if (held > run->hist_cap) {
-        run->hist_cap = held * 2 + 64;
-        run->hist = xrealloc(run->hist, (size_t)run->hist_cap * sizeof(int));
+    if (held > *kv->hist_cap) {
+        *kv->hist_cap = held * 2 + 64;
+        *kv->hist = xrealloc(*kv->hist, (size_t)*kv->hist_cap * sizeof(int));
     }
-    if (common > run->n_hist) /* cannot happen: common <= n_hist */
-        common = run->n_hist;
+    if (common > *kv->n_hist) /* cannot happen: common <= n_hist */
+        common = *kv->n_hist;
     if (common > 0)
-        memcpy(run->hist, ids, (size_t)common * sizeof(int));
+        memcpy(*kv->hist, ids, (size_t)common * sizeof(int));
     if (res->n_forward > 0) /* none after an error before the first position */
-        memcpy(run->hist + common, res->tokens, (size_t)res->n_forward * sizeof(int));
-    run->n_hist = held;
+        memcpy(*kv->hist + common, res->tokens, (size_t)res->n_forward * sizeof(int));
+    *kv->n_hist = held;
     free(ids);
     g->prompt_ids = NULL;
     return rc;

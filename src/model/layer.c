@@ -29,6 +29,8 @@ void model_scratch_free(Scratch *s)
     free(s->tmp);
     free(s->kv_k);
     free(s->kv_v);
+    free(s->seg_k);
+    free(s->seg_v);
     for (int i = 0; i < 5; i++)
         free(s->act[i]);
     memset(s, 0, sizeof *s);

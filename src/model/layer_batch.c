@@ -138,6 +138,76 @@ void model_attn_part_forward_n(const ModelConfig *c, AttnPartW *w, Scratch *s, c
     layer_attention(c, s, out, (size_t)out_stride, s->q, qd, kc, vc, nq, pos, n, kq_scale);
 }
 
+void model_attn_part_forward_segs(const ModelConfig *c, Scratch *s, const float *x,
+                                  const AttnSeg *segs, int n_segs, float *out, int out_stride)
+{
+    CHECK(n_segs >= 1, "attention: a pass of %d sequences", n_segs);
+    const AttnPartW *w0 = segs[0].w;
+    const int hd = c->head_dim, nq = w0->q1 - w0->q0, dim = c->dim;
+    const size_t qd = (size_t)nq * (size_t)hd;
+    int n = 0;
+    for (int i = 0; i < n_segs; i++) {
+        const AttnPartW *w = segs[i].w;
+        CHECK(w->wq.data == w0->wq.data && w->q0 == w0->q0 && w->q1 == w0->q1,
+              "attention: the sequences of a pass hold different weights");
+        CHECK(segs[i].n >= 1 && segs[i].pos >= 0 && segs[i].pos + segs[i].n <= w->kv_cap,
+              "positions %d..%d beyond the KV cache (%d positions) of layer %d unit %d",
+              segs[i].pos, segs[i].pos + segs[i].n - 1, w->kv_cap, w->layer, w->unit);
+        n += segs[i].n;
+    }
+    check_batch(s, n, "attention");
+    CHECK((size_t)out_stride >= qd, "attention: output stride %d below %zu", out_stride, qd);
+    if (!s->seg_k) {
+        s->seg_k = xcalloc((size_t)s->max_batch * (size_t)hd, sizeof(float));
+        s->seg_v = xcalloc((size_t)s->max_batch * (size_t)hd, sizeof(float));
+    }
+    /* model_attn_part_forward_n's steps in its order, the products over every row at once;
+     * K and V into the scratch's rows, then each sequence's into its cache */
+    for (int i = 0; i < n; i++)
+        layer_pre_norm(c, s->xn + (size_t)i * dim, x + (size_t)i * dim, w0->norm_w, w0->norm_b);
+    layer_act_reset(s);
+    float *k = s->seg_k, *v = s->seg_v;
+    matmul_n(s, s->q, qd, &w0->wq, s->xn, (size_t)dim, n);
+    add_bias_n(s->q, qd, w0->bq, (int)qd, n);
+    matmul_n(s, k, (size_t)hd, &w0->wk, s->xn, (size_t)dim, n);
+    add_bias_n(k, (size_t)hd, w0->bk, hd, n);
+    matmul_n(s, v, (size_t)hd, &w0->wv, s->xn, (size_t)dim, n);
+    add_bias_n(v, (size_t)hd, w0->bv, hd, n);
+    for (int g = 0, i = 0; g < n_segs; g++)
+        for (int j = 0; j < segs[g].n; j++, i++) {
+            const int p = segs[g].pos + j;
+            float *qi = s->q + (size_t)i * qd, *ki = k + (size_t)i * (size_t)hd;
+            if (c->rope_style != ROPE_NONE) {
+                const int inter = c->rope_style == ROPE_INTERLEAVED;
+                if (c->n_rope_freq_factors > 0) {
+                    kernels_rope_factors(qi, nq, hd, p, c->rope_theta, inter,
+                                         c->rope_freq_factors);
+                    kernels_rope_factors(ki, 1, hd, p, c->rope_theta, inter,
+                                         c->rope_freq_factors);
+                } else {
+                    kernels_rope(qi, nq, hd, p, c->rope_theta, inter);
+                    kernels_rope(ki, 1, hd, p, c->rope_theta, inter);
+                }
+            }
+        }
+    float kq_scale = 1.0f;
+    for (int i = 0; i < n; i++)
+        kq_scale = model_attn_q_scale(c, s->q + (size_t)i * qd, nq);
+    for (int g = 0, i = 0; g < n_segs; i += segs[g].n, g++) {
+        AttnPartW *w = segs[g].w;
+        const int pos = segs[g].pos, m = segs[g].n;
+        const size_t bytes = (size_t)m * (size_t)hd * sizeof(float);
+        float *kc_rows, *vc_rows;
+        layer_kv_rows(c, w, s, pos, m, &kc_rows, &vc_rows);
+        memcpy(kc_rows, k + (size_t)i * (size_t)hd, bytes);
+        memcpy(vc_rows, v + (size_t)i * (size_t)hd, bytes);
+        const float *kc, *vc;
+        layer_kv_commit(c, w, s, pos, m, &kc, &vc);
+        layer_attention(c, s, out + (size_t)i * (size_t)out_stride, (size_t)out_stride,
+                        s->q + (size_t)i * qd, qd, kc, vc, nq, pos, m, kq_scale);
+    }
+}
+
 void model_proj_forward_n(const ModelConfig *c, const ProjW *w, Scratch *s, const float *x,
                           const float *heads, float *z, int n)
 {

@@ -25,6 +25,12 @@ struct LocalModel {
     unsigned char *spec; /* [n_layers] or NULL */
     float tolerance;
     long spec_tried, spec_kept;
+    /* Sequence slots (local_model_set_slots): slot 0 is attn itself; slot s > 0 holds
+     * copies of attn's parts with the same weights and KV caches of their own, allocated
+     * lazily (resident as positions are written). */
+    int n_slots;
+    AttnPartW **slot_attn; /* [n_slots] ([0] = attn), each [n_layers][n_kv_heads] */
+    AttnSeg *segs;         /* [n_slots * max_batch] a pass's segments */
 };
 
 int local_model_load(LocalModel **out, const ModelConfig *c, hid_t file, const char *fname,
@@ -49,6 +55,9 @@ int local_model_load(LocalModel **out, const ModelConfig *c, hid_t file, const c
         m->weight_bytes += model_proj_bytes(c, &m->proj[l]) + model_ffn_bytes(c, &m->ffn[l]);
     }
     m->kv_cap = kv_cap;
+    m->n_slots = 1;
+    m->slot_attn = xcalloc(1, sizeof *m->slot_attn);
+    m->slot_attn[0] = m->attn;
     local_model_set_max_batch(m, 1);
     m->ratios = xcalloc((size_t)L, sizeof(float));
     *out = m;
@@ -69,6 +78,18 @@ void local_model_free(LocalModel *m)
         model_free_proj(&m->proj[l]);
         model_free_ffn(&m->ffn[l]);
     }
+    for (int i = 1; i < m->n_slots; i++) {
+        for (size_t p = 0; p < (size_t)c->n_layers * (size_t)c->n_kv_heads; p++) {
+            AttnPartW *a = &m->slot_attn[i][p];
+            free(a->k_cache);
+            free(a->v_cache);
+            free(a->k_store);
+            free(a->v_store);
+        }
+        free(m->slot_attn[i]);
+    }
+    free(m->slot_attn);
+    free(m->segs);
     free(m->attn);
     free(m->proj);
     free(m->ffn);
@@ -113,6 +134,79 @@ static void local_forward_batch(LocalModel *m, float *x, int pos, int n)
     }
 }
 
+/* The rows of several sequences as one pass (local_model_forward_rows): every layer's
+ * weights streamed once for all of them, each row's attention on its own slot's caches. */
+static void local_forward_rows_pass(LocalModel *m, float *x, const LocalRows *rows, int n_rows)
+{
+    const ModelConfig *c = m->c;
+    const int G = c->n_kv_heads, Q = config_q_per_kv(c), hd = c->head_dim;
+    const int hw = c->n_heads * hd;
+    int n = 0;
+    for (int i = 0; i < n_rows; i++)
+        n += rows[i].n;
+    for (int l = 0; l < c->n_layers; l++) {
+        for (int g = 0; g < G; g++) {
+            const size_t part = (size_t)l * (size_t)G + (size_t)g;
+            for (int i = 0; i < n_rows; i++)
+                m->segs[i] = (AttnSeg){&m->slot_attn[rows[i].slot][part], rows[i].pos, rows[i].n};
+            model_attn_part_forward_segs(c, &m->scratch, x, m->segs, n_rows,
+                                         m->heads + (size_t)g * (size_t)Q * (size_t)hd, hw);
+        }
+        model_proj_forward_n(c, &m->proj[l], &m->scratch, x, m->heads, m->z, n);
+        m->ratios[l] = model_ffn_forward_n(c, &m->ffn[l], &m->scratch, m->z, x, n);
+    }
+}
+
+void local_model_forward_rows(LocalModel *m, float *x, const LocalRows *rows, int n_rows)
+{
+    CHECK(!m->spec, "local model: a pass of several sequences with speculation emulated");
+    CHECK(n_rows >= 1 && n_rows <= m->n_slots * m->max_batch,
+          "local model: a pass of %d segments", n_rows);
+    int n = 0;
+    for (int i = 0; i < n_rows; i++) {
+        CHECK(rows[i].slot >= 0 && rows[i].slot < m->n_slots, "local model: slot %d of %d",
+              rows[i].slot, m->n_slots);
+        CHECK(rows[i].n >= 1 && rows[i].n <= m->max_batch, "local model: %d rows in a pass "
+              "of at most %d", rows[i].n, m->max_batch);
+        n += rows[i].n;
+    }
+    CHECK(n <= m->max_batch, "local model: %d rows in a pass of at most %d", n, m->max_batch);
+    local_forward_rows_pass(m, x, rows, n_rows);
+}
+
+void local_model_set_slots(LocalModel *m, int n_slots)
+{
+    const ModelConfig *c = m->c;
+    CHECK(n_slots >= 1 && n_slots >= m->n_slots, "local model: %d slots (%d held)", n_slots,
+          m->n_slots);
+    const size_t parts = (size_t)c->n_layers * (size_t)c->n_kv_heads;
+    m->slot_attn = xrealloc(m->slot_attn, (size_t)n_slots * sizeof *m->slot_attn);
+    for (int i = m->n_slots; i < n_slots; i++) {
+        AttnPartW *copy = xcalloc(parts, sizeof(AttnPartW));
+        for (size_t p = 0; p < parts; p++) {
+            AttnPartW *a = &copy[p];
+            *a = m->attn[p]; /* the weights are shared: slot 0 owns them */
+            const size_t hd = (size_t)c->head_dim, cap = (size_t)a->kv_cap;
+            a->k_cache = a->v_cache = NULL;
+            a->k_store = a->v_store = NULL;
+            if (c->kv_type == QTYPE_F32) {
+                a->k_cache = xcalloc_lazy(cap * hd, sizeof(float));
+                a->v_cache = xcalloc_lazy(cap * hd, sizeof(float));
+            } else {
+                const size_t row = config_kv_bytes(c, 1) / 2;
+                a->k_store = xcalloc_lazy(cap, row);
+                a->v_store = xcalloc_lazy(cap, row);
+            }
+        }
+        m->slot_attn[i] = copy;
+    }
+    m->n_slots = n_slots;
+    free(m->segs);
+    m->segs = xcalloc((size_t)n_slots * (size_t)m->max_batch, sizeof(AttnSeg));
+}
+
+int local_model_slots(const LocalModel *m) { return m->n_slots; }
+
 /* One position: a pass of one row (the one-position functions' bits). */
 static void local_forward(void *ctx, float *x, int pos, int token)
 {
@@ -154,6 +248,9 @@ void local_model_set_max_batch(LocalModel *m, int max_batch)
     free(m->zprev);
     m->zprev = xcalloc((size_t)max_batch * (size_t)c->dim, sizeof(float));
     m->max_batch = max_batch;
+    free(m->segs);
+    m->segs = xcalloc((size_t)(m->n_slots > 0 ? m->n_slots : 1) * (size_t)max_batch,
+                      sizeof(AttnSeg));
 }
 
 void local_model_set_speculation(LocalModel *m, const unsigned char *spec, float tolerance)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # llama.cpp's reflexes at headsplit's command line (issue 29): its short forms mean what they
 # mean there (-m -p -f -n -c -t -s -b -ub -md -cnv, seen in the metrics' configuration, the
-# prompt's tokens and the chat's banner); -np and --parallel (server slots) say what they are
-# and what to use instead, on one rank and under mpirun -np 2; a long option is never taken
+# prompt's tokens and the chat's banner); -np and --parallel (--serve's slots) without --serve
+# say what they are and what to use instead, on one rank and under mpirun -np 2; a long option is never taken
 # from its prefix (--step is not --steps); every error names the word typed.  Then
 # headsplit-tokenize and the engine encode a prompt with special-token text to the same ids,
 # with and without --no-special (and the two differ, so that the check can fail).  On a
@@ -60,15 +60,15 @@ if ! is_quick; then
   cmp "$T/chat1.out" "$T/chat3.out" || { diff "$T/chat1.out" "$T/chat3.out"; fail "chat: 3 ranks differ from 1"; }
 fi
 
-# -np and --parallel: what they are and what to use instead
-np_msg="-np/--parallel N (server slots) is not supported yet; HeadSplit serves one request at a time; the number of ranks is mpirun's -np"
+# -np and --parallel: --serve's slots; without --serve, what they are and what to use instead
+np_msg="-np/--parallel N: --serve's slots (requests generated at once), only with --serve; the number of ranks is mpirun's -np"
 expect_error "-np 4" "$np_msg" run_hs 1 -m "$T/m.h5" -np 4
 grep -q "n-predict" "$T/err" && fail "-np 4 was read as -n: $(cat "$T/err")"
 expect_error "--parallel 4" "$np_msg" run_hs 1 -m "$T/m.h5" --parallel 4
-expect_error "--serve -np 2" "$np_msg" run_hs 1 -m "$T/m.h5" --serve 127.0.0.1:0 -np 2
+expect_error "--serve -np 0" "--parallel: '0' is not a count" run_hs 1 -m "$T/m.h5" --serve 127.0.0.1:0 -np 0
 if ! is_quick; then
   expect_error "mpirun -np 2 headsplit -np 4" "$np_msg" run_hs 2 -m "$T/m.h5" -np 4
-  [ "$(grep -c "not supported yet" "$T/err")" = 1 ] || fail "-np 4 under mpirun: said $(grep -c "not supported yet" "$T/err") times"
+  [ "$(grep -c "only with --serve" "$T/err")" = 1 ] || fail "-np 4 under mpirun: said $(grep -c "only with --serve" "$T/err") times"
 fi
 
 # No prefixes; the word typed in every message
@@ -122,6 +122,6 @@ if command -v script > /dev/null; then
 else
   echo "note: script(1) absent (util-linux): the progress bars are not checked"
 fi
-echo "PASS: llama.cpp's short forms mean the same, -np/--parallel refused with what to use, no" \
+echo "PASS: llama.cpp's short forms mean the same, -np/--parallel without --serve refused with what to use, no" \
      "prefix matching, the typed word in every error; headsplit-tokenize encodes special tokens" \
      "as the engine does; the progress bars end at 100%"

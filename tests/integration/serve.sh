@@ -2,7 +2,8 @@
 # --serve on a 3-rank run: a streamed chat completion through the real `openai` npm client
 # (run by node) gives exactly the text of the same generation through --prompt with the
 # template applied; the non-streamed reply too; curl for the errors (malformed JSON, missing
-# fields, an oversized body, a wrong key) and /health, /v1/models.
+# fields, an oversized body, a wrong key) and /health, /v1/models.  --parallel 4 on 3 ranks:
+# one request at a time, said once at start-up (/metrics: one slot).
 # The client is tests/node's (scripts/install-deps.sh); without it the test fails under CI.
 . "$(dirname "$0")/common.sh"
 need_node_modules
@@ -17,7 +18,7 @@ python3 -c "import json,sys; sys.stdout.write(json.load(open('$T/ref.json'))['ge
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 KEY=test-key-$$
 timeout -k 5 300 mpirun $MPI_FLAGS -np 3 "$HS" --model "$T/m.h5" --serve 127.0.0.1:$PORT \
-  --chat-template zephyr --api-key $KEY --max-body 16384 > "$T/serve.out" 2> "$T/serve.err" &
+  --chat-template zephyr --api-key $KEY --max-body 16384 --parallel 4 > "$T/serve.out" 2> "$T/serve.err" &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null || true; wait $SERVER 2>/dev/null || true; rm -rf "$T"' EXIT
 URL=http://127.0.0.1:$PORT
@@ -27,6 +28,10 @@ for _ in $(seq 100); do
   sleep 0.3
 done
 grep -q '"status":"ok"' "$T/health" || { cat "$T/serve.err"; fail "/health never answered"; }
+[ "$(grep -c -- "--parallel 4: on 3 ranks the server generates one request at a time" "$T/serve.err")" = 1 ] \
+  || { cat "$T/serve.err"; fail "--parallel 4 on 3 ranks: not said once at start-up"; }
+curl -sf -H "Authorization: Bearer $KEY" "$URL/metrics" | grep -q '^headsplit_slots 1$' \
+  || fail "/metrics: 3 ranks should have one slot"
 
 # the real client, streamed
 cat > "$T/client.mjs" <<JS

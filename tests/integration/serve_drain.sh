@@ -24,7 +24,10 @@ drain() {
   local np=$1 sig=$2 port url
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   url=http://127.0.0.1:$port
-  local args=(--model "$T/slow.h5" --serve 127.0.0.1:$port --threads 1 --shutdown-grace $GRACE --queue 4)
+  # one slot: the two requests after the first wait in the queue (serve_parallel.sh drains
+  # several running ones)
+  local args=(--model "$T/slow.h5" --serve 127.0.0.1:$port --threads 1 --shutdown-grace $GRACE --queue 4
+              --parallel 1)
   rm -f "$T"/*.sse "$T"/*.json "$T/serve.err"
   if [ "$np" = 1 ]; then
     OMPI_MCA_ess_singleton_isolated=1 timeout -k 5 120 "$HS" "${args[@]}" > "$T/serve.out" 2> "$T/serve.err" &

@@ -239,7 +239,7 @@ echo "ok: B (chat: text parts, developer, include_usage, refusals)"
 # ---- C: the queue's bound ----
 "$CONVERT" --synthetic "llama:dim=512,layers=8,heads=8,kv_heads=8,head_dim=64,ffn=2048,vocab=4096,ctx=4096" \
   --out "$T/slow.h5" > /dev/null
-serve C --model "$T/slow.h5" --threads 1 --queue 1 --shutdown-grace 0
+serve C --model "$T/slow.h5" --threads 1 --queue 1 --shutdown-grace 0 --parallel 1
 node_run C C <<JS
 $EXPECT_ERR
 const c = new OpenAI({ baseURL: "$URL/v1", apiKey: "none", maxRetries: 0 });

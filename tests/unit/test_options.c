@@ -1,7 +1,7 @@
 /* test_options.c: headsplit's command line (src/app/options.c and argparse.c, compiled into
  * this test; no MPI): llama.cpp's short forms mean what they mean there, -np/--parallel are
- * refused with what to use instead, no long option is taken from a prefix, and every error
- * names the word that was typed. */
+ * --serve's slots (refused without --serve, saying that the ranks are mpirun's -np), no long
+ * option is taken from a prefix, and every error names the word that was typed. */
 #include "test_helpers.h"
 
 #include <stdlib.h>
@@ -87,16 +87,40 @@ static void test_prompt_file(void **state)
     test_tmpdir_remove(dir);
 }
 
-static void test_parallel_refused(void **state)
+static void test_parallel(void **state)
 {
     (void)state;
-    const char *want = "-np/--parallel N (server slots) is not supported yet";
-    expect_fail(want, "-m", "m.h5", "-np", "4");
-    expect_fail(want, "-m", "m.h5", "--parallel", "4");
-    expect_fail(want, "-m", "m.h5", "--parallel=2");
-    expect_fail("the number of ranks is mpirun's -np", "-np", "4");
     Options o;
     char err[1024];
+    /* llama-server's slots: -np and --parallel with --serve */
+    assert_int_equal(parse(&o, err, sizeof err, "-m", "m.h5", "--serve", "127.0.0.1:8080",
+                           "--parallel", "3", NULL), 0);
+    assert_int_equal(o.parallel, 3);
+    options_free(&o);
+    assert_int_equal(parse(&o, err, sizeof err, "-m", "m.h5", "--serve", "127.0.0.1:8080",
+                           "-np", "2", NULL), 0);
+    assert_int_equal(o.parallel, 2);
+    options_free(&o);
+    assert_int_equal(parse(&o, err, sizeof err, "-m", "m.h5", "--serve", "127.0.0.1:8080",
+                           "--parallel=1", NULL), 0);
+    assert_int_equal(o.parallel, 1);
+    options_free(&o);
+    /* not given: 0 (the server takes 4 on one process) */
+    assert_int_equal(parse(&o, err, sizeof err, "-m", "m.h5", "--serve", "127.0.0.1:8080",
+                           NULL), 0);
+    assert_int_equal(o.parallel, 0);
+    options_free(&o);
+    /* only with --serve: the ranks are mpirun's -np */
+    const char *want = "-np/--parallel N: --serve's slots";
+    expect_fail(want, "-m", "m.h5", "-np", "4");
+    expect_fail(want, "-m", "m.h5", "--parallel", "4");
+    expect_fail("the number of ranks is mpirun's -np", "-m", "m.h5", "--parallel=2");
+    expect_fail("--parallel: '0' is not a count", "-m", "m.h5", "--serve", "127.0.0.1:1",
+                "--parallel", "0");
+    expect_fail("--parallel: '65' is not a count", "-m", "m.h5", "--serve", "127.0.0.1:1",
+                "--parallel", "65");
+    expect_fail("--parallel 2 with --draft", "-m", "m.h5", "--serve", "127.0.0.1:1",
+                "--parallel", "2", "--draft", "d.h5");
     assert_int_equal(parse(&o, err, sizeof err, "-m", "m.h5", "-np", "4", NULL), -1);
     assert_null(strstr(err, "n-predict")); /* never "-n/--n-predict: 'p' is not a count" */
 }
@@ -159,7 +183,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_short_forms),      cmocka_unit_test(test_prompt_file),
-        cmocka_unit_test(test_parallel_refused), cmocka_unit_test(test_no_prefixes),
+        cmocka_unit_test(test_parallel), cmocka_unit_test(test_no_prefixes),
         cmocka_unit_test(test_right_word),       cmocka_unit_test(test_dash_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,301 @@
+/* serve_slots.c: --parallel's passes on one process.  Each slot is a thread that runs one
+ * request's generation (generate_run, with its own sampler, penalties, stop strings and
+ * streamed text) on a backend of its own: its forward and forward_n hand the slot's rows (a
+ * prompt chunk of up to --batch rows, or one decode row) to the batcher and wait.  Once every
+ * slot that is generating has handed in its rows, one of them runs a step for all: the
+ * rows of every slot in one pass (several passes only where the rows exceed the pass's
+ * size: single rows first, then the chunks), local_model_forward_rows with each slot's own
+ * KV caches, then the LM head on the rows whose logits are wanted; each slot then samples
+ * its own token and hands in its next rows.  A request that comes joins at the next step
+ * (batcher_join when the controller gives it a slot: the next step waits for its first
+ * rows), one that ends leaves (batcher_leave).  Every sequence's
+ * logits are bit-identical to running it alone (tests/unit/test_local_slots.c), so what a
+ * client gets does not depend on what else runs. */
+#include "serve.h"
+
+#include "util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    int slot, pos, n;
+    float *x;  /* the slot's rows [n][dim], in place */
+    int want;  /* the last rows whose logits are wanted (-1: every row) */
+    int done;
+} BatchReq;
+
+typedef struct Batcher Batcher;
+
+typedef struct {
+    Batcher *b;
+    int slot;
+    int joined;  /* counted among the active slots */
+    int want;    /* want_rows's hint for the next forward_n (-1: none) */
+    float *lg;   /* [n_lg][vocab] the logits of its last pass's last n_lg rows */
+    size_t lg_cap;
+    int n_lg;
+    BatchReq req;
+} BatchSlot;
+
+struct Batcher {
+    LocalModel *m;
+    const ModelConfig *c;
+    const HeadW *head;
+    int n_slots, cap; /* slots; rows a pass takes */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int active;       /* slots generating (they have handed in rows since they joined) */
+    int running;      /* a step is being run */
+    int n_pending;
+    BatchReq **pending; /* [n_slots] handed in for the next step */
+    BatchReq **order;   /* [n_slots] the step being run */
+    BatchSlot *slots;
+    float *x;         /* [cap][dim] a pass's rows */
+    LocalRows *rows;  /* [n_slots] */
+    Scratch sc;       /* the LM head's, cap rows */
+    float *lx;        /* [cap][dim] the rows whose logits are wanted */
+    float *lg;        /* [lg_rows][vocab] */
+    size_t lg_rows;
+    BatchStats st;
+};
+
+Batcher *batcher_new(LocalModel *m, const ModelConfig *c, const HeadW *head, int n_slots,
+                     int cap)
+{
+    Batcher *b = xcalloc(1, sizeof *b);
+    b->m = m;
+    b->c = c;
+    b->head = head;
+    b->n_slots = n_slots;
+    b->cap = cap;
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_cond_init(&b->cv, NULL);
+    b->pending = xcalloc((size_t)n_slots, sizeof *b->pending);
+    b->order = xcalloc((size_t)n_slots, sizeof *b->order);
+    b->slots = xcalloc((size_t)n_slots, sizeof *b->slots);
+    for (int i = 0; i < n_slots; i++)
+        b->slots[i] = (BatchSlot){.b = b, .slot = i, .want = -1};
+    b->x = xcalloc((size_t)cap * (size_t)c->dim, sizeof(float));
+    b->rows = xcalloc((size_t)n_slots, sizeof *b->rows);
+    model_scratch_init_batch(&b->sc, c, 1, cap);
+    b->lx = xcalloc((size_t)cap * (size_t)c->dim, sizeof(float));
+    return b;
+}
+
+void batcher_free(Batcher *b)
+{
+    if (!b)
+        return;
+    for (int i = 0; i < b->n_slots; i++)
+        free(b->slots[i].lg);
+    free(b->slots);
+    free(b->pending);
+    free(b->order);
+    free(b->x);
+    free(b->rows);
+    model_scratch_free(&b->sc);
+    free(b->lx);
+    free(b->lg);
+    pthread_mutex_destroy(&b->mu);
+    pthread_cond_destroy(&b->cv);
+    free(b);
+}
+
+/* One pass of k requests (total rows <= cap): their rows together through every layer,
+ * then the LM head on the rows whose logits are wanted, handed to each slot. */
+static void batcher_pass(Batcher *b, BatchReq **r, int k, int total)
+{
+    const size_t dim = (size_t)b->c->dim, V = (size_t)b->c->vocab_size;
+    size_t off = 0;
+    for (int i = 0; i < k; i++) {
+        memcpy(b->x + off * dim, r[i]->x, (size_t)r[i]->n * dim * sizeof(float));
+        b->rows[i] = (LocalRows){r[i]->slot, r[i]->pos, r[i]->n};
+        off += (size_t)r[i]->n;
+    }
+    local_model_forward_rows(b->m, b->x, b->rows, k);
+    size_t nl = 0;
+    off = 0;
+    for (int i = 0; i < k; i++) {
+        const int n = r[i]->n, w = r[i]->want < 0 || r[i]->want > n ? n : r[i]->want;
+        memcpy(r[i]->x, b->x + off * dim, (size_t)n * dim * sizeof(float));
+        memcpy(b->lx + nl * dim, b->x + (off + (size_t)(n - w)) * dim,
+               (size_t)w * dim * sizeof(float));
+        nl += (size_t)w;
+        off += (size_t)n;
+    }
+    if (nl > b->lg_rows) {
+        free(b->lg);
+        b->lg = xmalloc(nl * V * sizeof(float));
+        b->lg_rows = nl;
+    }
+    for (size_t o = 0; o < nl; o += (size_t)b->sc.max_batch) {
+        const int n = nl - o < (size_t)b->sc.max_batch ? (int)(nl - o) : b->sc.max_batch;
+        model_logits_rows_n(b->c, b->head, &b->sc, b->lx + o * dim, b->c->vocab_size,
+                            b->lg + o * V, n);
+    }
+    nl = 0;
+    for (int i = 0; i < k; i++) {
+        BatchSlot *s = &b->slots[r[i]->slot];
+        const int n = r[i]->n, w = r[i]->want < 0 || r[i]->want > n ? n : r[i]->want;
+        if ((size_t)w * V > s->lg_cap) {
+            free(s->lg);
+            s->lg_cap = (size_t)w * V;
+            s->lg = xmalloc(s->lg_cap * sizeof(float));
+        }
+        if (w)
+            memcpy(s->lg, b->lg + nl * V, (size_t)w * V * sizeof(float));
+        s->n_lg = w;
+        nl += (size_t)w;
+    }
+    /* b->st is read under mu by batcher_stats; this thread holds the step (running) */
+    pthread_mutex_lock(&b->mu);
+    b->st.passes++;
+    b->st.rows += (unsigned long)total;
+    b->st.seq_rows += (unsigned long)k;
+    if (k > 1)
+        b->st.shared++;
+    if (k > b->st.max_seqs)
+        b->st.max_seqs = k;
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* A step: every request handed in, single rows first (a decode row never waits behind a
+ * prompt chunk that does not fit beside it), in passes of up to cap rows. */
+static void batcher_step(Batcher *b, BatchReq **r, int k)
+{
+    for (int i = 1; i < k; i++) { /* stable: by rows */
+        BatchReq *t = r[i];
+        int j = i;
+        for (; j > 0 && r[j - 1]->n > t->n; j--)
+            r[j] = r[j - 1];
+        r[j] = t;
+    }
+    for (int i = 0; i < k;) {
+        int total = 0, m = 0;
+        while (i + m < k && total + r[i + m]->n <= b->cap)
+            total += r[i + m++]->n;
+        batcher_pass(b, r + i, m, total);
+        i += m;
+    }
+}
+
+/* Hands in a slot's rows and returns once a step has run them. */
+static void batcher_submit(BatchSlot *s, float *x, int pos, int n, int want)
+{
+    Batcher *b = s->b;
+    CHECK(n >= 1 && n <= b->cap, "slot %d: %d rows, a pass takes 1..%d", s->slot, n, b->cap);
+    pthread_mutex_lock(&b->mu);
+    if (!s->joined) {
+        s->joined = 1;
+        b->active++;
+    }
+    s->req = (BatchReq){s->slot, pos, n, x, want, 0};
+    s->n_lg = 0;
+    b->pending[b->n_pending++] = &s->req;
+    while (!s->req.done) {
+        if (!b->running && b->n_pending >= b->active) {
+            /* every active slot has handed in its rows: this thread runs the step */
+            const int k = b->n_pending;
+            memcpy(b->order, b->pending, (size_t)k * sizeof *b->order);
+            b->n_pending = 0;
+            b->running = 1;
+            pthread_mutex_unlock(&b->mu);
+            batcher_step(b, b->order, k);
+            pthread_mutex_lock(&b->mu);
+            for (int i = 0; i < k; i++)
+                b->order[i]->done = 1;
+            b->running = 0;
+            pthread_cond_broadcast(&b->cv);
+            continue;
+        }
+        pthread_cond_wait(&b->cv, &b->mu);
+    }
+    pthread_mutex_unlock(&b->mu);
+}
+
+void batcher_join(Batcher *b, int slot)
+{
+    BatchSlot *s = &b->slots[slot];
+    pthread_mutex_lock(&b->mu);
+    if (!s->joined) {
+        s->joined = 1;
+        b->active++;
+    }
+    pthread_mutex_unlock(&b->mu);
+}
+
+void batcher_leave(Batcher *b, int slot)
+{
+    BatchSlot *s = &b->slots[slot];
+    pthread_mutex_lock(&b->mu);
+    if (s->joined) {
+        s->joined = 0;
+        b->active--;
+        pthread_cond_broadcast(&b->cv); /* the others may make a step without it now */
+    }
+    s->want = -1;
+    pthread_mutex_unlock(&b->mu);
+}
+
+void batcher_stats(Batcher *b, BatchStats *st)
+{
+    pthread_mutex_lock(&b->mu);
+    *st = b->st;
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* ---- a slot's backend ---- */
+
+static void slot_forward(void *ctx, float *x, int pos, int token)
+{
+    (void)token;
+    batcher_submit(ctx, x, pos, 1, 1);
+}
+
+static void slot_forward_n(void *ctx, float *x, int pos, int n, const int *tokens, int next_n)
+{
+    BatchSlot *s = ctx;
+    (void)tokens;
+    (void)next_n;
+    const int want = s->want;
+    s->want = -1;
+    batcher_submit(s, x, pos, n, want);
+}
+
+static void slot_want_rows(void *ctx, int rows)
+{
+    BatchSlot *s = ctx;
+    s->want = rows;
+}
+
+/* The logits the step computed (the LM head ran on the pass's rows together). */
+static int slot_logits(void *ctx, float *logits)
+{
+    BatchSlot *s = ctx;
+    if (s->n_lg < 1)
+        return 0;
+    const size_t V = (size_t)s->b->c->vocab_size;
+    memcpy(logits, s->lg + (size_t)(s->n_lg - 1) * V, V * sizeof(float));
+    return 1;
+}
+
+static int slot_logits_n(void *ctx, float *logits, int n)
+{
+    BatchSlot *s = ctx;
+    if (s->n_lg != n)
+        return 0;
+    memcpy(logits, s->lg, (size_t)n * (size_t)s->b->c->vocab_size * sizeof(float));
+    return 1;
+}
+
+LayerBackend batcher_backend(Batcher *b, int slot)
+{
+    return (LayerBackend){.ctx = &b->slots[slot],
+                          .forward = slot_forward,
+                          .forward_n = slot_forward_n,
+                          .want_rows = slot_want_rows,
+                          .logits = slot_logits,
+                          .logits_n = slot_logits_n,
+                          .max_batch = b->cap};
+}
