@@ -121,3 +121,43 @@ gguf_run() {
     fail "$name np=$np $*: run failed"
   }
 }
+
+# ---- single-process servers for the client tests (serve_openai.sh, serve_parallel.sh) ----
+# They set OPENAI (the openai package's index.mjs, after need_node_modules) and SERVER= with an
+# EXIT trap that kills $SERVER.  SERVE_TIMEOUT / CLIENT_TIMEOUT bound a server's and a
+# client's life (seconds).
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# serve NAME ARGS...: starts a single-process server on a free port (URL, SERVER, SPID set)
+serve() {
+  local name=$1
+  shift
+  local port
+  port=$(free_port)
+  URL=http://127.0.0.1:$port
+  OMPI_MCA_ess_singleton_isolated=1 timeout -k 5 "${SERVE_TIMEOUT:-120}" "$HS" \
+    --serve 127.0.0.1:$port "$@" > "$T/$name.out" 2> "$T/$name.err" &
+  SERVER=$!
+  for _ in $(seq 150); do
+    curl -sf "$URL/health" > /dev/null 2>&1 && break
+    kill -0 $SERVER 2>/dev/null || { cat "$T/$name.err"; fail "$name: the server exited"; }
+    sleep 0.2
+  done
+  curl -sf "$URL/health" > /dev/null || { cat "$T/$name.err"; fail "$name: /health never answered"; }
+  SPID=$(sed -n 's/.*serving .*(pid \([0-9]*\);.*/\1/p' "$T/$name.err")
+}
+# stop NAME: SIGTERM to the server, which must exit 0 promptly
+stop() {
+  kill -TERM "$SPID"
+  local rc=0
+  wait $SERVER || rc=$?
+  SERVER=
+  [ $rc = 0 ] || { cat "$T/$1.err"; fail "$1: exit status $rc after SIGTERM"; }
+}
+# node_run NAME SERVER_NAME: runs a client script (ES module, on stdin) with the openai client;
+# on failure prints its output and that server's stderr
+node_run() {
+  printf 'import OpenAI from "%s";\n' "$OPENAI" > "$T/$1.mjs"
+  cat >> "$T/$1.mjs"
+  timeout "${CLIENT_TIMEOUT:-120}" node "$T/$1.mjs" > "$T/$1.node.out" 2> "$T/$1.node.err" \
+    || { cat "$T/$1.node.out" "$T/$1.node.err" "$T/$2.err"; fail "client $1 failed"; }
+}

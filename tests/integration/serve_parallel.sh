@@ -20,40 +20,7 @@ OPENAI=$NODE_MODULES/openai/index.mjs
 SERVER=
 trap '[ -n "$SERVER" ] && kill $SERVER 2>/dev/null; wait 2>/dev/null; rm -rf "$T"' EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-# serve NAME ARGS...: starts a single-process server on a free port (URL, SERVER, SPID set)
-serve() {
-  local name=$1
-  shift
-  local port
-  port=$(free_port)
-  URL=http://127.0.0.1:$port
-  OMPI_MCA_ess_singleton_isolated=1 timeout -k 5 240 "$HS" --serve 127.0.0.1:$port "$@" \
-    > "$T/$name.out" 2> "$T/$name.err" &
-  SERVER=$!
-  for _ in $(seq 150); do
-    curl -sf "$URL/health" > /dev/null 2>&1 && break
-    kill -0 $SERVER 2>/dev/null || { cat "$T/$name.err"; fail "$name: the server exited"; }
-    sleep 0.2
-  done
-  curl -sf "$URL/health" > /dev/null || { cat "$T/$name.err"; fail "$name: /health never answered"; }
-  SPID=$(sed -n 's/.*serving .*(pid \([0-9]*\);.*/\1/p' "$T/$name.err")
-}
-# stop NAME: SIGTERM to the server, which must exit 0 promptly
-stop() {
-  kill -TERM "$SPID"
-  local rc=0
-  wait $SERVER || rc=$?
-  SERVER=
-  [ $rc = 0 ] || { cat "$T/$1.err"; fail "$1: exit status $rc after SIGTERM"; }
-}
-# node_run NAME SERVER_NAME: runs a client script (ES module) with the openai client
-node_run() {
-  printf 'import OpenAI from "%s";\n' "$OPENAI" > "$T/$1.mjs"
-  cat >> "$T/$1.mjs"
-  timeout 180 node "$T/$1.mjs" > "$T/$1.node.out" 2> "$T/$1.node.err" \
-    || { cat "$T/$1.node.out" "$T/$1.node.err" "$T/$2.err"; fail "client $1 failed"; }
-}
+SERVE_TIMEOUT=240 CLIENT_TIMEOUT=180
 # metric NAME: its value in $T/metrics
 metric() { sed -n "s/^$1 //p" "$T/metrics"; }
 
