@@ -44,6 +44,12 @@ int startup_check_model(Transport *cm, const ModelConfig *c, const char *path);
 int startup_measure(ClusterInputs *ci, Transport *cm, const ModelConfig *c,
                     const StartupOptions *o);
 
+/* A single process (no startup_measure): the compute dilation of the board it emulates on
+ * cm, as startup_measure sets it on every rank of a distributed run, so that its stretches
+ * of work between transport_compute points last as on the board.  Returns the factor (1:
+ * none). */
+double startup_single_board(Transport *cm, const StartupOptions *o);
+
 /* Rank 0's err and mask[n] to every rank: 1 on every rank when err is non-empty at any rank
  * (printed by rank 0), else 0 with mask equal everywhere. */
 int startup_share_mask(Transport *cm, unsigned char *mask, int n, const char *err);

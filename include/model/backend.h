@@ -57,6 +57,10 @@ void local_model_set_max_batch(LocalModel *m, int max_batch);
  * the backend's forward and forward_n use; slots 1..n_slots-1 have caches of their own
  * (kv_cap positions each, resident as written), the weights shared.  Grows only. */
 void local_model_set_slots(LocalModel *m, int n_slots);
+/* fn(arg) after every pass of the model (one position, a batch, or several sequences' rows),
+ * from the thread that ran it (NULL: none): the single process's points between stretches
+ * of work, where an emulated board's compute dilation is paid (src/app/headsplit.c). */
+void local_model_on_pass(LocalModel *m, void (*fn)(void *), void *arg);
 int local_model_slots(const LocalModel *m);
 /* One sequence's rows in a pass: positions pos..pos+n-1 of slot's sequence. */
 typedef struct {

@@ -610,6 +610,14 @@ static int controller_generate(Run *run)
     return rc;
 }
 
+/* local_model_on_pass's hook on an emulated board: the stretch of work since the last pass
+ * ended (the LM head, sampling, this pass) ends here, lasting as long as on the board. */
+static void board_point(void *cm)
+{
+    transport_compute(cm, 0);
+    transport_compute(cm, 1);
+}
+
 /* Generate: the controller runs the token loop, workers serve layers until it stops them;
  * every rank's energy over the loop (a power sensor when present, else the model). */
 static int run_generate(Run *run)
@@ -623,8 +631,11 @@ static int run_generate(Run *run)
     if (!run->have_energy)
         LOG_INFO("headsplit: energy not measured: %s", eerr);
     int rc = 0;
-    if (run->distributed)
-        transport_compute(&run->cm, 1);
+    /* A single process on an emulated board pays the dilation of each stretch of work at
+     * the end of each pass of the model (the distributed ranks pay it at their messages). */
+    if (!run->distributed && run->local && run->board_slowdown > 1)
+        local_model_on_pass(run->local, board_point, &run->cm);
+    transport_compute(&run->cm, 1);
     double t_gen = time_now();
     if (run->o.chat || run->o.serve)
         rc = run->cm.rank == 0 ? (run->o.chat ? session_chat(run) : serve_run(run))
@@ -634,8 +645,7 @@ static int run_generate(Run *run)
         rc = controller_generate(run);
     else
         dist_worker_loop(run->dist);
-    if (run->distributed)
-        transport_compute(&run->cm, 0);
+    transport_compute(&run->cm, 0);
     run->gen_s = time_now() - t_gen;
     double joules = run->have_energy ? energy_stop(&run->meter, eerr, sizeof eerr) : -1;
     run->all_j = xcalloc((size_t)run->cm.size, sizeof(double));
@@ -689,6 +699,8 @@ int main(int argc, char **argv)
         rc = run_open(&run);
     if (rc == 0 && run.distributed)
         rc = startup_measure(&run.ci, &run.cm, &run.cfg, &run.o.su);
+    else if (rc == 0)
+        run.board_slowdown = startup_single_board(&run.cm, &run.o.su);
     if (rc == 0)
         rc = run_plan(&run);
     if (rc == 0)

@@ -115,6 +115,7 @@ typedef struct {
     Options o;
     Transport cm;
     int distributed;        /* more than one rank */
+    double board_slowdown;  /* one process: the emulated board's compute dilation (1: none) */
     double t_start;         /* after option parsing */
     ModelConfig cfg;
     hid_t file;             /* the model file until the engine has loaded (-1: closed) */

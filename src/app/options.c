@@ -72,7 +72,7 @@ void options_usage(FILE *out)
         "                        final norm and LM head by vocabulary rows and send the\n"
         "                        controller logits (split, the default; exact) or the\n"
         "                        controller does (controller)\n"
-        "  --emulate-slowdown K  (distributed runs) compute as a device K times slower than this\n"
+        "  --emulate-slowdown K  compute as a device K times slower than this\n"
         "                        host's core: each stretch of work lasts K x its CPU time\n"
         "                        (default each rank's HEADSPLIT_DEVICE_SLOWDOWN, set by\n"
         "                        scripts/emulate-device)\n"

@@ -177,6 +177,25 @@ static int share_devices_file(Transport *cm, const char *path, size_t *mem, doub
     return 0;
 }
 
+/* The compute dilation of the board this rank emulates (--emulate-slowdown, or
+ * HEADSPLIT_DEVICE_SLOWDOWN from scripts/emulate-device; a factor of 1 dilates nothing) and
+ * the board behind it (scripts/emulate-device sets these from the catalogue): its cores
+ * compute in parallel, its memory bandwidth is shared. */
+static double push_board(Transport *cm, const StartupOptions *o)
+{
+    const double k = o->slowdown > 0 ? o->slowdown : device_slowdown(cm->rank);
+    transport_push_dilation(cm, k);
+    transport_set_board(cm, (int)device_env(cm->rank, "HEADSPLIT_DEVICE_CORES", 1, 1024),
+                        device_env(cm->rank, "HEADSPLIT_DEVICE_BW_GBPS", 0, 1e6) * 1e9,
+                        kernels_get_threads());
+    return k;
+}
+
+double startup_single_board(Transport *cm, const StartupOptions *o)
+{
+    return push_board(cm, o);
+}
+
 int startup_measure(ClusterInputs *ci, Transport *cm, const ModelConfig *c,
                     const StartupOptions *o)
 {
@@ -192,12 +211,7 @@ int startup_measure(ClusterInputs *ci, Transport *cm, const ModelConfig *c,
         transport_push_emulation(cm, ci->cluster.link, o->seed);
     int bad;
     cm->timeout_s = o->timeout_s;
-    transport_push_dilation(cm, o->slowdown > 0 ? o->slowdown : device_slowdown(cm->rank));
-    /* The board behind the dilation (scripts/emulate-device sets these from the catalogue):
-     * its cores compute in parallel, its memory bandwidth is shared. */
-    transport_set_board(cm, (int)device_env(cm->rank, "HEADSPLIT_DEVICE_CORES", 1, 1024),
-                        device_env(cm->rank, "HEADSPLIT_DEVICE_BW_GBPS", 0, 1e6) * 1e9,
-                        kernels_get_threads());
+    push_board(cm, o);
     transport_push_faults(cm, o->stall_rank, o->stall_pos, o->stall_s, o->kill_rank,
                           o->kill_pos);
     transport_measure_rtt(cm, o->rtt_pings);

@@ -31,6 +31,8 @@ struct LocalModel {
     int n_slots;
     AttnPartW **slot_attn; /* [n_slots] ([0] = attn), each [n_layers][n_kv_heads] */
     AttnSeg *segs;         /* [n_slots * max_batch] a pass's segments */
+    void (*on_pass)(void *); /* local_model_on_pass: after every pass */
+    void *on_pass_arg;
 };
 
 int local_model_load(LocalModel **out, const ModelConfig *c, hid_t file, const char *fname,
@@ -107,6 +109,12 @@ void local_model_free(LocalModel *m)
  * Speculation is emulated per pass, as the distributed engine decides it: transition l -> l+1
  * keeps the attention on Z when the largest ratio of the pass's rows is under the tolerance
  * (one pass of one row is local_forward's decision). */
+static void pass_done(LocalModel *m)
+{
+    if (m->on_pass)
+        m->on_pass(m->on_pass_arg);
+}
+
 static void local_forward_batch(LocalModel *m, float *x, int pos, int n)
 {
     const ModelConfig *c = m->c;
@@ -172,6 +180,7 @@ void local_model_forward_rows(LocalModel *m, float *x, const LocalRows *rows, in
     }
     CHECK(n <= m->max_batch, "local model: %d rows in a pass of at most %d", n, m->max_batch);
     local_forward_rows_pass(m, x, rows, n_rows);
+    pass_done(m);
 }
 
 void local_model_set_slots(LocalModel *m, int n_slots)
@@ -207,11 +216,18 @@ void local_model_set_slots(LocalModel *m, int n_slots)
 
 int local_model_slots(const LocalModel *m) { return m->n_slots; }
 
+void local_model_on_pass(LocalModel *m, void (*fn)(void *), void *arg)
+{
+    m->on_pass = fn;
+    m->on_pass_arg = arg;
+}
+
 /* One position: a pass of one row (the one-position functions' bits). */
 static void local_forward(void *ctx, float *x, int pos, int token)
 {
     (void)token;
     local_forward_batch(ctx, x, pos, 1);
+    pass_done(ctx);
 }
 
 /* The backend's forward_n: passes of up to max_batch positions. */
@@ -224,6 +240,7 @@ static void local_forward_n(void *ctx, float *x, int pos, int n, const int *toke
     for (int i = 0; i < n; i += m->max_batch) {
         const int k = n - i < m->max_batch ? n - i : m->max_batch;
         local_forward_batch(m, x + (size_t)i * dim, pos + i, k);
+        pass_done(m);
     }
 }
 

@@ -133,6 +133,19 @@ jq -e '([.ranks[].late_s] | all(. >= 0 and . < 1)) and .emulation_late_ms_per_to
 # --emulate-slowdown overrides the environment for every rank.
 run_hs 3 --model "$T/m.h5" --prompt hi --steps 4 --quiet --emulate-slowdown 2 --metrics "$T/k2.json"
 jq -e '[.ranks[].slowdown] == [2, 2, 2]' "$T/k2.json" > /dev/null || fail "--emulate-slowdown 2 not applied"
+# A single process (no messages) is dilated too, at the end of each pass of the model: K = 8
+# takes several times the undilated decode time (8x its CPU time; 2x leaves room for a busy
+# host slowing the undilated run), with the same tokens.
+one() { OMPI_MCA_ess_singleton_isolated=1 timeout -k 5 120 "$HS" --model "$T/m.h5" --prompt hi \
+          --steps 24 --quiet --threads 1 --emulate-slowdown "$1" --metrics "$T/one$1.json"; }
+one 1 && one 8 || fail "a single process with --emulate-slowdown failed"
+read -r d1 d8 < <(jq -rn --slurpfile a "$T/one1.json" --slurpfile b "$T/one8.json" \
+  '"\($a[0].decode_ms_per_token) \($b[0].decode_ms_per_token)"')
+echo "single process decode: $d1 ms/token undilated, $d8 ms/token at K = 8"
+awk -v a="$d1" -v b="$d8" 'BEGIN { exit !(a > 0 && b >= 2 * a) }' ||
+  fail "a single process at --emulate-slowdown 8 took $d8 ms/token against $d1 undilated"
+[ "$(jq -c .tokens "$T/one8.json")" = "$(jq -c .tokens "$T/one1.json")" ] ||
+  fail "a single process's dilation changed the tokens"
 expect_error "a bad HEADSPLIT_DEVICE_SLOWDOWN" "HEADSPLIT_DEVICE_SLOWDOWN='fast'" \
   env HEADSPLIT_DEVICE_SLOWDOWN=fast timeout -k 5 60 mpirun $MPI_FLAGS -np 2 "$HS" \
   --model "$T/m.h5" --prompt hi --steps 2 --quiet
