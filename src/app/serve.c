@@ -411,6 +411,19 @@ int serve_worker(Run *run)
     return session_worker(run);
 }
 
+/* The job at the head of the queue, taken off it (NULL: none); sv->mu held. */
+static Job *queue_pop(Server *sv)
+{
+    Job *j = sv->head;
+    if (j) {
+        sv->head = j->next;
+        if (!sv->head)
+            sv->tail = NULL;
+        sv->n_queued--;
+    }
+    return j;
+}
+
 /* A job taken off the queue whose client left while it waited: answered, counted, not run.
  * Returns 1 when so. */
 static int job_gone(Server *sv, Job *j)
@@ -440,12 +453,8 @@ static void serve_one_loop(Server *sv)
         pthread_mutex_lock(&sv->mu);
         while (!sv->head && !sv->draining)
             serve_wait_ms(&sv->cv, &sv->mu, 200);
-        Job *j = sv->head;
+        Job *j = queue_pop(sv);
         if (j) {
-            sv->head = j->next;
-            if (!sv->head)
-                sv->tail = NULL;
-            sv->n_queued--;
             sv->running[0] = j;
             sv->n_running = 1;
         }
@@ -541,13 +550,7 @@ static void serve_slots_loop(Server *sv)
         while (!(sv->head && sv->n_running < sv->n_slots) &&
                !(sv->draining && !sv->head && sv->n_running == 0))
             serve_wait_ms(&sv->cv, &sv->mu, 200);
-        Job *j = sv->head;
-        if (j) {
-            sv->head = j->next;
-            if (!sv->head)
-                sv->tail = NULL;
-            sv->n_queued--;
-        }
+        Job *j = queue_pop(sv);
         pthread_mutex_unlock(&sv->mu);
         if (!j)
             break; /* draining, the queue empty and every slot done */

@@ -80,6 +80,21 @@ static void matmul_n(Scratch *s, float *y, size_t ldy, const QMat *w, const floa
                      ldy);
 }
 
+/* RoPE of one row at position p: its nq query heads (qi) and its K head (ki). */
+static void rope_row(const ModelConfig *c, float *qi, float *ki, int nq, int p)
+{
+    if (c->rope_style == ROPE_NONE)
+        return;
+    const int hd = c->head_dim, inter = c->rope_style == ROPE_INTERLEAVED;
+    if (c->n_rope_freq_factors > 0) { /* Llama 3.1 scaling */
+        kernels_rope_factors(qi, nq, hd, p, c->rope_theta, inter, c->rope_freq_factors);
+        kernels_rope_factors(ki, 1, hd, p, c->rope_theta, inter, c->rope_freq_factors);
+    } else {
+        kernels_rope(qi, nq, hd, p, c->rope_theta, inter);
+        kernels_rope(ki, 1, hd, p, c->rope_theta, inter);
+    }
+}
+
 /* b added to each of the n rows of y (ldy apart); nothing when b is NULL. */
 static void add_bias_n(float *y, size_t ldy, const float *b, int width, int n)
 {
@@ -114,20 +129,8 @@ void model_attn_part_forward_n(const ModelConfig *c, AttnPartW *w, Scratch *s, c
     add_bias_n(k, (size_t)hd, w->bk, hd, n);
     matmul_n(s, v, (size_t)hd, &w->wv, s->xn, (size_t)dim, n);
     add_bias_n(v, (size_t)hd, w->bv, hd, n);
-    for (int i = 0; i < n; i++) {
-        const int p = pos + i;
-        float *qi = s->q + (size_t)i * qd, *ki = k + (size_t)i * (size_t)hd;
-        if (c->rope_style != ROPE_NONE) {
-            const int inter = c->rope_style == ROPE_INTERLEAVED;
-            if (c->n_rope_freq_factors > 0) { /* Llama 3.1 scaling */
-                kernels_rope_factors(qi, nq, hd, p, c->rope_theta, inter, c->rope_freq_factors);
-                kernels_rope_factors(ki, 1, hd, p, c->rope_theta, inter, c->rope_freq_factors);
-            } else {
-                kernels_rope(qi, nq, hd, p, c->rope_theta, inter);
-                kernels_rope(ki, 1, hd, p, c->rope_theta, inter);
-            }
-        }
-    }
+    for (int i = 0; i < n; i++)
+        rope_row(c, s->q + (size_t)i * qd, k + (size_t)i * (size_t)hd, nq, pos + i);
     /* Position p sees 0..p (the causal mask inside the batch), the last W with a window;
      * phi3 scales q first (position by position, before any attention reads it). */
     float kq_scale = 1.0f;
@@ -174,22 +177,9 @@ void model_attn_part_forward_segs(const ModelConfig *c, Scratch *s, const float 
     matmul_n(s, v, (size_t)hd, &w0->wv, s->xn, (size_t)dim, n);
     add_bias_n(v, (size_t)hd, w0->bv, hd, n);
     for (int g = 0, i = 0; g < n_segs; g++)
-        for (int j = 0; j < segs[g].n; j++, i++) {
-            const int p = segs[g].pos + j;
-            float *qi = s->q + (size_t)i * qd, *ki = k + (size_t)i * (size_t)hd;
-            if (c->rope_style != ROPE_NONE) {
-                const int inter = c->rope_style == ROPE_INTERLEAVED;
-                if (c->n_rope_freq_factors > 0) {
-                    kernels_rope_factors(qi, nq, hd, p, c->rope_theta, inter,
-                                         c->rope_freq_factors);
-                    kernels_rope_factors(ki, 1, hd, p, c->rope_theta, inter,
-                                         c->rope_freq_factors);
-                } else {
-                    kernels_rope(qi, nq, hd, p, c->rope_theta, inter);
-                    kernels_rope(ki, 1, hd, p, c->rope_theta, inter);
-                }
-            }
-        }
+        for (int j = 0; j < segs[g].n; j++, i++)
+            rope_row(c, s->q + (size_t)i * qd, k + (size_t)i * (size_t)hd, nq,
+                     segs[g].pos + j);
     float kq_scale = 1.0f;
     for (int i = 0; i < n; i++)
         kq_scale = model_attn_q_scale(c, s->q + (size_t)i * qd, nq);
