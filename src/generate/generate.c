@@ -685,7 +685,9 @@ int generate_run(const ModelConfig *c, const Tokenizer *tok, const HeadW *head,
         end = p0 + (int)n_prompt - 1 + opt->n_predict;
         cap_reason = "n_predict";
     }
-    if (p0 + (long)n_prompt >= end && !opt->on_text)
+    /* -n N asks for exactly N new tokens, the last sampled from the prompt's last position
+     * without a pass of its own: only a cap by --steps or the context leaves too little room */
+    if (p0 + (long)n_prompt >= end && !opt->on_text && strcmp(cap_reason, "n_predict"))
         fprintf(stderr, "headsplit: warning: the prompt's %zu tokens leave no room for new ones (--steps %d, "
                  "context %d): raise --steps/--ctx-size or use -n\n", n_prompt, opt->steps, ctx);
     const int steps = end - p0; /* positions run by this call */
