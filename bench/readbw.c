@@ -17,6 +17,7 @@ typedef struct {
     const uint64_t *p;
     size_t n;
     uint64_t sum;
+    double t0, t1; /* the thread's own start (after the barrier) and end */
     pthread_barrier_t *start;
 } Part;
 
@@ -31,14 +32,19 @@ static void *reader(void *arg)
 {
     Part *w = arg;
     pthread_barrier_wait(w->start);
+    w->t0 = now();
     uint64_t s = 0;
     for (size_t i = 0; i < w->n; i++)
         s += w->p[i];
     w->sum = s;
+    w->t1 = now();
     return NULL;
 }
 
-/* One timed read of the whole buffer by t threads; GB/s. */
+/* One timed read of the whole buffer by t threads; GB/s.  The time runs from the first
+ * reader's start to the last one's end, as the readers see them: the caller's own clock
+ * would miss reads done before it runs again (under chrt -f a reader that shares the
+ * caller's core finishes before the caller is scheduled). */
 static double read_once(const uint64_t *buf, size_t n, int t, uint64_t *check)
 {
     pthread_t th[64];
@@ -47,23 +53,26 @@ static double read_once(const uint64_t *buf, size_t n, int t, uint64_t *check)
     pthread_barrier_init(&start, NULL, (unsigned)t + 1);
     for (int i = 0; i < t; i++) {
         size_t a = n * (size_t)i / (size_t)t, b = n * (size_t)(i + 1) / (size_t)t;
-        w[i] = (Part){buf + a, b - a, 0, &start};
+        w[i] = (Part){buf + a, b - a, 0, 0, 0, &start};
         if (pthread_create(&th[i], NULL, reader, &w[i]) != 0) {
             fprintf(stderr, "readbw: cannot start thread %d\n", i);
             exit(1);
         }
     }
     pthread_barrier_wait(&start);
-    double t0 = now();
     uint64_t s = 0;
+    double t0 = 0, t1 = 0;
     for (int i = 0; i < t; i++) {
         pthread_join(th[i], NULL);
         s += w[i].sum;
+        if (i == 0 || w[i].t0 < t0)
+            t0 = w[i].t0;
+        if (i == 0 || w[i].t1 > t1)
+            t1 = w[i].t1;
     }
-    double dt = now() - t0;
     pthread_barrier_destroy(&start);
     *check = s;
-    return (double)n * sizeof(uint64_t) / dt / 1e9;
+    return (double)n * sizeof(uint64_t) / (t1 - t0) / 1e9;
 }
 
 static int cmp_double(const void *a, const void *b)
