@@ -41,6 +41,8 @@ static void usage(FILE *out)
         "  --gen-tokens N, -n N, --n-predict N  greedy tokens compared with and without\n"
         "                         speculation (64)\n"
         "  --threads N            kernel threads (default 1; as headsplit's --threads)\n"
+        "  --f32-order avx512|avx2  the order of the fp32 sums (as headsplit's --f32-order;\n"
+        "                         default avx512): profile the arithmetic the runs will use\n"
         "  --prompt TEXT          prompt of the greedy runs (default: the corpus's first line)\n"
         "  --min-acceptance A     decision threshold on acceptance (default 0.7)\n"
         "  --tolerance T          tolerance of the decision table (default 0.05)\n"
@@ -87,13 +89,14 @@ static int parse_list(const char *s, float *out, int *n)
 static int parse_args(Options *o, int argc, char **argv, char *err, size_t errlen)
 {
     enum { O_MODEL = 256, O_CORPUS, O_TOKENS, O_OUT, O_HELDOUT, O_GEN, O_PROMPT, O_MINACC,
-           O_TOL, O_OVER, O_NOQ, O_QTOL, O_HELP, O_THREADS };
+           O_TOL, O_OVER, O_NOQ, O_QTOL, O_HELP, O_THREADS, O_F32ORDER };
     static const struct option longopts[] = {
         {"model", required_argument, 0, O_MODEL}, {"corpus", required_argument, 0, O_CORPUS},
         {"tokens", required_argument, 0, O_TOKENS}, {"out", required_argument, 0, O_OUT},
         {"heldout", required_argument, 0, O_HELDOUT},
         {"gen-tokens", required_argument, 0, O_GEN}, {"prompt", required_argument, 0, O_PROMPT},
         {"n-predict", required_argument, 0, O_GEN}, {"threads", required_argument, 0, O_THREADS},
+        {"f32-order", required_argument, 0, O_F32ORDER},
         {"min-acceptance", required_argument, 0, O_MINACC},
         {"tolerance", required_argument, 0, O_TOL},
         {"overhead-ms", required_argument, 0, O_OVER},
@@ -124,6 +127,13 @@ static int parse_args(Options *o, int argc, char **argv, char *err, size_t errle
                 return util_err(err, errlen, "--threads: '%s' is not a count of 1..64", optarg);
             kernels_set_threads((int)v);
             break;
+        case O_F32ORDER: {
+            KernelsF32Order fo;
+            if (kernels_parse_f32_order(optarg, &fo) < 0)
+                return util_err(err, errlen, "--f32-order: '%s' is not avx512 or avx2", optarg);
+            kernels_set_f32_order(fo);
+            break;
+        }
         case O_MODEL: o->model = optarg; break;
         case O_CORPUS: o->corpus = optarg; break;
         case O_OUT: o->out = optarg; break;

@@ -3,6 +3,7 @@
  * measurement with per-layer timing, perplexity, greedy agreement).  See docs/speculation.md. */
 #include "profile.h"
 
+#include "kernels.h"
 #include "util.h"
 
 #include <jansson.h>
@@ -241,6 +242,8 @@ int profile_write(const Profile *p, const ModelConfig *c, const char *path, char
     json_object_set_new(root, "corpus", str_or_null(p->corpus_path));
     json_object_set_new(root, "tokens", json_integer(p->tokens));
     json_object_set_new(root, "host", str_or_null(p->host));
+    /* the fp32 sums' order the ratios were measured with (--f32-order) */
+    json_object_set_new(root, "f32_order", json_string(kernels_f32_order_name(kernels_get_f32_order())));
     for (int k = 0; k < PROFILE_N_TOL; k++)
         json_array_append_new(tols, json_real(profile_tolerances[k]));
     json_object_set_new(root, "tolerances", tols);
