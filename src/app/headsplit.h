@@ -146,7 +146,7 @@ typedef struct {
     RemoteDraft *rdraft;    /* --draft-rank R > 0 (every rank) */
     GenDraft *draft;        /* NULL: no draft */
     ChatTotals chat_sum;    /* --chat: the whole session, for the closing summary */
-    int slots;              /* --serve: generations at once (--parallel; 1 on several ranks) */
+    int slots;              /* --serve: generations at once (--parallel; serve_slot_count) */
 } Run;
 
 /* session.c: generations that continue what the KV caches hold (--chat, --serve). */

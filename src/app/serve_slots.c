@@ -1,11 +1,15 @@
-/* serve_slots.c: --parallel's passes on one process.  Each slot is a thread that runs one
+/* serve_slots.c: --parallel's shared passes, on one process or on several ranks (the layer
+ * backend's several-sequence calls: the local model's, or the distributed engine's, whose
+ * passes carry a segment table).  Each slot is a thread that runs one
  * request's generation (generate_run, with its own sampler, penalties, stop strings and
  * streamed text) on a backend of its own: its forward and forward_n hand the slot's rows (a
  * prompt chunk of up to --batch rows, or one decode row) to the batcher and wait.  Once every
  * slot that is generating has handed in its rows, one of them runs a step for all: the
  * rows of every slot in one pass (several passes only where the rows exceed the pass's
- * size: single rows first, then the chunks), local_model_forward_rows with each slot's own
- * KV caches, then the LM head on the rows whose logits are wanted; each slot then samples
+ * size: single rows first, then the chunks), the backend's forward_rows with each slot's
+ * own KV caches, then the LM head on the rows whose logits are wanted (or the backend's
+ * logits_rows where it computes them: the LM head split over workers); only one thread runs
+ * a step at a time, so the engine is driven by one thread at a time.  Each slot then samples
  * its own token and hands in its next rows.  A request that comes joins at the next step
  * (batcher_join when the controller gives it a slot: the next step waits for its first
  * rows), one that ends leaves (batcher_leave).  Every sequence's
@@ -39,7 +43,7 @@ typedef struct {
 } BatchSlot;
 
 struct Batcher {
-    LocalModel *m;
+    LayerBackend be;  /* the layers: forward_rows (and logits_rows) */
     const ModelConfig *c;
     const HeadW *head;
     int n_slots, cap; /* slots; rows a pass takes */
@@ -52,19 +56,22 @@ struct Batcher {
     BatchReq **order;   /* [n_slots] the step being run */
     BatchSlot *slots;
     float *x;         /* [cap][dim] a pass's rows */
-    LocalRows *rows;  /* [n_slots] */
+    SeqRows *rows;    /* [n_slots] */
     Scratch sc;       /* the LM head's, cap rows */
     float *lx;        /* [cap][dim] the rows whose logits are wanted */
     float *lg;        /* [lg_rows][vocab] */
     size_t lg_rows;
+    float *blg;       /* [cap][vocab] the backend's logits of a pass (logits_rows) */
     BatchStats st;
 };
 
-Batcher *batcher_new(LocalModel *m, const ModelConfig *c, const HeadW *head, int n_slots,
-                     int cap)
+Batcher *batcher_new(const LayerBackend *be, const ModelConfig *c, const HeadW *head,
+                     int n_slots, int cap)
 {
+    CHECK(be->forward_rows && cap >= 1 && cap <= be->max_batch, "the layers take passes of "
+          "%d rows (%d asked) or not several sequences", be->max_batch, cap);
     Batcher *b = xcalloc(1, sizeof *b);
-    b->m = m;
+    b->be = *be;
     b->c = c;
     b->head = head;
     b->n_slots = n_slots;
@@ -97,6 +104,7 @@ void batcher_free(Batcher *b)
     model_scratch_free(&b->sc);
     free(b->lx);
     free(b->lg);
+    free(b->blg);
     pthread_mutex_destroy(&b->mu);
     pthread_cond_destroy(&b->cv);
     free(b);
@@ -110,26 +118,32 @@ static void batcher_pass(Batcher *b, BatchReq **r, int k, int total)
     size_t off = 0;
     for (int i = 0; i < k; i++) {
         memcpy(b->x + off * dim, r[i]->x, (size_t)r[i]->n * dim * sizeof(float));
-        b->rows[i] = (LocalRows){r[i]->slot, r[i]->pos, r[i]->n};
+        b->rows[i] = (SeqRows){r[i]->slot, r[i]->pos, r[i]->n};
         off += (size_t)r[i]->n;
     }
-    local_model_forward_rows(b->m, b->x, b->rows, k);
+    b->be.forward_rows(b->be.ctx, b->x, b->rows, k);
+    if (!b->blg && b->be.logits_rows)
+        b->blg = xmalloc((size_t)b->cap * V * sizeof(float));
+    const int theirs = b->be.logits_rows && b->be.logits_rows(b->be.ctx, b->blg, total);
     size_t nl = 0;
     off = 0;
+    if ((size_t)total > b->lg_rows) { /* at most every row's */
+        free(b->lg);
+        b->lg = xmalloc((size_t)total * V * sizeof(float));
+        b->lg_rows = (size_t)total;
+    }
     for (int i = 0; i < k; i++) {
         const int n = r[i]->n, w = r[i]->want < 0 || r[i]->want > n ? n : r[i]->want;
+        const size_t first = off + (size_t)(n - w); /* the pass's row of its first wanted */
         memcpy(r[i]->x, b->x + off * dim, (size_t)n * dim * sizeof(float));
-        memcpy(b->lx + nl * dim, b->x + (off + (size_t)(n - w)) * dim,
-               (size_t)w * dim * sizeof(float));
+        if (theirs)
+            memcpy(b->lg + nl * V, b->blg + first * V, (size_t)w * V * sizeof(float));
+        else
+            memcpy(b->lx + nl * dim, b->x + first * dim, (size_t)w * dim * sizeof(float));
         nl += (size_t)w;
         off += (size_t)n;
     }
-    if (nl > b->lg_rows) {
-        free(b->lg);
-        b->lg = xmalloc(nl * V * sizeof(float));
-        b->lg_rows = nl;
-    }
-    for (size_t o = 0; o < nl; o += (size_t)b->sc.max_batch) {
+    for (size_t o = 0; !theirs && o < nl; o += (size_t)b->sc.max_batch) {
         const int n = nl - o < (size_t)b->sc.max_batch ? (int)(nl - o) : b->sc.max_batch;
         model_logits_rows_n(b->c, b->head, &b->sc, b->lx + o * dim, b->c->vocab_size,
                             b->lg + o * V, n);
