@@ -529,6 +529,9 @@ static ServeSlot *slot_choose(Server *sv, const Job *j)
     return best;
 }
 
+static void slots_wake(void *run) { session_wake(run); }
+static void slots_rest(void *run) { session_rest(run); }
+
 /* --parallel N: the controller hands each job off the queue to a free slot (it joins the
  * running generations at their next step); the slots' threads share passes, on this
  * process's layers or the distributed engine's. */
@@ -540,6 +543,8 @@ static void serve_slots_loop(Server *sv)
     sv->slots = xcalloc((size_t)sv->n_slots, sizeof *sv->slots);
     sv->batcher = batcher_new(&be, &run->cfg, &run->head, sv->n_slots,
                               (run->o.batch > 0 ? run->o.batch : 1) + sv->n_slots - 1);
+    if (run->distributed) /* the workers wait for passes only while some slot generates */
+        batcher_on_idle(sv->batcher, slots_wake, slots_rest, run);
     for (int i = 0; i < sv->n_slots; i++) {
         ServeSlot *s = &sv->slots[i];
         s->sv = sv;

@@ -147,6 +147,10 @@ void batcher_free(Batcher *b);
 LayerBackend batcher_backend(Batcher *b, int slot);
 void batcher_join(Batcher *b, int slot);
 void batcher_leave(Batcher *b, int slot);
+/* The layers' rest between busy times (the distributed engine's workers must not wait for a
+ * pass longer than their stall timeout): wake(ctx) before the first step after an idle time,
+ * rest(ctx) once no slot generates, each by one thread while no step runs. */
+void batcher_on_idle(Batcher *b, void (*wake)(void *), void (*rest)(void *), void *ctx);
 void batcher_stats(Batcher *b, BatchStats *st);
 
 /* serve_http.c */

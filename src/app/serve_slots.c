@@ -62,6 +62,9 @@ struct Batcher {
     float *lg;        /* [lg_rows][vocab] */
     size_t lg_rows;
     float *blg;       /* [cap][vocab] the backend's logits of a pass (logits_rows) */
+    void (*wake)(void *), (*rest)(void *); /* batcher_on_idle's */
+    void *idle_ctx;
+    int awake;        /* woken (by the thread that runs a step) and not rested since */
     BatchStats st;
 };
 
@@ -214,7 +217,11 @@ static void batcher_submit(BatchSlot *s, float *x, int pos, int n, int want)
             memcpy(b->order, b->pending, (size_t)k * sizeof *b->order);
             b->n_pending = 0;
             b->running = 1;
+            const int wake = !b->awake;
+            b->awake = 1;
             pthread_mutex_unlock(&b->mu);
+            if (wake && b->wake)
+                b->wake(b->idle_ctx);
             batcher_step(b, b->order, k);
             pthread_mutex_lock(&b->mu);
             for (int i = 0; i < k; i++)
@@ -249,7 +256,27 @@ void batcher_leave(Batcher *b, int slot)
         pthread_cond_broadcast(&b->cv); /* the others may make a step without it now */
     }
     s->want = -1;
+    /* the last one out lets the layers rest, as a step would run: alone */
+    while (b->active == 0 && b->awake && b->running)
+        pthread_cond_wait(&b->cv, &b->mu);
+    if (b->active == 0 && b->awake) {
+        b->running = 1;
+        pthread_mutex_unlock(&b->mu);
+        if (b->rest)
+            b->rest(b->idle_ctx);
+        pthread_mutex_lock(&b->mu);
+        b->awake = 0;
+        b->running = 0;
+        pthread_cond_broadcast(&b->cv);
+    }
     pthread_mutex_unlock(&b->mu);
+}
+
+void batcher_on_idle(Batcher *b, void (*wake)(void *), void (*rest)(void *), void *ctx)
+{
+    b->wake = wake;
+    b->rest = rest;
+    b->idle_ctx = ctx;
 }
 
 void batcher_stats(Batcher *b, BatchStats *st)
