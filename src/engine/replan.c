@@ -254,7 +254,7 @@ int dist_check_slots_memory(const DistEngine *e, char *err, size_t errlen)
             return util_err(err, errlen, "rank %d: %d slots (--parallel) of %d positions "
                             "(--ctx-size) need %.2f MB: weights %.2f MB and %d KV caches of "
                             "%.2f MB (--cache-type %s), over its budget of %.2f MB; give fewer "
-                            "--parallel, a smaller --ctx-size or a smaller --cache-type", r, S,
+                            "--parallel, a smaller --ctx-size or --cache-type f16 or q8_0", r, S,
                             cap, need / 1e6, plan_rank_weight_bytes(e->plan, c, r) / 1e6, S,
                             kv / 1e6, quant_type_name(c->kv_type), b / 1e6);
     }
