@@ -69,6 +69,8 @@ int dist_max_batch(const DistEngine *e);
  * nor with re-placement (dist_check_slots_memory refuses what would not fit).  Call on every
  * rank with the same value (1..WIRE_MAX_SLOTS), outside the token loop. */
 void dist_set_slots(DistEngine *e, int n_slots);
+/* Controller: the most passes it has had in flight at once. */
+int dist_max_in_flight(const DistEngine *e);
 int dist_slots(const DistEngine *e);
 /* After dist_set_memory and dist_set_slots: 0 when every worker's budget holds its weights
  * and every slot's KV cache at the full positions, else -1 with err naming the worker, what

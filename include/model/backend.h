@@ -49,6 +49,15 @@ typedef struct {
     int (*set_slots)(void *ctx, int n_slots, char *err, size_t errlen);
     void (*forward_rows)(void *ctx, float *x, const SeqRows *rows, int n_rows);
     int (*logits_rows)(void *ctx, float *logits, int n);
+    /* Optional: calls of several sequences kept in flight (a chain of stages, each working
+     * on another call's pass).  post_rows sends the rows as forward_rows would take them
+     * (next_n: a hint of the rows of the next call, 0 unknown) without waiting; take_rows
+     * waits for the oldest call posted and not taken and leaves its rows in the x it was
+     * posted with (the LM head is the caller's).  At most max_in_flight calls posted and not
+     * taken; the calls must use disjoint slots; no other forward in between. */
+    void (*post_rows)(void *ctx, float *x, const SeqRows *rows, int n_rows, int next_n);
+    void (*take_rows)(void *ctx);
+    int max_in_flight; /* 1: no post_rows worth using */
     int max_batch; /* positions forward_n takes at most (0 when forward_n is NULL) */
 } LayerBackend;
 

@@ -585,6 +585,7 @@ static void serve_slots_loop(Server *sv)
         free(sv->slots[i].hist);
         generate_result_free(&sv->slots[i].res);
     }
+    batcher_quiesce(sv->batcher); /* the layers rested before the session ends */
 }
 
 int serve_run(Run *run)

@@ -39,6 +39,8 @@ typedef struct {
     unsigned long passes, shared; /* passes run; of which carried several sequences */
     unsigned long rows, seq_rows; /* rows run; sequences summed over the passes */
     int max_seqs;                 /* the most sequences one pass carried */
+    int groups;                   /* pipelined: groups of slots (0: one pass at a time) */
+    int in_flight_max;            /* pipelined: the most passes in flight at once */
 } BatchStats;
 
 /* An HTTP error in OpenAI's shape ({"error":{message,type,param,code}}). */
@@ -137,7 +139,9 @@ void serve_error(ServeError *e, unsigned status, const char *type, const char *f
 
 /* serve_slots.c */
 /* The passes n_slots slots share on the layers be (its forward_rows; cap rows a pass, at
- * most its max_batch; be is copied); batcher_backend(b, i): slot i's
+ * most its max_batch; be is copied; where be keeps several calls in flight, max_in_flight > 1
+ * on a chain of stages, the slots go in groups whose passes are in flight at once, posted and
+ * taken by a thread of the batcher's own); batcher_backend(b, i): slot i's
  * backend, whose rows wait for every generating slot's and run with them (a slot generates
  * from batcher_join, or its first rows, until batcher_leave: its generation has ended and the
  * others step without it). */
@@ -151,6 +155,9 @@ void batcher_leave(Batcher *b, int slot);
  * pass longer than their stall timeout): wake(ctx) before the first step after an idle time,
  * rest(ctx) once no slot generates, each by one thread while no step runs. */
 void batcher_on_idle(Batcher *b, void (*wake)(void *), void (*rest)(void *), void *ctx);
+/* Once every slot has left for good: the layers rested and the batcher's own thread (the
+ * pipelined driver) ended; nothing more may be handed in. */
+void batcher_quiesce(Batcher *b);
 void batcher_stats(Batcher *b, BatchStats *st);
 
 /* serve_http.c */

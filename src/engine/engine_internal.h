@@ -187,6 +187,19 @@ typedef struct {
     AttnSeg *segs; /* [n] */
 } EngineSlots;
 
+/* The controller's passes sent and not yet taken (loop.c), oldest first: each one's rows
+ * row0.. of its call's x (y: where they come back), its rows m, the rows its broadcasts were
+ * sized for, the rows that come back, its first position, and whether it ends its call; the
+ * calls whose passes have all been taken and that the caller has not taken yet (post_rows,
+ * take_rows), and the most passes in flight at once. */
+typedef struct {
+    struct {
+        int row0, m, nb, out, pos, last;
+        float *y;
+    } q[ENGINE_MAX_DEPTH + 1];
+    int head, count, calls, max_count;
+} EngineFlight;
+
 /* What the metrics report (metrics.c). */
 typedef struct {
     double *timers;      /* [L][T_COUNT] seconds */
@@ -223,6 +236,7 @@ struct DistEngine {
     EngineService svc;
     EngineStats stats;
     EngineSlots sl;
+    EngineFlight fl;
 };
 
 

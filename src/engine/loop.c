@@ -156,55 +156,77 @@ void dist_set_wire(DistEngine *e, WireForm form)
     e->prog.built = 0; /* the program's messages change form */
 }
 
-/* The rows of a call, n of them in n_segs segments (one sequence's positions each, in its
- * slot's caches; forward_n: one segment of slot 0): passes of at most the agreed rows each
- * (and of at most ubatch_rows), a segment cut where a pass ends.  A pass that must carry
- * more rows than the broadcasts are sized for first carries what fits and announces the
- * rest; the last announces the caller's hint (or its own size), so a steady stream of equal
- * passes (decoding, drafting K+1 rows) never pays for a change.  On a chain of stages
- * (dist_set_ubatch) up to `depth` passes more are sent before the oldest one's result is
- * taken, so that the stages work on successive passes at once.  The caller reads the last
- * `want` rows of x afterwards. */
-static void controller_run(DistEngine *e, float *x, const SeqRows *segs, int n_segs, int n,
-                           int next_n, int want)
+/* Takes the oldest pass in flight: its result into its call's x (the controller's steps of
+ * the way out); a call whose last pass it is is ready for take_rows. */
+static void flight_take(DistEngine *e)
 {
+    EngineFlight *f = &e->fl;
+    CHECK(f->count > 0, "a pass taken with none in flight");
+    const int i = f->head;
+    controller_take(e, f->q[i].pos, f->q[i].m, f->q[i].nb, f->q[i].out, f->q[i].row0,
+                    f->q[i].y);
+    f->calls += f->q[i].last;
+    f->head = (f->head + 1) % (ENGINE_MAX_DEPTH + 1);
+    f->count--;
+}
+
+/* Sends the rows of a call, n of them in n_segs segments (one sequence's positions each, in
+ * its slot's caches; forward_n: one segment of slot 0): passes of at most the agreed rows
+ * each (and of at most ubatch_rows), a segment cut where a pass ends.  A pass that must
+ * carry more rows than the broadcasts are sized for first carries what fits and announces
+ * the rest; the last announces the caller's hint (or its own size), so a steady stream of
+ * equal passes (decoding, drafting K+1 rows) never pays for a change.  On a chain of stages
+ * (dist_set_ubatch) up to `depth` passes more are in flight before the oldest one's result
+ * is taken, so that the stages work on successive passes at once.  The caller reads the
+ * last `want` rows of x once the call's passes are taken. */
+static void flight_post(DistEngine *e, float *x, const SeqRows *segs, int n_segs, int n,
+                        int next_n, int want)
+{
+    EngineFlight *f = &e->fl;
     const size_t dim = (size_t)e->c->dim;
     const int ub = ubatch_rows(e, n);
     const int depth = engine_pipeline_depth(e);
-    struct { int row0, m, nb, out, pos; } fl[ENGINE_MAX_DEPTH + 1];
-    int done = 0, head = 0, count = 0, passes = 0;
-    while (done < n || count > 0) {
-        if (done < n && count <= depth) {
-            int m = n - done < e->nb ? n - done : e->nb;
-            if (m > ub)
-                m = ub;
-            const int rest = n - done - m;
-            int nxt = rest > 0 ? rest : next_n > 0 ? next_n : m;
-            const int next_ub = rest > 0 ? ub : ubatch_rows(e, nxt); /* split the same way */
-            if (nxt > next_ub)
-                nxt = next_ub;
-            if (nxt > e->bmax)
-                nxt = e->bmax;
-            const int slot = (head + count) % (ENGINE_MAX_DEPTH + 1);
-            fl[slot].row0 = done;
-            fl[slot].m = m;
-            fl[slot].nb = e->nb;
-            fl[slot].pos = pass_table(e, segs, n_segs, done, m);
-            int out = done + m - (n - want); /* rows of this pass in the wanted tail */
-            fl[slot].out = out < 0 ? 0 : out > m ? m : out;
-            controller_post(e, x + (size_t)done * dim, fl[slot].pos, m, nxt, fl[slot].out);
-            count++;
-            passes++;
-            done += m;
-            continue;
-        }
-        controller_take(e, fl[head].pos, fl[head].m, fl[head].nb, fl[head].out, fl[head].row0,
-                        x + (size_t)fl[head].row0 * dim);
-        head = (head + 1) % (ENGINE_MAX_DEPTH + 1);
-        count--;
+    for (int done = 0; done < n;) {
+        while (f->count > depth)
+            flight_take(e);
+        int m = n - done < e->nb ? n - done : e->nb;
+        if (m > ub)
+            m = ub;
+        const int rest = n - done - m;
+        int nxt = rest > 0 ? rest : next_n > 0 ? next_n : m;
+        const int next_ub = rest > 0 ? ub : ubatch_rows(e, nxt); /* split the same way */
+        if (nxt > next_ub)
+            nxt = next_ub;
+        if (nxt > e->bmax)
+            nxt = e->bmax;
+        const int i = (f->head + f->count) % (ENGINE_MAX_DEPTH + 1);
+        const int out = done + m - (n - want); /* rows of this pass in the wanted tail */
+        f->q[i].row0 = done;
+        f->q[i].m = m;
+        f->q[i].nb = e->nb;
+        f->q[i].pos = pass_table(e, segs, n_segs, done, m);
+        f->q[i].out = out < 0 ? 0 : out > m ? m : out;
+        f->q[i].last = rest == 0;
+        f->q[i].y = x + (size_t)done * dim;
+        controller_post(e, f->q[i].y, f->q[i].pos, m, nxt, f->q[i].out);
+        f->count++;
+        f->max_count = f->count > f->max_count ? f->count : f->max_count;
+        e->stats.wire_passes++;
+        done += m;
     }
-    e->stats.wire_passes += passes;
     e->last_n = n;
+}
+
+/* A call's passes, sent and taken (nothing else in flight). */
+static void controller_run(DistEngine *e, float *x, const SeqRows *segs, int n_segs, int n,
+                           int next_n, int want)
+{
+    CHECK(e->fl.count == 0 && e->fl.calls == 0, "a forward while %d passes posted are not "
+          "taken", e->fl.count + e->fl.calls);
+    flight_post(e, x, segs, n_segs, n, next_n, want);
+    while (e->fl.count > 0)
+        flight_take(e);
+    e->fl.calls = 0;
 }
 
 /* n positions pos .. pos+n-1 of the sequence in slot 0. */
@@ -240,6 +262,32 @@ static void controller_forward_rows(void *ctx, float *x, const SeqRows *rows, in
     e->want = -1;
     controller_run(e, x, rows, n_rows, n, 0, n);
 }
+
+/* The rows of several sequences sent as a call of their own, its result taken later
+ * (take_rows, calls in posting order): passes of several calls in flight on a chain of stages
+ * (the backend's max_in_flight).  Every row comes back; the LM head is the caller's. */
+static void controller_post_rows(void *ctx, float *x, const SeqRows *rows, int n_rows,
+                                 int next_n)
+{
+    DistEngine *e = ctx;
+    CHECK(!e->hd.comm, "passes of several calls in flight with the LM head split");
+    int n = 0;
+    for (int i = 0; i < n_rows; i++)
+        n += rows[i].n;
+    CHECK(n_rows >= 1 && n_rows <= e->sl.n && n <= e->bmax, "a call of %d rows of %d "
+          "sequences: the engine takes 1..%d rows of at most %d", n, n_rows, e->bmax, e->sl.n);
+    flight_post(e, x, rows, n_rows, n, next_n, n);
+}
+
+static void controller_take_rows(void *ctx)
+{
+    DistEngine *e = ctx;
+    while (e->fl.calls == 0)
+        flight_take(e);
+    e->fl.calls--;
+}
+
+int dist_max_in_flight(const DistEngine *e) { return e->fl.max_count; }
 
 /* The slots are set up on every rank at load (dist_set_slots); a backend takes as many. */
 static int controller_set_slots(void *ctx, int n_slots, char *err, size_t errlen)
@@ -290,7 +338,9 @@ LayerBackend dist_backend(DistEngine *e)
                           .forward_n = controller_forward_n, .logits_n = controller_logits_n,
                           .set_slots = controller_set_slots,
                           .forward_rows = controller_forward_rows,
-                          .logits_rows = controller_logits_n, .max_batch = e->bmax};
+                          .logits_rows = controller_logits_n, .max_batch = e->bmax,
+                          .post_rows = controller_post_rows, .take_rows = controller_take_rows,
+                          .max_in_flight = e->hd.comm ? 1 : engine_pipeline_depth(e) + 1};
 }
 
 void dist_controller_stop(DistEngine *e) { engine_controller_control(e, WIRE_STOP, 0); }

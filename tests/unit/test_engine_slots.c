@@ -7,7 +7,9 @@
  * caches.  Three sequences, in slots 2, 0 and 1, go through shared passes that mix prompt
  * chunks and single decode rows; every position's logits must be bit-identical to the same
  * sequence run alone, one position per pass, on an engine of one slot under the same plan.
- * The sequences differ, so a row that read another slot's caches would show. */
+ * The sequences differ, so a row that read another slot's caches would show.  On the
+ * layer-wise chain, again with each sequence's rows a call of its own, the calls kept in
+ * flight together (post_rows / take_rows: pipelined decode), the same bits. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -54,6 +56,8 @@ typedef struct {
     int slots;     /* 1: each sequence alone (seq) */
     int seq;
     int ubatch;
+    int pipelined; /* each sequence's rows a call of its own, calls kept in flight */
+    int in_flight; /* the most passes the controller had in flight */
     float *logits; /* [SEQS][LEN][vocab] */
 } Run;
 
@@ -87,6 +91,51 @@ static void drive_alone(Run *run, LayerBackend *b, const HeadW *head, Scratch *s
         b->forward_n(b->ctx, x, pos, 1, &seq_tokens[run->seq][pos], 1);
         take_logits(b, head, sc, x, 1, logits_at(run, run->seq, pos), 0);
     }
+}
+
+/* The pass plan's rows of each sequence as calls of their own, up to the backend's
+ * max_in_flight posted before the oldest is taken (in posting order). */
+static void drive_pipelined(Run *run, LayerBackend *b, const HeadW *head, Scratch *sc)
+{
+    const size_t dim = (size_t)cfg.dim, V = (size_t)cfg.vocab_size;
+    assert_true(b->post_rows && b->take_rows && b->max_in_flight >= 2);
+    float *x = xcalloc((size_t)SEQS * MAX_BATCH * dim, sizeof(float));
+    float *lg = xcalloc(V, sizeof(float));
+    int pos[SEQS] = {0, 0, 0}, fifo[SEQS], head_i = 0, count = 0;
+    SeqRows rows[SEQS];
+    for (int p = 0; p <= PASSES; p++) {
+        for (int s = 0; s < SEQS; s++) {
+            const int m = p < PASSES ? pass_rows[p][s] : 0;
+            /* take the oldest while the flight is full, or, past the plan, all of them;
+             * also before a sequence's next call (its rows follow its last call's) */
+            int mine = 0;
+            for (int i = 0; i < count; i++)
+                mine |= fifo[(head_i + i) % SEQS] == s;
+            while (count > 0 && (count >= b->max_in_flight || p == PASSES || (m && mine))) {
+                const int t = fifo[head_i];
+                b->take_rows(b->ctx);
+                for (int i = 0; i < rows[t].n; i++) {
+                    model_logits(&cfg, head, sc, x + ((size_t)t * MAX_BATCH + (size_t)i) * dim, lg);
+                    memcpy(logits_at(run, t, pos[t]++), lg, V * sizeof(float));
+                }
+                mine &= t != s;
+                head_i = (head_i + 1) % SEQS;
+                count--;
+            }
+            if (!m)
+                continue;
+            for (int i = 0; i < m; i++)
+                model_embed(&cfg, head, seq_tokens[s][pos[s] + i], pos[s] + i,
+                            x + ((size_t)s * MAX_BATCH + (size_t)i) * dim);
+            rows[s] = (SeqRows){seq_slot[s], pos[s], m};
+            b->post_rows(b->ctx, x + (size_t)s * MAX_BATCH * dim, &rows[s], 1, 1);
+            fifo[(head_i + count++) % SEQS] = s;
+        }
+    }
+    for (int s = 0; s < SEQS; s++)
+        assert_int_equal(pos[s], LEN);
+    free(x);
+    free(lg);
 }
 
 /* The three sequences through the shared passes, each in its slot. */
@@ -151,8 +200,11 @@ static void *rank_main(void *p)
         LayerBackend b = dist_backend(e);
         if (run->slots == 1)
             drive_alone(run, &b, &head, &sc);
+        else if (run->pipelined)
+            drive_pipelined(run, &b, &head, &sc);
         else
             drive_together(run, &b, &head, &sc);
+        run->in_flight = dist_max_in_flight(e);
         dist_controller_stop(e);
         model_scratch_free(&sc);
         model_free_head(&head);
@@ -182,8 +234,9 @@ static void run_engine(Run *run)
 }
 
 /* Each sequence alone, then the three together (passes of at most ubatch rows: 0, no
- * limit); every logit compared bit for bit. */
-static void expect_alone_bits(const Plan *plan, int ubatch)
+ * limit; pipelined: each one's rows a call of its own, calls in flight together); every
+ * logit compared bit for bit.  Returns the most passes the controller had in flight. */
+static int expect_alone_bits_as(const Plan *plan, int ubatch, int pipelined)
 {
     const size_t all = (size_t)SEQS * LEN * (size_t)cfg.vocab_size;
     Run alone = {.plan = plan, .slots = 1, .logits = xcalloc(all, sizeof(float))};
@@ -191,7 +244,7 @@ static void expect_alone_bits(const Plan *plan, int ubatch)
         alone.seq = s;
         run_engine(&alone);
     }
-    Run together = {.plan = plan, .slots = SEQS, .ubatch = ubatch,
+    Run together = {.plan = plan, .slots = SEQS, .ubatch = ubatch, .pipelined = pipelined,
                     .logits = xcalloc(all, sizeof(float))};
     run_engine(&together);
     for (int s = 0; s < SEQS; s++)
@@ -206,6 +259,12 @@ static void expect_alone_bits(const Plan *plan, int ubatch)
                        (size_t)cfg.vocab_size * sizeof(float)) != 0);
     free(alone.logits);
     free(together.logits);
+    return together.in_flight;
+}
+
+static void expect_alone_bits(const Plan *plan, int ubatch)
+{
+    expect_alone_bits_as(plan, ubatch, 0);
 }
 
 static void build(Plan *p, Partition part, PlacementKind k, SliceExchange x, int hoc)
@@ -226,6 +285,8 @@ static void test_layer(void **state)
     assert_int_equal(p.layers[1].ffn_rank, 2);
     expect_alone_bits(&p, 0);
     expect_alone_bits(&p, 2); /* passes of 2 rows, two in flight on the chain */
+    /* pipelined decode: the sequences' calls in flight together, one per stage */
+    assert_int_equal(expect_alone_bits_as(&p, DIST_UBATCH_AUTO, 1), 2);
     plan_free(&p);
 }
 
