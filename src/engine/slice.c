@@ -305,9 +305,9 @@ void engine_slice_attn(DistEngine *e, EngineWalk *w, const Step *st)
             off = 0;
         }
         const double kv = engine_attn_part(e, l, k, x, &w->h, e->buf.heads + off, qd);
+        const QMat *wo = &r->wo_cols[k];
         off += (r->parts[k].q1 - r->parts[k].q0) * c->head_dim;
-        transport_streamed(e->tp, kv + (r->wo_cols[k].data ? (double)model_qmat_bytes(&r->wo_cols[k])
-                                                           : 0));
+        transport_streamed(e->tp, kv + (wo->data ? (double)model_qmat_bytes(wo) : 0));
         if (k + 1 == r->n_parts || r->wo_cols[k + 1].data) {
             model_proj_partial_n(c, &e->scratch, &r->wo_cols[run], e->buf.heads, qd, off,
                                  e->buf.acc, n);
