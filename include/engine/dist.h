@@ -60,6 +60,23 @@ void dist_print_memory_prediction(const DistEngine *e, FILE *out);
  * positions. */
 void dist_set_max_batch(DistEngine *e, int max_batch);
 int dist_max_batch(const DistEngine *e);
+/* Several sequences per pass (--parallel's slots): every rank that holds attention parts
+ * keeps KV caches for n_slots sequences (slot 0: the parts' own; the others copies of the
+ * parts sharing their weights, kv_cap positions each, resident as written), and every message
+ * carries the pass's segment table (wire.h), so that the backend's forward_rows sends the
+ * rows of several sequences in one pass, each row's attention on its own slot's caches;
+ * each sequence's logits are bit-identical to running it alone.  Not with speculation on,
+ * nor with re-placement (dist_check_slots_memory refuses what would not fit).  Call on every
+ * rank with the same value (1..WIRE_MAX_SLOTS), outside the token loop. */
+void dist_set_slots(DistEngine *e, int n_slots);
+/* Controller: the most passes it has had in flight at once. */
+int dist_max_in_flight(const DistEngine *e);
+int dist_slots(const DistEngine *e);
+/* After dist_set_memory and dist_set_slots: 0 when every worker's budget holds its weights
+ * and every slot's KV cache at the full positions, else -1 with err naming the worker, what
+ * it would need and the options that shrink it (--parallel, --ctx-size, --cache-type).  The
+ * same answer on every rank (no messages). */
+int dist_check_slots_memory(const DistEngine *e, char *err, size_t errlen);
 /* Passes of at most rows positions (0: as many as the broadcasts allow; DIST_UBATCH_AUTO:
  * on a chain of stages one pass per stage, of at least DIST_UBATCH_MIN rows, else whole
  * calls).  On a chain of stages (layer-wise: every layer on one worker, each worker one block

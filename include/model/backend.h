@@ -9,6 +9,12 @@
 #include <hdf5.h>
 #include <stddef.h>
 
+/* One sequence's rows in a pass of several (--parallel's slots): positions pos..pos+n-1 of
+ * the sequence whose KV caches are slot's. */
+typedef struct {
+    int slot, pos, n;
+} SeqRows;
+
 typedef struct {
     void *ctx;
     /* Runs every decoder layer on x[dim] (in place) for the token at position pos. */
@@ -32,6 +38,26 @@ typedef struct {
     void (*want_rows)(void *ctx, int rows);
     /* Optional: like logits, for the n rows of the last forward_n: logits[n][vocab]. */
     int (*logits_n)(void *ctx, float *logits, int n);
+    /* Optional: several sequences, each on KV caches of its own (a slot), sharing passes.
+     * set_slots: slots 0..n_slots-1 to be used (0, or -1 with err where the backend cannot
+     * hold so many).  forward_rows: every decoder layer on the rows of several sequences as
+     * one call: x[rows][dim] in place, rows[0]'s n rows first, then rows[1]'s, ...; at most
+     * one entry per slot, the rows in all <= max_batch; each sequence's results bit-identical
+     * to forward_n on its rows alone in its own slot.  logits_rows: like logits_n, for the
+     * n rows of the last forward_rows (0: the caller computes them from x).  NULL: one
+     * sequence. */
+    int (*set_slots)(void *ctx, int n_slots, char *err, size_t errlen);
+    void (*forward_rows)(void *ctx, float *x, const SeqRows *rows, int n_rows);
+    int (*logits_rows)(void *ctx, float *logits, int n);
+    /* Optional: calls of several sequences kept in flight (a chain of stages, each working
+     * on another call's pass).  post_rows sends the rows as forward_rows would take them
+     * (next_n: a hint of the rows of the next call, 0 unknown) without waiting; take_rows
+     * waits for the oldest call posted and not taken and leaves its rows in the x it was
+     * posted with (the LM head is the caller's).  At most max_in_flight calls posted and not
+     * taken; the calls must use disjoint slots; no other forward in between. */
+    void (*post_rows)(void *ctx, float *x, const SeqRows *rows, int n_rows, int next_n);
+    void (*take_rows)(void *ctx);
+    int max_in_flight; /* 1: no post_rows worth using */
     int max_batch; /* positions forward_n takes at most (0 when forward_n is NULL) */
 } LayerBackend;
 
@@ -53,9 +79,10 @@ void local_model_spec_counts(const LocalModel *m, long *tried, long *kept);
  * are split).  Grows the scratch; call before local_model_backend (which copies max_batch). */
 void local_model_set_max_batch(LocalModel *m, int max_batch);
 
-/* Several sequences (--parallel's slots, single process).  Slot 0's KV caches are the ones
- * the backend's forward and forward_n use; slots 1..n_slots-1 have caches of their own
- * (kv_cap positions each, resident as written), the weights shared.  Grows only. */
+/* Several sequences (--parallel's slots, single process; the backend's set_slots,
+ * forward_rows and logits_rows).  Slot 0's KV caches are the ones the backend's forward and
+ * forward_n use; slots 1..n_slots-1 have caches of their own (kv_cap positions each,
+ * resident as written), the weights shared.  Grows only. */
 void local_model_set_slots(LocalModel *m, int n_slots);
 /* fn(arg) after every pass of the model (one position, a batch, or several sequences' rows),
  * from the thread that ran it (NULL: none): the single process's points between stretches
@@ -63,9 +90,7 @@ void local_model_set_slots(LocalModel *m, int n_slots);
 void local_model_on_pass(LocalModel *m, void (*fn)(void *), void *arg);
 int local_model_slots(const LocalModel *m);
 /* One sequence's rows in a pass: positions pos..pos+n-1 of slot's sequence. */
-typedef struct {
-    int slot, pos, n;
-} LocalRows;
+typedef SeqRows LocalRows;
 /* Every layer on the rows of several sequences as one pass: x[rows][dim] in place, rows[0]'s
  * n rows first, then rows[1]'s, ...; the rows in all <= max_batch; each weight matrix
  * streamed once for all of them, each row's attention on its own slot's caches only.  Each

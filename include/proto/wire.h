@@ -4,7 +4,7 @@
 
 #include <stdint.h>
 
-#define WIRE_MAGIC 0x48530005u /* "HS", protocol version 5 */
+#define WIRE_MAGIC 0x48530006u /* "HS", protocol version 6 */
 
 /* STEP carries a token through the layers; STOP and REPLAN pass through the pipeline without
  * computing and are then confirmed to every rank by the controller. */
@@ -49,6 +49,29 @@ _Static_assert(sizeof(WireHdr) == 32, "the header keeps the payload 32-byte alig
 
 /* Rows one pass may carry at most. */
 #define WIRE_MAX_ROWS 4096
+
+/* Several sequences per pass (--parallel's slots, dist_set_slots with more than one slot):
+ * every message of the engine then carries, right after its WireHdr, a segment table of one
+ * entry per slot: the pass's rows are entries[0]'s n rows, then entries[1]'s, ... (the
+ * header's n is their sum), entry i's rows are positions pos .. pos+n-1 of the sequence in
+ * slot `slot`, whose KV caches they use; entries with n = 0 end the table.  Its size is
+ * fixed for a run (every rank knows the slots), padded so the payload stays 32-byte aligned;
+ * with one slot there is no table and messages are as before. */
+typedef struct {
+    int16_t slot; /* the sequence's slot, 0 .. slots-1 */
+    int16_t n;    /* rows (0: past the table's last entry) */
+    int32_t pos;  /* position of its first row in that sequence */
+} WireSeg;
+_Static_assert(sizeof(WireSeg) == 8, "a segment is 8 bytes on the wire");
+
+/* Slots a run may have at most (the table's entries). */
+#define WIRE_MAX_SLOTS 64
+
+/* Bytes of the segment table of a run with `slots` slots (0 for one slot). */
+static inline uint64_t wire_table_bytes(int slots)
+{
+    return slots > 1 ? ((uint64_t)slots * sizeof(WireSeg) + 31u) / 32u * 32u : 0;
+}
 
 /* Message tags of point-to-point messages; collectives use per-layer communicators. */
 enum { WIRE_TAG_Z = 1000, WIRE_TAG_PING = 900, WIRE_TAG_XCHG = 10000, WIRE_TAG_XSUM = 15000,

@@ -165,6 +165,28 @@ static int run_open(Run *run)
     return startup_agree(&run->cm, err);
 }
 
+/* --serve's slots: --parallel, else 4 (1 with a draft model or speculation, which follow
+ * one sequence); 1 without --serve. */
+static int serve_slot_count(const Options *o)
+{
+    if (!o->serve)
+        return 1;
+    return o->parallel ? o->parallel : o->draft || strcmp(o->speculate, "none") ? 1 : 4;
+}
+
+/* run->slots (serve_slot_count): 0, or -1 with err where --parallel > 1 cannot be
+ * honoured. */
+static int serve_slots(Run *run, char *err, size_t errlen)
+{
+    const Options *o = &run->o;
+    run->slots = serve_slot_count(o);
+    if (o->serve && o->parallel > 1 && strcmp(o->speculate, "none") != 0)
+        return util_err(err, errlen, "--parallel %d with --speculate %s: the %s speculation "
+                        "follows one sequence; give --parallel 1 or --speculate none",
+                        o->parallel, o->speculate, run->distributed ? "layers'" : "emulated");
+    return 0;
+}
+
 /* --placement dp|exact: plan_build's solver placements over the measured cluster as the
  * planner sees it (stabilised, so every rank solves the same problem), priced by the
  * simulator's cost model; the exact search is bounded by a node count, not a time, so that
@@ -177,7 +199,7 @@ static int solve_placement(Run *run, char *err, size_t errlen)
     CostModel model = sim_cost_model(&in);
     SolverStats st;
     PlanRequest req = run->req;
-    req.kv_positions = run->kv_cap;
+    req.kv_positions = run->kv_cap * serve_slot_count(&run->o); /* every slot's caches */
     req.cluster = &cl;
     req.model = &model;
     req.max_nodes = 2000000;
@@ -220,7 +242,8 @@ static int run_plan(Run *run)
          * boards (the cluster as --placement dp sees it) */
         Cluster cl;
         inputs_solver_cluster(&cl, &run->ci, run->req.fill > 0 ? run->req.fill : 1);
-        bad = plan_build_auto(&run->plan, &run->cfg, &run->req, &cl, run->kv_cap, &pred, preds,
+        bad = plan_build_auto(&run->plan, &run->cfg, &run->req, &cl,
+                              run->kv_cap * serve_slot_count(o), &pred, preds,
                               &layer_dp, err, sizeof err) < 0;
         cluster_free(&cl);
     } else {
@@ -329,23 +352,6 @@ static int target_max_batch(const Options *o)
     return mb;
 }
 
-/* --serve's slots on one process: --parallel, else 4 (1 with a draft model or speculation,
- * which follow one sequence); 0, or -1 with err where --parallel > 1 cannot be honoured. */
-static int serve_slots_local(Run *run, char *err, size_t errlen)
-{
-    const Options *o = &run->o;
-    const int spec = strcmp(o->speculate, "none") != 0;
-    run->slots = 1;
-    if (!o->serve)
-        return 0;
-    if (o->parallel > 1 && spec)
-        return util_err(err, errlen, "--parallel %d with --speculate %s: the emulated "
-                        "speculation follows one sequence; give --parallel 1 or --speculate "
-                        "none", o->parallel, o->speculate);
-    run->slots = o->parallel ? o->parallel : o->draft || spec ? 1 : 4;
-    return 0;
-}
-
 /* Load, single process: every layer here; speculation computed exactly as the distributed
  * runs would (one process has nothing to overlap, but it is their reference).  --serve's
  * slots: KV caches per slot, and passes that take a prompt chunk (--batch) beside one decode
@@ -354,7 +360,7 @@ static int load_local(Run *run)
 {
     const Options *o = &run->o;
     char err[1024] = "";
-    if (serve_slots_local(run, err, sizeof err) == 0 &&
+    if (serve_slots(run, err, sizeof err) == 0 &&
         local_model_load(&run->local, &run->cfg, run->file, o->model, run->kv_cap, err,
                          sizeof err) == 0) {
         local_model_set_max_batch(run->local, target_max_batch(o) + run->slots - 1);
@@ -401,18 +407,16 @@ static int load_dist(Run *run)
     if (dist_setup(&run->dist, cm, &run->cfg, &run->plan, run->file, o->model, run->kv_cap) < 0)
         return 1;
     dist_set_wire(run->dist, o->wire);
-    dist_set_max_batch(run->dist, target_max_batch(o));
-    run->slots = 1;
-    if (cm->rank == 0 && o->serve && o->parallel > 1)
-        fprintf(stderr, "headsplit: --parallel %d: on %d ranks the server generates one "
-                "request at a time (the distributed engine's several sequences per pass are a "
-                "later step); the others wait in the queue\n", o->parallel, cm->size);
+    char err[600] = "";
+    /* --serve's slots: passes that take a prompt chunk (--batch) beside one decode row of
+     * every other slot, KV caches per slot on every rank (the same answer on every rank) */
+    serve_slots(run, err, sizeof err);
+    dist_set_max_batch(run->dist, target_max_batch(o) + run->slots - 1);
     dist_set_ubatch(run->dist, o->ubatch);
     const int L = run->cfg.n_layers;
     unsigned char *mask = xcalloc((size_t)L, 1);
-    char err[600] = "";
     double accept = -1;
-    if (cm->rank == 0)
+    if (cm->rank == 0 && !err[0])
         decide_mask(o, &run->cfg, mask, &accept, err, sizeof err);
     int bad = startup_share_mask(cm, mask, L, err);
     if (!bad) {
@@ -425,7 +429,13 @@ static int load_dist(Run *run)
                      L - 1, (double)o->tolerance, o->adaptive ? ", adaptive" : "");
         dist_set_memory(run->dist, &run->req, run->kv_cap, o->replace_threshold,
                         o->static_plan);
-        if (cm->rank == 0 && !o->quiet)
+        dist_set_slots(run->dist, run->slots);
+        if (dist_check_slots_memory(run->dist, err, sizeof err) < 0) {
+            if (cm->rank == 0)
+                fprintf(stderr, "headsplit: error: %s\n", err);
+            bad = 1;
+        }
+        if (!bad && cm->rank == 0 && !o->quiet)
             dist_print_memory_prediction(run->dist, stderr);
     }
     free(mask);

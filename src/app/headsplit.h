@@ -146,7 +146,7 @@ typedef struct {
     RemoteDraft *rdraft;    /* --draft-rank R > 0 (every rank) */
     GenDraft *draft;        /* NULL: no draft */
     ChatTotals chat_sum;    /* --chat: the whole session, for the closing summary */
-    int slots;              /* --serve: generations at once (--parallel; 1 on several ranks) */
+    int slots;              /* --serve: generations at once (--parallel; serve_slot_count) */
 } Run;
 
 /* session.c: generations that continue what the KV caches hold (--chat, --serve). */
@@ -165,7 +165,8 @@ typedef struct {
     int **hist;
     int *n_hist, *hist_cap;
 } SessionKv;
-/* session_generate on backend be, whose KV caches kv describes (one process). */
+/* session_generate on backend be, whose KV caches kv describes, the workers awake (the
+ * caller's session_wake; --serve's slots: their batcher's). */
 int session_generate_on(Run *run, LayerBackend *be, SessionKv *kv, const char *text,
                         GenOptions *g, GenResult *res, char *err, size_t errlen);
 /* Positions of hist[n_hist] that text's tokens begin with (what a generation from text would
@@ -176,6 +177,11 @@ int session_common_prefix(const Run *run, const int *hist, int n_hist, const cha
 int session_chat(Run *run);
 /* Workers of --chat/--serve: run generations until the controller ends the session. */
 int session_worker(Run *run);
+/* Controller, distributed (nothing on one process): wakes the workers for passes (they
+ * leave session_worker's wait for dist_worker_loop, whose waits have the stall timeout), and
+ * lets them rest again (the stop message; they wait without a timeout). */
+void session_wake(Run *run);
+void session_rest(Run *run);
 /* Controller: ends the session (workers leave session_worker). */
 void session_end(Run *run);
 /* serve.c: --serve ADDR:PORT (controller).  Returns the exit status. */

@@ -3,12 +3,12 @@
  * controller's loop, the queue, the jobs and the drain.
  *
  * libmicrohttpd runs a thread per connection; those threads parse and check requests and put
- * jobs on a bounded queue (--queue).  With one slot (--parallel 1, and always on several
- * ranks) the controller's own thread (the only one that drives the engine) takes one job at
- * a time, so generations never overlap; the others wait their turn.  With --parallel N on
- * one process the controller hands each job to a free slot, a thread of its own whose
- * generation shares every forward pass with the other slots' (serve_slots.c); the others
- * wait in the queue.  A streamed reply is written as the tokens come; a client that goes away
+ * jobs on a bounded queue (--queue).  With one slot (--parallel 1) the controller's own
+ * thread (the only one that drives the engine) takes one job at a time, so generations never
+ * overlap; the others wait their turn.  With --parallel N (on one process or on several
+ * ranks) the controller hands each job to a free slot, a thread of its own whose generation
+ * shares every forward pass with the other slots' (serve_slots.c); the others wait in the
+ * queue.  A streamed reply is written as the tokens come; a client that goes away
  * cancels its job at the next token (or while it waits in the queue), which frees its slot.
  *
  * SIGTERM or SIGINT starts the drain (a ticker thread watches for it): no new connection or
@@ -529,14 +529,22 @@ static ServeSlot *slot_choose(Server *sv, const Job *j)
     return best;
 }
 
-/* --parallel N on one process: the controller hands each job off the queue to a free slot
- * (it joins the running generations at their next step); the slots' threads share passes. */
+static void slots_wake(void *run) { session_wake(run); }
+static void slots_rest(void *run) { session_rest(run); }
+
+/* --parallel N: the controller hands each job off the queue to a free slot (it joins the
+ * running generations at their next step); the slots' threads share passes, on this
+ * process's layers or the distributed engine's. */
 static void serve_slots_loop(Server *sv)
 {
     Run *run = sv->run;
+    const LayerBackend be = run->distributed ? dist_backend(run->dist)
+                                             : local_model_backend(run->local);
     sv->slots = xcalloc((size_t)sv->n_slots, sizeof *sv->slots);
-    sv->batcher = batcher_new(run->local, &run->cfg, &run->head, sv->n_slots,
+    sv->batcher = batcher_new(&be, &run->cfg, &run->head, sv->n_slots,
                               (run->o.batch > 0 ? run->o.batch : 1) + sv->n_slots - 1);
+    if (run->distributed) /* the workers wait for passes only while some slot generates */
+        batcher_on_idle(sv->batcher, slots_wake, slots_rest, run);
     for (int i = 0; i < sv->n_slots; i++) {
         ServeSlot *s = &sv->slots[i];
         s->sv = sv;
@@ -577,6 +585,7 @@ static void serve_slots_loop(Server *sv)
         free(sv->slots[i].hist);
         generate_result_free(&sv->slots[i].res);
     }
+    batcher_quiesce(sv->batcher); /* the layers rested before the session ends */
 }
 
 int serve_run(Run *run)

@@ -4,7 +4,7 @@
  *   serve_http.c    libmicrohttpd: address, routes, keys, streamed and whole replies
  *   serve_openai.c  OpenAI request bodies into jobs, jobs into OpenAI reply bodies
  *   serve_ops.c     /metrics, /tokenize, /detokenize
- *   serve_slots.c   --parallel on one process: the slots' shared passes
+ *   serve_slots.c   --parallel: the slots' shared passes (one process or several ranks)
  * Lock order: Server.mu before Job.mu, never the other way; the batcher's own lock is taken
  * with neither held. */
 #ifndef HEADSPLIT_SERVE_H
@@ -19,8 +19,8 @@
 typedef struct Server Server;
 typedef struct Batcher Batcher;
 
-/* A --parallel slot on one process: a thread that runs the requests given it, on KV caches
- * of its own (the local model's slot idx), sharing passes with the other slots. */
+/* A --parallel slot: a thread that runs the requests given it, on KV caches of its own (the
+ * layer backend's slot idx), sharing passes with the other slots. */
 typedef struct {
     Server *sv;
     int idx;
@@ -39,6 +39,8 @@ typedef struct {
     unsigned long passes, shared; /* passes run; of which carried several sequences */
     unsigned long rows, seq_rows; /* rows run; sequences summed over the passes */
     int max_seqs;                 /* the most sequences one pass carried */
+    int groups;                   /* pipelined: groups of slots (0: one pass at a time) */
+    int in_flight_max;            /* pipelined: the most passes in flight at once */
 } BatchStats;
 
 /* An HTTP error in OpenAI's shape ({"error":{message,type,param,code}}). */
@@ -136,16 +138,26 @@ void serve_error(ServeError *e, unsigned status, const char *type, const char *f
     __attribute__((format(printf, 4, 5)));
 
 /* serve_slots.c */
-/* The passes n_slots slots share on m (cap rows a pass); batcher_backend(b, i): slot i's
+/* The passes n_slots slots share on the layers be (its forward_rows; cap rows a pass, at
+ * most its max_batch; be is copied; where be keeps several calls in flight, max_in_flight > 1
+ * on a chain of stages, the slots go in groups whose passes are in flight at once, posted and
+ * taken by a thread of the batcher's own); batcher_backend(b, i): slot i's
  * backend, whose rows wait for every generating slot's and run with them (a slot generates
  * from batcher_join, or its first rows, until batcher_leave: its generation has ended and the
  * others step without it). */
-Batcher *batcher_new(LocalModel *m, const ModelConfig *c, const HeadW *head, int n_slots,
-                     int cap);
+Batcher *batcher_new(const LayerBackend *be, const ModelConfig *c, const HeadW *head,
+                     int n_slots, int cap);
 void batcher_free(Batcher *b);
 LayerBackend batcher_backend(Batcher *b, int slot);
 void batcher_join(Batcher *b, int slot);
 void batcher_leave(Batcher *b, int slot);
+/* The layers' rest between busy times (the distributed engine's workers must not wait for a
+ * pass longer than their stall timeout): wake(ctx) before the first step after an idle time,
+ * rest(ctx) once no slot generates, each by one thread while no step runs. */
+void batcher_on_idle(Batcher *b, void (*wake)(void *), void (*rest)(void *), void *ctx);
+/* Once every slot has left for good: the layers rested and the batcher's own thread (the
+ * pipelined driver) ended; nothing more may be handed in. */
+void batcher_quiesce(Batcher *b);
 void batcher_stats(Batcher *b, BatchStats *st);
 
 /* serve_http.c */

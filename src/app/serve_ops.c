@@ -103,6 +103,12 @@ char *serve_metrics_text(Server *sv)
                "Sequences the passes carried, summed over the passes.", (double)b.seq_rows);
         metric(&t, "headsplit_pass_sequences_max", "gauge",
                "The most sequences one pass carried.", (double)b.max_seqs);
+        metric(&t, "headsplit_pass_groups", "gauge", "Groups of slots whose passes may be in "
+               "flight at once (pipelined decode on a layer chain; 1: one pass at a time).",
+               (double)(b.groups ? b.groups : 1));
+        metric(&t, "headsplit_passes_in_flight_max", "gauge",
+               "The most passes of different groups in flight at once.",
+               (double)(b.in_flight_max ? b.in_flight_max : b.passes ? 1 : 0));
     }
     metric(&t, "headsplit_draining", "gauge", "1 once a signal has begun the shutdown.",
            (double)draining);

@@ -1,16 +1,29 @@
-/* serve_slots.c: --parallel's passes on one process.  Each slot is a thread that runs one
+/* serve_slots.c: --parallel's shared passes, on one process or on several ranks (the layer
+ * backend's several-sequence calls: the local model's, or the distributed engine's, whose
+ * passes carry a segment table).  Each slot is a thread that runs one
  * request's generation (generate_run, with its own sampler, penalties, stop strings and
  * streamed text) on a backend of its own: its forward and forward_n hand the slot's rows (a
  * prompt chunk of up to --batch rows, or one decode row) to the batcher and wait.  Once every
  * slot that is generating has handed in its rows, one of them runs a step for all: the
  * rows of every slot in one pass (several passes only where the rows exceed the pass's
- * size: single rows first, then the chunks), local_model_forward_rows with each slot's own
- * KV caches, then the LM head on the rows whose logits are wanted; each slot then samples
+ * size: single rows first, then the chunks), the backend's forward_rows with each slot's
+ * own KV caches, then the LM head on the rows whose logits are wanted (or the backend's
+ * logits_rows where it computes them: the LM head split over workers); only one thread runs
+ * a step at a time, so the engine is driven by one thread at a time.  Each slot then samples
  * its own token and hands in its next rows.  A request that comes joins at the next step
  * (batcher_join when the controller gives it a slot: the next step waits for its first
  * rows), one that ends leaves (batcher_leave).  Every sequence's
- * logits are bit-identical to running it alone (tests/unit/test_local_slots.c), so what a
- * client gets does not depend on what else runs. */
+ * logits are bit-identical to running it alone (tests/unit/test_local_slots.c,
+ * test_engine_slots.c), so what a client gets does not depend on what else runs.
+ *
+ * Pipelined decode: where the layers keep several calls in flight (the distributed engine on
+ * a chain of stages: max_in_flight, one per stage), the slots go in up to that many groups
+ * (a slot joins the group with the fewest generating) and a thread of the batcher's own, the
+ * driver, posts a group's pass as soon as each of its generating slots has handed in its
+ * rows and there is room in flight, and takes the oldest pass otherwise; so while one
+ * group's pass is in one stage, another's is in the next, and every stage works at every
+ * step.  The groups use disjoint slots, so each sequence's results are those of its pass
+ * alone. */
 #include "serve.h"
 
 #include "util.h"
@@ -27,9 +40,23 @@ typedef struct {
 
 typedef struct Batcher Batcher;
 
+/* Pipelined decode: a group of slots, whose requests go as one pass, one pass in flight at
+ * a time (the rest of its requests wait for its next pass where they exceed one). */
+typedef struct {
+    int active;         /* its slots generating */
+    int n_pending;
+    BatchReq **pending; /* [n_slots] handed in */
+    BatchReq **order;   /* [n_slots] its pass in flight: k requests, total rows */
+    int k, total;
+    int flying;
+    float *x;           /* [cap][dim] the pass's rows */
+    SeqRows *rows;      /* [n_slots] */
+} BatchGroup;
+
 typedef struct {
     Batcher *b;
     int slot;
+    int group;   /* pipelined: its group while it generates */
     int joined;  /* counted among the active slots */
     int want;    /* want_rows's hint for the next forward_n (-1: none) */
     float *lg;   /* [n_lg][vocab] the logits of its last pass's last n_lg rows */
@@ -39,7 +66,7 @@ typedef struct {
 } BatchSlot;
 
 struct Batcher {
-    LocalModel *m;
+    LayerBackend be;  /* the layers: forward_rows (and logits_rows) */
     const ModelConfig *c;
     const HeadW *head;
     int n_slots, cap; /* slots; rows a pass takes */
@@ -52,19 +79,36 @@ struct Batcher {
     BatchReq **order;   /* [n_slots] the step being run */
     BatchSlot *slots;
     float *x;         /* [cap][dim] a pass's rows */
-    LocalRows *rows;  /* [n_slots] */
+    SeqRows *rows;    /* [n_slots] */
     Scratch sc;       /* the LM head's, cap rows */
     float *lx;        /* [cap][dim] the rows whose logits are wanted */
     float *lg;        /* [lg_rows][vocab] */
     size_t lg_rows;
+    float *blg;       /* [cap][vocab] the backend's logits of a pass (logits_rows) */
+    void (*wake)(void *), (*rest)(void *); /* batcher_on_idle's */
+    void *idle_ctx;
+    int awake;        /* woken (by the thread that runs a step) and not rested since */
     BatchStats st;
+    /* Pipelined decode (the layers' max_in_flight > 1): n_groups groups of slots (0: one
+     * step for all at a time, run by a slot's thread), up to max_in_flight groups' passes in
+     * flight (fifo: oldest first), posted and taken by the driver thread. */
+    int n_groups;
+    BatchGroup *groups;
+    int *fifo;
+    int fifo_head, in_flight, next_group;
+    pthread_t driver;
+    int quit, driver_on;
 };
 
-Batcher *batcher_new(LocalModel *m, const ModelConfig *c, const HeadW *head, int n_slots,
-                     int cap)
+static void *driver_main(void *arg);
+
+Batcher *batcher_new(const LayerBackend *be, const ModelConfig *c, const HeadW *head,
+                     int n_slots, int cap)
 {
+    CHECK(be->forward_rows && cap >= 1 && cap <= be->max_batch, "the layers take passes of "
+          "%d rows (%d asked) or not several sequences", be->max_batch, cap);
     Batcher *b = xcalloc(1, sizeof *b);
-    b->m = m;
+    b->be = *be;
     b->c = c;
     b->head = head;
     b->n_slots = n_slots;
@@ -80,6 +124,21 @@ Batcher *batcher_new(LocalModel *m, const ModelConfig *c, const HeadW *head, int
     b->rows = xcalloc((size_t)n_slots, sizeof *b->rows);
     model_scratch_init_batch(&b->sc, c, 1, cap);
     b->lx = xcalloc((size_t)cap * (size_t)c->dim, sizeof(float));
+    if (be->post_rows && be->take_rows && be->max_in_flight > 1 && n_slots > 1) {
+        b->n_groups = be->max_in_flight < n_slots ? be->max_in_flight : n_slots;
+        b->st.groups = b->n_groups;
+        b->groups = xcalloc((size_t)b->n_groups, sizeof *b->groups);
+        b->fifo = xcalloc((size_t)b->n_groups, sizeof *b->fifo);
+        for (int g = 0; g < b->n_groups; g++) {
+            BatchGroup *gr = &b->groups[g];
+            gr->pending = xcalloc((size_t)n_slots, sizeof *gr->pending);
+            gr->order = xcalloc((size_t)n_slots, sizeof *gr->order);
+            gr->x = xcalloc((size_t)cap * (size_t)c->dim, sizeof(float));
+            gr->rows = xcalloc((size_t)n_slots, sizeof *gr->rows);
+        }
+        b->driver_on = 1;
+        pthread_create(&b->driver, NULL, driver_main, b);
+    }
     return b;
 }
 
@@ -87,6 +146,15 @@ void batcher_free(Batcher *b)
 {
     if (!b)
         return;
+    batcher_quiesce(b);
+    for (int g = 0; g < b->n_groups; g++) {
+        free(b->groups[g].pending);
+        free(b->groups[g].order);
+        free(b->groups[g].x);
+        free(b->groups[g].rows);
+    }
+    free(b->groups);
+    free(b->fifo);
     for (int i = 0; i < b->n_slots; i++)
         free(b->slots[i].lg);
     free(b->slots);
@@ -97,39 +165,51 @@ void batcher_free(Batcher *b)
     model_scratch_free(&b->sc);
     free(b->lx);
     free(b->lg);
+    free(b->blg);
     pthread_mutex_destroy(&b->mu);
     pthread_cond_destroy(&b->cv);
     free(b);
 }
 
-/* One pass of k requests (total rows <= cap): their rows together through every layer,
- * then the LM head on the rows whose logits are wanted, handed to each slot. */
-static void batcher_pass(Batcher *b, BatchReq **r, int k, int total)
+/* The rows of k requests into x [rows][dim] and their segments into rows; returns the
+ * rows in all. */
+static int pass_pack(Batcher *b, BatchReq **r, int k, float *x, SeqRows *rows)
+{
+    const size_t dim = (size_t)b->c->dim;
+    int off = 0;
+    for (int i = 0; i < k; i++) {
+        memcpy(x + (size_t)off * dim, r[i]->x, (size_t)r[i]->n * dim * sizeof(float));
+        rows[i] = (SeqRows){r[i]->slot, r[i]->pos, r[i]->n};
+        off += r[i]->n;
+    }
+    return off;
+}
+
+/* After the layers ran a pass of k requests (total rows x): each request's rows back, the
+ * LM head on the rows whose logits are wanted (theirs: the backend's logits of every row in
+ * b->blg), handed to each slot, and the pass counted.  One thread at a time (the step's, or
+ * the driver's). */
+static void pass_unpack(Batcher *b, BatchReq **r, int k, int total, const float *x, int theirs)
 {
     const size_t dim = (size_t)b->c->dim, V = (size_t)b->c->vocab_size;
-    size_t off = 0;
-    for (int i = 0; i < k; i++) {
-        memcpy(b->x + off * dim, r[i]->x, (size_t)r[i]->n * dim * sizeof(float));
-        b->rows[i] = (LocalRows){r[i]->slot, r[i]->pos, r[i]->n};
-        off += (size_t)r[i]->n;
+    size_t nl = 0, off = 0;
+    if ((size_t)total > b->lg_rows) { /* at most every row's */
+        free(b->lg);
+        b->lg = xmalloc((size_t)total * V * sizeof(float));
+        b->lg_rows = (size_t)total;
     }
-    local_model_forward_rows(b->m, b->x, b->rows, k);
-    size_t nl = 0;
-    off = 0;
     for (int i = 0; i < k; i++) {
         const int n = r[i]->n, w = r[i]->want < 0 || r[i]->want > n ? n : r[i]->want;
-        memcpy(r[i]->x, b->x + off * dim, (size_t)n * dim * sizeof(float));
-        memcpy(b->lx + nl * dim, b->x + (off + (size_t)(n - w)) * dim,
-               (size_t)w * dim * sizeof(float));
+        const size_t first = off + (size_t)(n - w); /* the pass's row of its first wanted */
+        memcpy(r[i]->x, x + off * dim, (size_t)n * dim * sizeof(float));
+        if (theirs)
+            memcpy(b->lg + nl * V, b->blg + first * V, (size_t)w * V * sizeof(float));
+        else
+            memcpy(b->lx + nl * dim, x + first * dim, (size_t)w * dim * sizeof(float));
         nl += (size_t)w;
         off += (size_t)n;
     }
-    if (nl > b->lg_rows) {
-        free(b->lg);
-        b->lg = xmalloc(nl * V * sizeof(float));
-        b->lg_rows = nl;
-    }
-    for (size_t o = 0; o < nl; o += (size_t)b->sc.max_batch) {
+    for (size_t o = 0; !theirs && o < nl; o += (size_t)b->sc.max_batch) {
         const int n = nl - o < (size_t)b->sc.max_batch ? (int)(nl - o) : b->sc.max_batch;
         model_logits_rows_n(b->c, b->head, &b->sc, b->lx + o * dim, b->c->vocab_size,
                             b->lg + o * V, n);
@@ -160,9 +240,22 @@ static void batcher_pass(Batcher *b, BatchReq **r, int k, int total)
     pthread_mutex_unlock(&b->mu);
 }
 
+/* One pass of k requests (total rows <= cap): their rows together through every layer,
+ * then the LM head on the rows whose logits are wanted, handed to each slot. */
+static void batcher_pass(Batcher *b, BatchReq **r, int k, int total)
+{
+    const size_t V = (size_t)b->c->vocab_size;
+    pass_pack(b, r, k, b->x, b->rows);
+    b->be.forward_rows(b->be.ctx, b->x, b->rows, k);
+    if (!b->blg && b->be.logits_rows)
+        b->blg = xmalloc((size_t)b->cap * V * sizeof(float));
+    const int theirs = b->be.logits_rows && b->be.logits_rows(b->be.ctx, b->blg, total);
+    pass_unpack(b, r, k, total, b->x, theirs);
+}
+
 /* A step: every request handed in, single rows first (a decode row never waits behind a
  * prompt chunk that does not fit beside it), in passes of up to cap rows. */
-static void batcher_step(Batcher *b, BatchReq **r, int k)
+static void sort_by_rows(BatchReq **r, int k)
 {
     for (int i = 1; i < k; i++) { /* stable: by rows */
         BatchReq *t = r[i];
@@ -171,6 +264,11 @@ static void batcher_step(Batcher *b, BatchReq **r, int k)
             r[j] = r[j - 1];
         r[j] = t;
     }
+}
+
+static void batcher_step(Batcher *b, BatchReq **r, int k)
+{
+    sort_by_rows(r, k);
     for (int i = 0; i < k;) {
         int total = 0, m = 0;
         while (i + m < k && total + r[i + m]->n <= b->cap)
@@ -180,27 +278,53 @@ static void batcher_step(Batcher *b, BatchReq **r, int k)
     }
 }
 
-/* Hands in a slot's rows and returns once a step has run them. */
+/* Counts slot s among the generating ones (mu held); pipelined: into the group with the
+ * fewest generating slots, so that the groups' passes are as even as they can be. */
+static void slot_join(Batcher *b, BatchSlot *s)
+{
+    if (s->joined)
+        return;
+    s->joined = 1;
+    b->active++;
+    if (!b->n_groups)
+        return;
+    int best = 0;
+    for (int g = 1; g < b->n_groups; g++)
+        if (b->groups[g].active < b->groups[best].active)
+            best = g;
+    s->group = best;
+    b->groups[best].active++;
+}
+
+/* Hands in a slot's rows and returns once a step has run them (pipelined: once the driver
+ * has taken its group's pass). */
 static void batcher_submit(BatchSlot *s, float *x, int pos, int n, int want)
 {
     Batcher *b = s->b;
     CHECK(n >= 1 && n <= b->cap, "slot %d: %d rows, a pass takes 1..%d", s->slot, n, b->cap);
     pthread_mutex_lock(&b->mu);
-    if (!s->joined) {
-        s->joined = 1;
-        b->active++;
-    }
+    slot_join(b, s);
     s->req = (BatchReq){s->slot, pos, n, x, want, 0};
     s->n_lg = 0;
-    b->pending[b->n_pending++] = &s->req;
+    if (b->n_groups) {
+        BatchGroup *g = &b->groups[s->group];
+        g->pending[g->n_pending++] = &s->req;
+        pthread_cond_broadcast(&b->cv);
+    } else {
+        b->pending[b->n_pending++] = &s->req;
+    }
     while (!s->req.done) {
-        if (!b->running && b->n_pending >= b->active) {
+        if (!b->n_groups && !b->running && b->n_pending >= b->active) {
             /* every active slot has handed in its rows: this thread runs the step */
             const int k = b->n_pending;
             memcpy(b->order, b->pending, (size_t)k * sizeof *b->order);
             b->n_pending = 0;
             b->running = 1;
+            const int wake = !b->awake;
+            b->awake = 1;
             pthread_mutex_unlock(&b->mu);
+            if (wake && b->wake)
+                b->wake(b->idle_ctx);
             batcher_step(b, b->order, k);
             pthread_mutex_lock(&b->mu);
             for (int i = 0; i < k; i++)
@@ -216,12 +340,8 @@ static void batcher_submit(BatchSlot *s, float *x, int pos, int n, int want)
 
 void batcher_join(Batcher *b, int slot)
 {
-    BatchSlot *s = &b->slots[slot];
     pthread_mutex_lock(&b->mu);
-    if (!s->joined) {
-        s->joined = 1;
-        b->active++;
-    }
+    slot_join(b, &b->slots[slot]);
     pthread_mutex_unlock(&b->mu);
 }
 
@@ -232,10 +352,137 @@ void batcher_leave(Batcher *b, int slot)
     if (s->joined) {
         s->joined = 0;
         b->active--;
+        if (b->n_groups)
+            b->groups[s->group].active--;
         pthread_cond_broadcast(&b->cv); /* the others may make a step without it now */
     }
     s->want = -1;
+    /* the last one out lets the layers rest, as a step would run: alone (pipelined: the
+     * driver does) */
+    while (!b->n_groups && b->active == 0 && b->awake && b->running)
+        pthread_cond_wait(&b->cv, &b->mu);
+    if (!b->n_groups && b->active == 0 && b->awake) {
+        b->running = 1;
+        pthread_mutex_unlock(&b->mu);
+        if (b->rest)
+            b->rest(b->idle_ctx);
+        pthread_mutex_lock(&b->mu);
+        b->awake = 0;
+        b->running = 0;
+        pthread_cond_broadcast(&b->cv);
+    }
     pthread_mutex_unlock(&b->mu);
+}
+
+/* ---- pipelined decode: the driver ---- */
+
+/* The group whose pass goes next: one not in flight whose every generating slot has handed
+ * in its rows, the first after the last one posted; -1: none. */
+static int group_ready(const Batcher *b)
+{
+    for (int i = 0; i < b->n_groups; i++) {
+        const int gi = (b->next_group + i) % b->n_groups;
+        const BatchGroup *g = &b->groups[gi];
+        if (!g->flying && g->active > 0 && g->n_pending >= g->active)
+            return gi;
+    }
+    return -1;
+}
+
+/* Posts group gi's pass (mu held, released while the layers take it): its requests, single
+ * rows first, as many as a pass takes (the rest wait for its next pass). */
+static void driver_post(Batcher *b, int gi)
+{
+    BatchGroup *g = &b->groups[gi];
+    const int k = g->n_pending;
+    memcpy(g->order, g->pending, (size_t)k * sizeof *g->order);
+    sort_by_rows(g->order, k);
+    int total = 0, m = 0;
+    while (m < k && total + g->order[m]->n <= b->cap)
+        total += g->order[m++]->n;
+    memmove(g->pending, g->order + m, (size_t)(k - m) * sizeof *g->pending);
+    g->n_pending = k - m;
+    g->k = m;
+    g->total = total;
+    g->flying = 1;
+    b->fifo[(b->fifo_head + b->in_flight) % b->n_groups] = gi;
+    b->in_flight++;
+    if (b->in_flight > b->st.in_flight_max)
+        b->st.in_flight_max = b->in_flight;
+    b->next_group = (gi + 1) % b->n_groups;
+    const int hint = b->groups[b->next_group].active; /* its decode rows */
+    const int wake = !b->awake;
+    b->awake = 1;
+    pthread_mutex_unlock(&b->mu);
+    if (wake && b->wake)
+        b->wake(b->idle_ctx);
+    pass_pack(b, g->order, m, g->x, g->rows);
+    b->be.post_rows(b->be.ctx, g->x, g->rows, m, hint);
+    pthread_mutex_lock(&b->mu);
+}
+
+/* Takes the oldest pass in flight (mu held, released while waiting): its rows back, the LM
+ * head on the rows wanted, its requests done. */
+static void driver_take(Batcher *b)
+{
+    BatchGroup *g = &b->groups[b->fifo[b->fifo_head]];
+    pthread_mutex_unlock(&b->mu);
+    b->be.take_rows(b->be.ctx);
+    pass_unpack(b, g->order, g->k, g->total, g->x, 0);
+    pthread_mutex_lock(&b->mu);
+    b->fifo_head = (b->fifo_head + 1) % b->n_groups;
+    b->in_flight--;
+    g->flying = 0;
+    for (int i = 0; i < g->k; i++)
+        g->order[i]->done = 1;
+    pthread_cond_broadcast(&b->cv);
+}
+
+/* The driver: posts every group that is ready while there is room in flight, else takes the
+ * oldest pass, else lets the layers rest once no slot generates; ends at batcher_quiesce.
+ * The only thread that drives the layers, so no step runs beside another. */
+static void *driver_main(void *arg)
+{
+    Batcher *b = arg;
+    pthread_mutex_lock(&b->mu);
+    for (;;) {
+        const int gi = b->in_flight < b->be.max_in_flight ? group_ready(b) : -1;
+        if (gi >= 0) {
+            driver_post(b, gi);
+        } else if (b->in_flight > 0) {
+            driver_take(b);
+        } else if (b->awake && b->active == 0) {
+            b->awake = 0;
+            pthread_mutex_unlock(&b->mu);
+            if (b->rest)
+                b->rest(b->idle_ctx);
+            pthread_mutex_lock(&b->mu);
+        } else if (b->quit) {
+            break;
+        } else {
+            pthread_cond_wait(&b->cv, &b->mu);
+        }
+    }
+    pthread_mutex_unlock(&b->mu);
+    return NULL;
+}
+
+void batcher_quiesce(Batcher *b)
+{
+    pthread_mutex_lock(&b->mu);
+    b->quit = 1;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    if (b->driver_on)
+        pthread_join(b->driver, NULL);
+    b->driver_on = 0;
+}
+
+void batcher_on_idle(Batcher *b, void (*wake)(void *), void (*rest)(void *), void *ctx)
+{
+    b->wake = wake;
+    b->rest = rest;
+    b->idle_ctx = ctx;
 }
 
 void batcher_stats(Batcher *b, BatchStats *st)

@@ -67,13 +67,28 @@ static void session_word(Run *run, int word)
     transport_bcast_all(&run->cm, &word, sizeof word);
 }
 
+void session_wake(Run *run)
+{
+    if (run->distributed)
+        session_word(run, 1);
+}
+
+void session_rest(Run *run)
+{
+    if (run->distributed)
+        dist_controller_stop(run->dist);
+}
+
 int session_generate(Run *run, const char *text, GenOptions *g, GenResult *res, char *err,
                      size_t errlen)
 {
     SessionKv kv = {&run->hist, &run->n_hist, &run->hist_cap};
     LayerBackend be = run->distributed ? dist_backend(run->dist)
                                        : local_model_backend(run->local);
-    return session_generate_on(run, &be, &kv, text, g, res, err, errlen);
+    session_wake(run);
+    int rc = session_generate_on(run, &be, &kv, text, g, res, err, errlen);
+    session_rest(run);
+    return rc;
 }
 
 int session_common_prefix(const Run *run, const int *hist, int n_hist, const char *text,
@@ -118,11 +133,7 @@ int session_generate_on(Run *run, LayerBackend *bep, SessionKv *kv, const char *
     g->ctx = run->kv_cap;
     if (!g->steps || g->steps > run->kv_cap)
         g->steps = run->kv_cap;
-    if (run->distributed)
-        session_word(run, 1);
     rc = generate_run(&run->cfg, run->tok, &run->head, bep, g, res, err, errlen);
-    if (run->distributed)
-        dist_controller_stop(run->dist);
     /* What the KV caches now hold: the prefix, then every token fed. */
     int held = common + res->n_forward;
     if (held > *kv->hist_cap) {

@@ -1,6 +1,6 @@
 /* engine_internal.h: the distributed engine's state and the functions its files share
  * (setup.c, loop.c, interp.c, message.c, pipe.c, slice.c, slice_exact.c, speculation.c,
- * head.c, metrics.c, replan.c, service.c, wireform.c).  Not a public interface.
+ * head.c, metrics.c, replan.c, service.c, wireform.c, slots.c).  Not a public interface.
  *
  * A worker runs a pass by walking its own steps of the token's step program (steps.h; the
  * program of the plan in force, the wire form and the speculation on: interp.c), each step
@@ -35,7 +35,9 @@ typedef struct {
      * schedule's entry of the layer */
     TransportGroup *g_comm;
     int n_parts;
-    AttnPartW *parts;  /* this rank's parts of the layer */
+    AttnPartW *parts;  /* this rank's parts of the layer (slot 0's KV caches) */
+    AttnPartW *slot_parts; /* [slots - 1][n_parts]: slots 1.. (dist_set_slots), the same
+                            * weights as parts, KV caches of their own */
     QMat *wo_cols;     /* SLICE: [n_parts] their columns of wo, [dim][nq*hd] */
     int my_floats;     /* floats of head outputs this rank contributes */
     int is_proj, is_ffn;
@@ -172,6 +174,32 @@ typedef struct {
     unsigned char *req, *resp;
 } EngineService;
 
+/* Several sequences per pass (dist_set_slots, slots.c): the slots every rank keeps KV
+ * caches for (1: one sequence, messages without a segment table), the bytes before a
+ * message's payload (its WireHdr and the table, wire.h), and the table of the pass this rank
+ * is on: a worker's from the message that carried the pass to it, the controller's for the
+ * pass it sends; the attention's segments of it. */
+typedef struct {
+    int n;
+    size_t hdr;
+    WireSeg *cur;  /* [n] */
+    int n_cur;
+    AttnSeg *segs; /* [n] */
+} EngineSlots;
+
+/* The controller's passes sent and not yet taken (loop.c), oldest first: each one's rows
+ * row0.. of its call's x (y: where they come back), its rows m, the rows its broadcasts were
+ * sized for, the rows that come back, its first position, and whether it ends its call; the
+ * calls whose passes have all been taken and that the caller has not taken yet (post_rows,
+ * take_rows), and the most passes in flight at once. */
+typedef struct {
+    struct {
+        int row0, m, nb, out, pos, last;
+        float *y;
+    } q[ENGINE_MAX_DEPTH + 1];
+    int head, count, calls, max_count;
+} EngineFlight;
+
 /* What the metrics report (metrics.c). */
 typedef struct {
     double *timers;      /* [L][T_COUNT] seconds */
@@ -207,25 +235,27 @@ struct DistEngine {
     EngineHead hd;
     EngineService svc;
     EngineStats stats;
+    EngineSlots sl;
+    EngineFlight fl;
 };
 
 
-/* The payload of a message: the floats after its WireHdr. */
-static inline float *payload(unsigned char *msg)
+/* The payload of a message: the floats after its WireHdr and segment table. */
+static inline float *payload(const DistEngine *e, unsigned char *msg)
 {
-    return (float *)(void *)(msg + sizeof(WireHdr));
+    return (float *)(void *)(msg + e->sl.hdr);
 }
 
 /* Bytes of a broadcast in the current pass: the header and nb rows of the model width. */
 static inline size_t bcast_bytes(const DistEngine *e)
 {
-    return sizeof(WireHdr) + (size_t)e->nb * (size_t)e->c->dim * sizeof(float);
+    return e->sl.hdr + (size_t)e->nb * (size_t)e->c->dim * sizeof(float);
 }
 
 /* Bytes of a point-to-point message of n rows of the model width. */
 static inline size_t rows_bytes(const DistEngine *e, int n)
 {
-    return sizeof(WireHdr) + (size_t)n * (size_t)e->c->dim * sizeof(float);
+    return e->sl.hdr + (size_t)n * (size_t)e->c->dim * sizeof(float);
 }
 
 /* The timers of layer l. */
@@ -278,7 +308,7 @@ void engine_bcast_input_nb(DistEngine *e, int l, unsigned char *msg, int nb);
 void engine_bcast_form(DistEngine *e, int l, unsigned char *msg, int nb, WireForm f);
 /* The header of a message of layer l that carried the pass to this rank: becomes the walk's
  * (flags cleared; a command stops the pass's work); returned with its flags. */
-WireHdr engine_walk_took(EngineWalk *w, int l, const unsigned char *msg);
+WireHdr engine_walk_took(DistEngine *e, EngineWalk *w, int l, const unsigned char *msg);
 /* wireform.c: n floats in wire form f (f32, f16, q8: as they are, halves, Q8_0 blocks):
  * their bytes (wire_form_bytes); packed into out (returns the bytes); unpacked into x
  * (nothing to do for f32 in place); rounded in place as the wire rounds them (through
@@ -378,6 +408,19 @@ void engine_logits_take(DistEngine *e, EngineWalk *w, const Step *st);
  * the command it announces. */
 void engine_service_go(DistEngine *e, int cmd);
 int engine_service_serve(DistEngine *e);
+
+/* slots.c: a message's header h and the pass's segment table (e->sl.cur) into msg; the
+ * table of a pass (header h) from a message that carried it, checked against the slots,
+ * the header's rows and the caches' capacity, into e->sl.cur; attention part k of layer
+ * l on this rank on the pass's n rows x (each sequence's rows on its own slot's caches)
+ * into out (rows out_stride floats apart), returning the bytes it streamed; the slots'
+ * copies of this rank's parts (alloc: for the slots in e->sl.n; free: every one). */
+void engine_hdr_put(const DistEngine *e, unsigned char *msg, const WireHdr *h);
+void engine_table_take(DistEngine *e, const unsigned char *msg, const WireHdr *h, int l);
+double engine_attn_part(DistEngine *e, int l, int k, const float *x, const WireHdr *h,
+                        float *out, int out_stride);
+void engine_slots_alloc(DistEngine *e);
+void engine_slots_free(DistEngine *e);
 
 /* setup.c: layer l's transport groups (collective) and this rank's roles. */
 void engine_setup_layer(DistEngine *e, int l);

@@ -51,7 +51,7 @@ void engine_head_alloc(DistEngine *e)
     if (e->tp->rank == 0) {
         size_t total = 0;
         for (int m = 1; m < s->n_head; m++)
-            total += sizeof(WireHdr) + B * ((size_t)s->h_counts[m] - sizeof(WireHdr));
+            total += e->sl.hdr + B * ((size_t)s->h_counts[m] - sizeof(WireHdr));
         free(e->hd.recv);
         free(e->hd.logits);
         e->hd.recv = xcalloc(total, 1);
@@ -62,7 +62,7 @@ void engine_head_alloc(DistEngine *e)
         e->hd.displs_n = xcalloc((size_t)s->n_head, sizeof(int));
     } else if (e->hd.v1 > e->hd.v0) {
         free(e->hd.send);
-        e->hd.send = xcalloc(sizeof(WireHdr) + B * (size_t)(e->hd.v1 - e->hd.v0) *
+        e->hd.send = xcalloc(e->sl.hdr + B * (size_t)(e->hd.v1 - e->hd.v0) *
                                                  sizeof(float), 1);
     }
 }
@@ -74,8 +74,8 @@ void engine_head_rows(DistEngine *e, EngineWalk *w, const Step *st)
     (void)st;
     const double t = time_now();
     const int rows = e->hd.v1 - e->hd.v0;
-    model_logits_rows_n(e->c, &e->hd.rows, &e->scratch, payload(e->buf.xmsg), rows,
-                        (float *)(void *)(e->hd.send + sizeof(WireHdr)), w->h.n);
+    model_logits_rows_n(e->c, &e->hd.rows, &e->scratch, payload(e, e->buf.xmsg), rows,
+                        payload(e, e->hd.send), w->h.n);
     transport_streamed(e->tp, (double)model_qmat_bytes(&e->hd.rows.lm_head));
     engine_timers(e, e->L - 1)[T_BCAST] += time_now() - t;
 }
@@ -86,9 +86,9 @@ void engine_logits_send(DistEngine *e, EngineWalk *w, const Step *st)
     (void)st;
     const double t = time_now();
     const int rows = e->hd.v1 - e->hd.v0;
-    memcpy(e->hd.send, &w->h, sizeof w->h);
+    engine_hdr_put(e, e->hd.send, &w->h);
     transport_msg_stamp(e->tp, e->hd.send, e->L);
-    const int bytes = (int)(sizeof w->h + (size_t)w->h.n * (size_t)rows * sizeof(float));
+    const int bytes = (int)(e->sl.hdr + (size_t)w->h.n * (size_t)rows * sizeof(float));
     TransportReq req;
     transport_igatherv(e->tp, e->hd.comm, e->hd.send, (size_t)bytes, NULL, NULL, NULL, &req);
     transport_wait(e->tp, &req);
@@ -102,10 +102,11 @@ void engine_head_recv(DistEngine *e, int n, int row0)
     TransportReq req;
     char none = 0;
     const Schedule *s = &e->sched;
-    const size_t hdr = sizeof(WireHdr), V = (size_t)e->c->vocab_size;
+    /* the schedule's counts are of one-row messages with a bare WireHdr */
+    const size_t hdr = e->sl.hdr, h0 = sizeof(WireHdr), V = (size_t)e->c->vocab_size;
     int off = 0;
     for (int m = 0; m < s->n_head; m++) {
-        e->hd.counts_n[m] = m == 0 ? 0 : (int)(hdr + (size_t)n * ((size_t)s->h_counts[m] - hdr));
+        e->hd.counts_n[m] = m == 0 ? 0 : (int)(hdr + (size_t)n * ((size_t)s->h_counts[m] - h0));
         e->hd.displs_n[m] = off;
         off += e->hd.counts_n[m];
     }
@@ -117,7 +118,7 @@ void engine_head_recv(DistEngine *e, int n, int row0)
     for (int m = 1; m < s->n_head; m++) {
         const unsigned char *msg = e->hd.recv + e->hd.displs_n[m];
         engine_read_hdr(msg, e->L);
-        const size_t rows = ((size_t)s->h_counts[m] - hdr) / sizeof(float);
+        const size_t rows = ((size_t)s->h_counts[m] - h0) / sizeof(float);
         for (int i = 0; i < n; i++)
             memcpy(e->hd.logits + (size_t)(row0 + i) * V + s->head_v0[m],
                    msg + hdr + (size_t)i * rows * sizeof(float), rows * sizeof(float));

@@ -76,16 +76,37 @@ static int worker_token(DistEngine *e)
     return stop;
 }
 
-/* Sends one pass of n rows (n <= e->nb) into layer 0 (the controller's steps of the way
- * in); next_n sizes the pass after it; out of its result rows (the last ones) come back. */
+/* Sends one pass of n rows (n <= e->nb) at pos, its segment table in e->sl.cur, into layer
+ * 0 (the controller's steps of the way in); next_n sizes the pass after it; out of its
+ * result rows (the last ones) come back. */
 static void controller_post(DistEngine *e, const float *x, int pos, int n, int next_n, int out)
 {
     WireHdr h = {.magic = WIRE_MAGIC, .cmd = WIRE_STEP, .pos = pos, .n = (int16_t)n,
                  .next_n = (int16_t)next_n, .out = (int16_t)out};
     engine_service_go(e, WIRE_STEP);
-    memcpy(payload(e->buf.xmsg), x, (size_t)n * (size_t)e->c->dim * sizeof(float));
+    memcpy(payload(e, e->buf.xmsg), x, (size_t)n * (size_t)e->c->dim * sizeof(float));
     engine_controller_in(e, &h);
     e->nb = next_n;
+}
+
+/* The segment table of the pass of rows [row0, row0 + m) of a call's segments into
+ * e->sl.cur: the pieces of the segments it covers.  Returns its first row's position. */
+static int pass_table(DistEngine *e, const SeqRows *segs, int n_segs, int row0, int m)
+{
+    int pos = -1, k = 0;
+    for (int i = 0, r = 0; i < n_segs && m > 0; r += segs[i].n, i++) {
+        if (r + segs[i].n <= row0)
+            continue;
+        const int skip = row0 - r, take = segs[i].n - skip < m ? segs[i].n - skip : m;
+        if (pos < 0)
+            pos = segs[i].pos + skip;
+        e->sl.cur[k++] = (WireSeg){.slot = (int16_t)segs[i].slot, .n = (int16_t)take,
+                                   .pos = segs[i].pos + skip};
+        row0 += take;
+        m -= take;
+    }
+    e->sl.n_cur = k;
+    return pos;
 }
 
 /* Receives the result of the pass of n rows at pos whose broadcasts were sized for nb (the
@@ -135,12 +156,80 @@ void dist_set_wire(DistEngine *e, WireForm form)
     e->prog.built = 0; /* the program's messages change form */
 }
 
-/* n positions: passes of at most the agreed rows each (and of at most ubatch_rows).  A
- * pass that must carry more rows than the broadcasts are sized for first carries what fits
- * and announces the rest; the last announces the caller's hint (or its own size), so a
- * steady stream of equal passes (decoding, drafting K+1 rows) never pays for a change.
- * On a chain of stages (dist_set_ubatch) up to `depth` passes more are sent before the
- * oldest one's result is taken, so that the stages work on successive passes at once. */
+/* Takes the oldest pass in flight: its result into its call's x (the controller's steps of
+ * the way out); a call whose last pass it is is ready for take_rows. */
+static void flight_take(DistEngine *e)
+{
+    EngineFlight *f = &e->fl;
+    CHECK(f->count > 0, "a pass taken with none in flight");
+    const int i = f->head;
+    controller_take(e, f->q[i].pos, f->q[i].m, f->q[i].nb, f->q[i].out, f->q[i].row0,
+                    f->q[i].y);
+    f->calls += f->q[i].last;
+    f->head = (f->head + 1) % (ENGINE_MAX_DEPTH + 1);
+    f->count--;
+}
+
+/* Sends the rows of a call, n of them in n_segs segments (one sequence's positions each, in
+ * its slot's caches; forward_n: one segment of slot 0): passes of at most the agreed rows
+ * each (and of at most ubatch_rows), a segment cut where a pass ends.  A pass that must
+ * carry more rows than the broadcasts are sized for first carries what fits and announces
+ * the rest; the last announces the caller's hint (or its own size), so a steady stream of
+ * equal passes (decoding, drafting K+1 rows) never pays for a change.  On a chain of stages
+ * (dist_set_ubatch) up to `depth` passes more are in flight before the oldest one's result
+ * is taken, so that the stages work on successive passes at once.  The caller reads the
+ * last `want` rows of x once the call's passes are taken. */
+static void flight_post(DistEngine *e, float *x, const SeqRows *segs, int n_segs, int n,
+                        int next_n, int want)
+{
+    EngineFlight *f = &e->fl;
+    const size_t dim = (size_t)e->c->dim;
+    const int ub = ubatch_rows(e, n);
+    const int depth = engine_pipeline_depth(e);
+    for (int done = 0; done < n;) {
+        while (f->count > depth)
+            flight_take(e);
+        int m = n - done < e->nb ? n - done : e->nb;
+        if (m > ub)
+            m = ub;
+        const int rest = n - done - m;
+        int nxt = rest > 0 ? rest : next_n > 0 ? next_n : m;
+        const int next_ub = rest > 0 ? ub : ubatch_rows(e, nxt); /* split the same way */
+        if (nxt > next_ub)
+            nxt = next_ub;
+        if (nxt > e->bmax)
+            nxt = e->bmax;
+        const int i = (f->head + f->count) % (ENGINE_MAX_DEPTH + 1);
+        const int out = done + m - (n - want); /* rows of this pass in the wanted tail */
+        f->q[i].row0 = done;
+        f->q[i].m = m;
+        f->q[i].nb = e->nb;
+        f->q[i].pos = pass_table(e, segs, n_segs, done, m);
+        f->q[i].out = out < 0 ? 0 : out > m ? m : out;
+        f->q[i].last = rest == 0;
+        f->q[i].y = x + (size_t)done * dim;
+        controller_post(e, f->q[i].y, f->q[i].pos, m, nxt, f->q[i].out);
+        f->count++;
+        f->max_count = f->count > f->max_count ? f->count : f->max_count;
+        e->stats.wire_passes++;
+        done += m;
+    }
+    e->last_n = n;
+}
+
+/* A call's passes, sent and taken (nothing else in flight). */
+static void controller_run(DistEngine *e, float *x, const SeqRows *segs, int n_segs, int n,
+                           int next_n, int want)
+{
+    CHECK(e->fl.count == 0 && e->fl.calls == 0, "a forward while %d passes posted are not "
+          "taken", e->fl.count + e->fl.calls);
+    flight_post(e, x, segs, n_segs, n, next_n, want);
+    while (e->fl.count > 0)
+        flight_take(e);
+    e->fl.calls = 0;
+}
+
+/* n positions pos .. pos+n-1 of the sequence in slot 0. */
 static void controller_forward_n(void *ctx, float *x, int pos, int n, const int *tokens,
                                  int next_n)
 {
@@ -148,45 +237,66 @@ static void controller_forward_n(void *ctx, float *x, int pos, int n, const int 
     (void)tokens;
     CHECK(n >= 1 && n <= e->bmax, "a pass of %d positions: the engine was set up for 1..%d",
           n, e->bmax);
-    const size_t dim = (size_t)e->c->dim;
-    const int ub = ubatch_rows(e, n);
-    const int depth = engine_pipeline_depth(e);
     /* the caller reads rows n-want .. n-1 only (dist_backend's want_rows) */
     const int want = e->want >= 0 && e->want < n ? e->want : n;
     e->want = -1;
-    struct { int row0, m, nb, out; } fl[ENGINE_MAX_DEPTH + 1];
-    int done = 0, head = 0, count = 0, passes = 0;
-    while (done < n || count > 0) {
-        if (done < n && count <= depth) {
-            int m = n - done < e->nb ? n - done : e->nb;
-            if (m > ub)
-                m = ub;
-            const int rest = n - done - m;
-            int nxt = rest > 0 ? rest : next_n > 0 ? next_n : m;
-            const int next_ub = rest > 0 ? ub : ubatch_rows(e, nxt); /* split the same way */
-            if (nxt > next_ub)
-                nxt = next_ub;
-            if (nxt > e->bmax)
-                nxt = e->bmax;
-            const int slot = (head + count) % (ENGINE_MAX_DEPTH + 1);
-            fl[slot].row0 = done;
-            fl[slot].m = m;
-            fl[slot].nb = e->nb;
-            int out = done + m - (n - want); /* rows of this pass in the wanted tail */
-            fl[slot].out = out < 0 ? 0 : out > m ? m : out;
-            controller_post(e, x + (size_t)done * dim, pos + done, m, nxt, fl[slot].out);
-            count++;
-            passes++;
-            done += m;
-            continue;
-        }
-        controller_take(e, pos + fl[head].row0, fl[head].m, fl[head].nb, fl[head].out,
-                        fl[head].row0, x + (size_t)fl[head].row0 * dim);
-        head = (head + 1) % (ENGINE_MAX_DEPTH + 1);
-        count--;
+    const SeqRows seg = {0, pos, n};
+    controller_run(e, x, &seg, 1, n, next_n, want);
+}
+
+/* The rows of several sequences, each in its slot's caches (every row comes back). */
+static void controller_forward_rows(void *ctx, float *x, const SeqRows *rows, int n_rows)
+{
+    DistEngine *e = ctx;
+    CHECK(n_rows >= 1 && n_rows <= e->sl.n, "a pass of %d sequences: the engine holds %d "
+          "slots", n_rows, e->sl.n);
+    int n = 0;
+    for (int i = 0; i < n_rows; i++) {
+        CHECK(rows[i].slot >= 0 && rows[i].slot < e->sl.n && rows[i].n >= 1 &&
+                  rows[i].pos >= 0 && rows[i].pos + rows[i].n <= e->kv_cap,
+              "%d rows at position %d of slot %d: the engine holds %d slots of %d positions",
+              rows[i].n, rows[i].pos, rows[i].slot, e->sl.n, e->kv_cap);
+        n += rows[i].n;
     }
-    e->stats.wire_passes += passes;
-    e->last_n = n;
+    CHECK(n <= e->bmax, "a pass of %d rows: the engine was set up for 1..%d", n, e->bmax);
+    e->want = -1;
+    controller_run(e, x, rows, n_rows, n, 0, n);
+}
+
+/* The rows of several sequences sent as a call of their own, its result taken later
+ * (take_rows, calls in posting order): passes of several calls in flight on a chain of stages
+ * (the backend's max_in_flight).  Every row comes back; the LM head is the caller's. */
+static void controller_post_rows(void *ctx, float *x, const SeqRows *rows, int n_rows,
+                                 int next_n)
+{
+    DistEngine *e = ctx;
+    CHECK(!e->hd.comm, "passes of several calls in flight with the LM head split");
+    int n = 0;
+    for (int i = 0; i < n_rows; i++)
+        n += rows[i].n;
+    CHECK(n_rows >= 1 && n_rows <= e->sl.n && n <= e->bmax, "a call of %d rows of %d "
+          "sequences: the engine takes 1..%d rows of at most %d", n, n_rows, e->bmax, e->sl.n);
+    flight_post(e, x, rows, n_rows, n, next_n, n);
+}
+
+static void controller_take_rows(void *ctx)
+{
+    DistEngine *e = ctx;
+    while (e->fl.calls == 0)
+        flight_take(e);
+    e->fl.calls--;
+}
+
+int dist_max_in_flight(const DistEngine *e) { return e->fl.max_count; }
+
+/* The slots are set up on every rank at load (dist_set_slots); a backend takes as many. */
+static int controller_set_slots(void *ctx, int n_slots, char *err, size_t errlen)
+{
+    DistEngine *e = ctx;
+    if (n_slots >= 1 && n_slots <= e->sl.n)
+        return 0;
+    return util_err(err, errlen, "%d sequence slots: every rank was set up for %d", n_slots,
+                    e->sl.n);
 }
 
 static void controller_forward(void *ctx, float *x, int pos, int token)
@@ -226,7 +336,11 @@ LayerBackend dist_backend(DistEngine *e)
     return (LayerBackend){.ctx = e, .forward = controller_forward, .want_rows = controller_want_rows,
                           .prepare = dist_controller_prepare, .logits = controller_logits,
                           .forward_n = controller_forward_n, .logits_n = controller_logits_n,
-                          .max_batch = e->bmax};
+                          .set_slots = controller_set_slots,
+                          .forward_rows = controller_forward_rows,
+                          .logits_rows = controller_logits_n, .max_batch = e->bmax,
+                          .post_rows = controller_post_rows, .take_rows = controller_take_rows,
+                          .max_in_flight = e->hd.comm ? 1 : engine_pipeline_depth(e) + 1};
 }
 
 void dist_controller_stop(DistEngine *e) { engine_controller_control(e, WIRE_STOP, 0); }

@@ -23,9 +23,10 @@ WireHdr engine_read_hdr(const unsigned char *msg, int layer)
     return h;
 }
 
-WireHdr engine_walk_took(EngineWalk *w, int l, const unsigned char *msg)
+WireHdr engine_walk_took(DistEngine *e, EngineWalk *w, int l, const unsigned char *msg)
 {
     WireHdr h = engine_read_hdr(msg, l);
+    engine_table_take(e, msg, &h, l);
     w->h = h;
     w->h.flags = 0;
     w->stop = h.cmd != WIRE_STEP;
@@ -36,7 +37,7 @@ WireHdr engine_walk_took(EngineWalk *w, int l, const unsigned char *msg)
 /* Bytes of a broadcast of nb rows on the wire: the header and the rows in form f. */
 static size_t wire_bcast_bytes(const DistEngine *e, WireForm f, int nb)
 {
-    return sizeof(WireHdr) + engine_wire_len(f, (int64_t)nb * e->c->dim);
+    return e->sl.hdr + engine_wire_len(f, (int64_t)nb * e->c->dim);
 }
 
 /* Rows a message of layer l's input carries: a pass's n, or, to the controller (l == L),
@@ -53,9 +54,9 @@ size_t engine_wire_pack(const DistEngine *e, WireForm f, int l, const unsigned c
 {
     WireHdr h;
     memcpy(&h, msg, sizeof h);
-    memcpy(out, &h, sizeof h);
+    memcpy(out, msg, e->sl.hdr); /* the header and the segment table */
     const int64_t vals = (int64_t)msg_rows(e, l, &h) * e->c->dim;
-    engine_wire_put(f, (const float *)(const void *)(msg + sizeof h), out + sizeof h, vals);
+    engine_wire_put(f, (const float *)(const void *)(msg + e->sl.hdr), out + e->sl.hdr, vals);
     return wire_bcast_bytes(e, f, nb);
 }
 
@@ -65,9 +66,9 @@ static void wire_unpack(const DistEngine *e, WireForm f, int l, const unsigned c
 {
     WireHdr h;
     memcpy(&h, in, sizeof h);
-    memcpy(msg, &h, sizeof h);
+    memcpy(msg, in, e->sl.hdr);
     const int64_t vals = (int64_t)msg_rows(e, l, &h) * e->c->dim;
-    engine_wire_get(f, in + sizeof h, (float *)(void *)(msg + sizeof h), vals);
+    engine_wire_get(f, in + e->sl.hdr, (float *)(void *)(msg + e->sl.hdr), vals);
 }
 
 /* Posts the broadcast of a pipeline message on layer l's input group, sized for *nb rows:
@@ -85,8 +86,8 @@ static void bcast_post(DistEngine *e, int l, unsigned char *msg, int *nb, WireFo
         memcpy(&h, msg, sizeof h);
         if (h.cmd == WIRE_STEP && h.out >= 0 && h.out < h.n) {
             const size_t row = (size_t)e->c->dim * sizeof(float);
-            memmove(payload(msg), (unsigned char *)payload(msg) + (size_t)(h.n - h.out) * row,
-                    (size_t)h.out * row);
+            unsigned char *rows = (unsigned char *)payload(e, msg);
+            memmove(rows, rows + (size_t)(h.n - h.out) * row, (size_t)h.out * row);
             *nb = h.out;
         }
     }
@@ -148,7 +149,7 @@ void engine_input_run(DistEngine *e, EngineWalk *w, const Step *st)
     if (!e->lr[l].in_comm) /* a group of the root alone */
         return;
     if (e->lr[l].in_root) { /* X' with the decision's flags; the next layer's are clear */
-        memcpy(e->buf.xmsg, &w->h, sizeof w->h);
+        engine_hdr_put(e, e->buf.xmsg, &w->h);
         engine_bcast_form(e, l, e->buf.xmsg, e->nb, st->wire);
         w->h.flags = 0;
         if (l > 0)
@@ -173,7 +174,7 @@ void engine_input_done(DistEngine *e, EngineWalk *w, const Step *st, TransportRe
     const double t = time_now();
     bcast_done(e, l, e->buf.xmsg, e->nb, st->wire, req);
     engine_timers(e, l)[T_BCAST] += time_now() - t;
-    const WireHdr h = engine_walk_took(w, l, e->buf.xmsg);
+    const WireHdr h = engine_walk_took(e, w, l, e->buf.xmsg);
     if (l > 0 && (h.flags & WIRE_FLAG_SPEC_ON)) /* adaptive switch, from the next token on */
         e->sp.on[l - 1] = (h.flags & WIRE_FLAG_SPEC_NEXT) != 0;
 }
@@ -187,7 +188,7 @@ void engine_output_take(DistEngine *e, EngineWalk *w, const Step *st)
     CHECK(h.cmd == WIRE_STEP && h.n == p->n && h.pos == p->pos && h.out == p->out,
           "the pass of %d rows at position %d came back as %d rows at %d (protocol mismatch)",
           p->n, p->pos, h.n, h.pos);
-    memcpy(p->y + (size_t)(p->n - p->out) * (size_t)e->c->dim, payload(e->buf.xout),
+    memcpy(p->y + (size_t)(p->n - p->out) * (size_t)e->c->dim, payload(e, e->buf.xout),
            (size_t)p->out * (size_t)e->c->dim * sizeof(float));
 }
 
@@ -203,7 +204,7 @@ void engine_control_out(DistEngine *e, EngineWalk *w)
     LayerRt *r = &e->lr[e->L];
     if (!w->stop || e->sched.n_head == 0 || !r->in_root || !r->in_comm)
         return;
-    memcpy(e->buf.xmsg, &w->h, sizeof w->h);
+    engine_hdr_put(e, e->buf.xmsg, &w->h);
     engine_bcast_input(e, e->L, e->buf.xmsg);
 }
 
@@ -211,7 +212,7 @@ void engine_controller_control(DistEngine *e, int cmd, int pos)
 {
     WireHdr h = {.magic = WIRE_MAGIC, .cmd = cmd, .pos = pos, .next_n = (int16_t)e->nb};
     engine_service_go(e, cmd);
-    memcpy(e->buf.xmsg, &h, sizeof h);
+    engine_hdr_put(e, e->buf.xmsg, &h);
     engine_bcast_input(e, 0, e->buf.xmsg);
     engine_bcast_input(e, e->L, e->buf.xmsg);
     transport_bcast_all(e->tp, &h, sizeof h);

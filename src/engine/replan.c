@@ -212,6 +212,8 @@ static void replan_record(DistEngine *e, int positions, int moved, const Migrati
 void engine_replan(DistEngine *e, int positions)
 {
     const ModelConfig *c = e->c;
+    CHECK(e->sl.n == 1, "re-placement with %d sequence slots: it moves one sequence's "
+          "caches", e->sl.n);
     double t0 = time_now();
     Plan next;
     char err[512];
@@ -240,12 +242,34 @@ void engine_replan(DistEngine *e, int positions)
     replan_record(e, positions, moved, &mg, t0);
 }
 
+int dist_check_slots_memory(const DistEngine *e, char *err, size_t errlen)
+{
+    const MemState *m = &e->mem;
+    const ModelConfig *c = e->c;
+    const int S = e->sl.n, cap = m->steps;
+    for (int r = 1; S > 1 && r <= e->plan->n_workers; r++) {
+        const size_t b = budget_of(m, r), kv = plan_rank_kv_bytes(e->plan, c, r, cap);
+        const size_t need = plan_rank_accounted_bytes(e->plan, c, r, cap) + (size_t)(S - 1) * kv;
+        if (b && need > b)
+            return util_err(err, errlen, "rank %d: %d slots (--parallel) of %d positions "
+                            "(--ctx-size) need %.2f MB: weights %.2f MB and %d KV caches of "
+                            "%.2f MB (--cache-type %s), over its budget of %.2f MB; give fewer "
+                            "--parallel, a smaller --ctx-size or --cache-type f16 or q8_0", r, S,
+                            cap, need / 1e6, plan_rank_weight_bytes(e->plan, c, r) / 1e6, S,
+                            kv / 1e6, quant_type_name(c->kv_type), b / 1e6);
+    }
+    return 0;
+}
+
 int dist_controller_prepare(void *ctx, int pos, char *err, size_t errlen)
 {
     DistEngine *e = ctx;
     MemState *m = &e->mem;
     const ModelConfig *c = e->c;
-    if (!m->peak) /* dist_set_memory was not called */
+    /* without dist_set_memory, nothing to check; with several slots every slot's caches
+     * at the full positions were checked at start-up (dist_check_slots_memory), and the
+     * slots' passes do not re-place */
+    if (!m->peak || e->sl.n > 1)
         return 0;
     for (int pass = 0; pass < 2; pass++) {
         int over = 0;

@@ -117,7 +117,7 @@ static void alloc_buffers(DistEngine *e)
     const ModelConfig *c = e->c;
     const size_t B = (size_t)e->bmax, W = (size_t)e->plan->n_workers;
     const size_t qd = (size_t)c->n_heads * (size_t)c->head_dim;
-    const size_t hdr = sizeof(WireHdr);
+    const size_t hdr = e->sl.hdr; /* the header and the segment table */
     e->buf.msg_bytes = hdr + B * (size_t)c->dim * sizeof(float);
     e->buf.xmsg = xcalloc(e->buf.msg_bytes, 1);
     e->buf.xout = xcalloc(e->buf.msg_bytes, 1);
@@ -175,6 +175,23 @@ void dist_set_max_batch(DistEngine *e, int max_batch)
 
 int dist_max_batch(const DistEngine *e) { return e->bmax; }
 
+void dist_set_slots(DistEngine *e, int n_slots)
+{
+    CHECK(n_slots >= 1 && n_slots <= WIRE_MAX_SLOTS, "%d sequence slots: must be 1..%d",
+          n_slots, WIRE_MAX_SLOTS);
+    for (int l = 0; l < e->L && n_slots > 1; l++)
+        CHECK(!e->sp.on[l] && !e->sp.adaptive, "%d sequence slots with speculation on: it "
+              "follows one sequence", n_slots);
+    free_buffers(e); /* every message's header grows by the segment table */
+    engine_slots_free(e);
+    e->sl.n = n_slots;
+    engine_slots_alloc(e);
+    alloc_buffers(e);
+    engine_head_alloc(e);
+}
+
+int dist_slots(const DistEngine *e) { return e->sl.n; }
+
 int dist_setup(DistEngine **out, Transport *tp, const ModelConfig *c, const Plan *plan,
                hid_t file, const char *fname, int kv_cap)
 {
@@ -201,6 +218,8 @@ int dist_setup(DistEngine **out, Transport *tp, const ModelConfig *c, const Plan
     }
     e->bmax = 1;
     e->nb = 1;
+    e->sl.n = 1;
+    engine_slots_alloc(e);
     alloc_buffers(e);
     e->stats.timers = xcalloc((size_t)e->L * T_COUNT, sizeof(double));
     e->sp.eligible = xcalloc((size_t)e->L, 1);
@@ -273,6 +292,7 @@ void dist_free(DistEngine *e)
 {
     if (!e)
         return;
+    engine_slots_free(e); /* the slots' caches (the weights are the parts') */
     for (int l = 0; l <= e->L; l++) {
         LayerRt *r = &e->lr[l];
         engine_teardown_layer_comms(e, l);

@@ -35,7 +35,7 @@ static Xchg xchg_of(DistEngine *e, const EngineWalk *w, const Step *st)
     return (Xchg){.l = st->layer, .phase = w->phase, .n = st->n_members,
                   .mi = engine_member(e, st), .nv = w->h.n * e->c->dim,
                   .members = steps_members(&e->prog.prog, st), .f = st->wire,
-                  .base = payload(e->buf.xmsg), .t0 = time_now()};
+                  .base = payload(e, e->buf.xmsg), .t0 = time_now()};
 }
 
 /* The exchange's time: the projection's partial sums (T_GATHER) or the FFN's (T_BCAST). */
@@ -58,8 +58,8 @@ static WireHdr stamp_partial(DistEngine *e, const Xchg *x)
 {
     WireHdr h = transport_msg_stamp(e->tp, e->buf.xsend, x->l);
     if (x->f != WIRE_FORM_F32) {
-        memcpy(e->buf.wsend, &h, sizeof h);
-        engine_wire_round(x->f, payload(e->buf.xsend), e->buf.wsend + sizeof h, x->nv);
+        memcpy(e->buf.wsend, e->buf.xsend, e->sl.hdr); /* the header and the segment table */
+        engine_wire_round(x->f, payload(e, e->buf.xsend), e->buf.wsend + e->sl.hdr, x->nv);
     }
     return h;
 }
@@ -72,7 +72,7 @@ static void take(DistEngine *e, const Xchg *x, const char *what, TransportReq *r
     LayerRt *r = &e->lr[x->l];
     transport_msg_take(e->tp, rq, msg, wb, peer, what, x->l, &r->ewma[x->phase ? W_X2 : W_X1]);
     engine_read_hdr(msg, x->l);
-    engine_wire_get(x->f, msg + sizeof(WireHdr), out, n);
+    engine_wire_get(x->f, msg + e->sl.hdr, out, n);
 }
 
 /* ALLGATHER of partials (all-to-all): every member sends its partial to every other (one
@@ -81,11 +81,11 @@ void engine_xchg_all(DistEngine *e, EngineWalk *w, const Step *st)
 {
     const Xchg x = xchg_of(e, w, st);
     const int n = x.n, tag = WIRE_TAG_XCHG + 2 * x.l + x.phase;
-    const size_t xs = sizeof(WireHdr) + (size_t)x.nv * sizeof(float); /* stride of xrecv */
+    const size_t xs = e->sl.hdr + (size_t)x.nv * sizeof(float); /* stride of xrecv */
     TransportReq *rq = xmalloc(2 * (size_t)n * sizeof(TransportReq));
     int nr = 0;
     stamp_partial(e, &x);
-    const size_t wb = sizeof(WireHdr) + engine_wire_len(x.f, x.nv);
+    const size_t wb = e->sl.hdr + engine_wire_len(x.f, x.nv);
     const int packed = x.f != WIRE_FORM_F32;
     unsigned char *sbuf = packed ? e->buf.wsend : e->buf.xsend;
     unsigned char *rbuf = packed ? e->buf.wrecv : e->buf.xrecv;
@@ -98,14 +98,14 @@ void engine_xchg_all(DistEngine *e, EngineWalk *w, const Step *st)
     for (int i = 0, k = 0; i < n; i++)
         if (i != x.mi)
             take(e, &x, what_partial(x.phase), &rq[k++], x.members[i], rbuf + (size_t)i * wb,
-                 wb, payload(e->buf.xrecv + (size_t)i * xs), x.nv);
+                 wb, payload(e, e->buf.xrecv + (size_t)i * xs), x.nv);
     for (int k = n - 1; k < nr; k++)
         transport_wait(e->tp, &rq[k]);
     for (int i = 0; i < n; i++)
-        kernels_add(x.base, payload(i == x.mi ? e->buf.xsend : e->buf.xrecv + (size_t)i * xs),
+        kernels_add(x.base, payload(e, i == x.mi ? e->buf.xsend : e->buf.xrecv + (size_t)i * xs),
                     x.nv);
     /* the sum rounded as the other patterns send it back */
-    engine_wire_round(x.f, x.base, e->buf.wsend + sizeof(WireHdr), x.nv);
+    engine_wire_round(x.f, x.base, e->buf.wsend + e->sl.hdr, x.nv);
     free(rq);
     xchg_time(e, &x);
 }
@@ -116,9 +116,9 @@ void engine_xchg_reduce(DistEngine *e, EngineWalk *w, const Step *st)
 {
     const Xchg x = xchg_of(e, w, st);
     const int n = x.n, tag = WIRE_TAG_XCHG + 2 * x.l + x.phase;
-    const size_t xs = sizeof(WireHdr) + (size_t)x.nv * sizeof(float); /* stride of xrecv */
+    const size_t xs = e->sl.hdr + (size_t)x.nv * sizeof(float); /* stride of xrecv */
     stamp_partial(e, &x);
-    const size_t wb = sizeof(WireHdr) + engine_wire_len(x.f, x.nv);
+    const size_t wb = e->sl.hdr + engine_wire_len(x.f, x.nv);
     const int packed = x.f != WIRE_FORM_F32;
     if (x.mi != 0) {
         TransportReq rq;
@@ -133,10 +133,10 @@ void engine_xchg_reduce(DistEngine *e, EngineWalk *w, const Step *st)
         transport_irecv(e->tp, rbuf + (size_t)i * wb, wb, x.members[i], tag, &rq[i - 1]);
     for (int i = 1; i < n; i++)
         take(e, &x, what_partial(x.phase), &rq[i - 1], x.members[i], rbuf + (size_t)i * wb, wb,
-             payload(e->buf.xrecv + (size_t)i * xs), x.nv);
-    kernels_add(x.base, payload(e->buf.xsend), x.nv);
+             payload(e, e->buf.xrecv + (size_t)i * xs), x.nv);
+    kernels_add(x.base, payload(e, e->buf.xsend), x.nv);
     for (int i = 1; i < n; i++)
-        kernels_add(x.base, payload(e->buf.xrecv + (size_t)i * xs), x.nv);
+        kernels_add(x.base, payload(e, e->buf.xrecv + (size_t)i * xs), x.nv);
     free(rq);
     xchg_time(e, &x);
 }
@@ -148,7 +148,7 @@ void engine_xchg_sum_bcast(DistEngine *e, EngineWalk *w, const Step *st)
 {
     const Xchg x = xchg_of(e, w, st);
     const int n = x.n, tag2 = WIRE_TAG_XSUM + 2 * x.l + x.phase;
-    const size_t hdr = sizeof(WireHdr), sb = hdr + engine_wire_len(x.f, x.nv);
+    const size_t hdr = e->sl.hdr, sb = hdr + engine_wire_len(x.f, x.nv);
     TransportReq *rq = xmalloc((size_t)n * sizeof(TransportReq));
     if (x.mi == 0) {
         transport_msg_stamp(e->tp, e->buf.xsend, x.l);
@@ -178,9 +178,9 @@ static int chunk0(const Xchg *x, int i)
 }
 
 /* Bytes of one chunk message's buffer (the widest chunk as floats). */
-static size_t chunk_stride(const Xchg *x)
+static size_t chunk_stride(const DistEngine *e, const Xchg *x)
 {
-    return sizeof(WireHdr) +
+    return e->sl.hdr +
            ((size_t)(x->nv + x->n - 1) / (size_t)x->n + (size_t)wire_form_block(x->f)) *
                sizeof(float);
 }
@@ -192,12 +192,12 @@ void engine_xchg_scatter(DistEngine *e, EngineWalk *w, const Step *st)
 {
     const Xchg x = xchg_of(e, w, st);
     const int n = x.n, mi = x.mi, tag = WIRE_TAG_XCHG + 2 * x.l + x.phase;
-    const size_t hdr = sizeof(WireHdr), cb = chunk_stride(&x);
+    const size_t hdr = e->sl.hdr, cb = chunk_stride(e, &x);
     const size_t cmax = (cb - hdr) / sizeof(float);
     TransportReq *rq = xmalloc(2 * (size_t)n * sizeof(TransportReq));
     unsigned char *sb = xmalloc((size_t)n * cb), *rb = xmalloc((size_t)n * cb);
     float *parts = xmalloc((size_t)n * cmax * sizeof(float)); /* [n][cmax] my chunk's */
-    const WireHdr h = stamp_partial(e, &x);
+    stamp_partial(e, &x);
     const unsigned char *mine =
         (x.f != WIRE_FORM_F32 ? e->buf.wsend : e->buf.xsend) + hdr;
     const int o0 = chunk0(&x, mi), o1 = chunk0(&x, mi + 1);
@@ -211,7 +211,7 @@ void engine_xchg_scatter(DistEngine *e, EngineWalk *w, const Step *st)
             continue;
         unsigned char *m = sb + (size_t)j * cb;
         const size_t len = engine_wire_len(x.f, chunk0(&x, j + 1) - chunk0(&x, j));
-        memcpy(m, &h, hdr);
+        memcpy(m, x.f != WIRE_FORM_F32 ? e->buf.wsend : e->buf.xsend, hdr);
         memcpy(m + hdr, mine + engine_wire_len(x.f, chunk0(&x, j)), len);
         transport_isend(e->tp, m, hdr + len, x.members[j], tag, &rq[nr++]);
     }
@@ -222,7 +222,7 @@ void engine_xchg_scatter(DistEngine *e, EngineWalk *w, const Step *st)
     for (int k = n - 1; k < nr; k++)
         transport_wait(e->tp, &rq[k]);
     for (int i = 0; i < n; i++)
-        kernels_add(x.base + o0, i == mi ? payload(e->buf.xsend) + o0 : parts + (size_t)i * cmax,
+        kernels_add(x.base + o0, i == mi ? payload(e, e->buf.xsend) + o0 : parts + (size_t)i * cmax,
                     o1 - o0);
     free(parts);
     free(sb);
@@ -238,7 +238,7 @@ void engine_xchg_sum_allgather(DistEngine *e, EngineWalk *w, const Step *st)
 {
     const Xchg x = xchg_of(e, w, st);
     const int n = x.n, mi = x.mi, tag2 = WIRE_TAG_XSUM + 2 * x.l + x.phase;
-    const size_t hdr = sizeof(WireHdr), cb = chunk_stride(&x);
+    const size_t hdr = e->sl.hdr, cb = chunk_stride(e, &x);
     TransportReq *rq = xmalloc(2 * (size_t)n * sizeof(TransportReq));
     unsigned char *sb = xmalloc(cb), *rb = xmalloc((size_t)n * cb);
     const int o0 = chunk0(&x, mi), o1 = chunk0(&x, mi + 1);
@@ -279,9 +279,9 @@ static void sum_alone(DistEngine *e, const EngineWalk *w, int l)
     if (e->sched.layers[l].n_members > 1)
         return;
     const int nv = w->h.n * e->c->dim;
-    float *x = payload(e->buf.xmsg);
-    kernels_add(x, payload(e->buf.xsend), nv);
-    engine_wire_round(e->prog.wire, x, e->buf.wsend + sizeof(WireHdr), nv);
+    float *x = payload(e, e->buf.xmsg);
+    kernels_add(x, payload(e, e->buf.xsend), nv);
+    engine_wire_round(e->prog.wire, x, e->buf.wsend + e->sl.hdr, nv);
 }
 
 /* ATTN of a SLICE member: its attention parts on the layer input and their columns of wo,
@@ -294,22 +294,20 @@ void engine_slice_attn(DistEngine *e, EngineWalk *w, const Step *st)
     LayerRt *r = &e->lr[l];
     const ModelConfig *c = e->c;
     const double t = time_now();
-    const int n = w->h.n, pos = w->h.pos, qd = c->n_heads * c->head_dim;
+    const int n = w->h.n, qd = c->n_heads * c->head_dim;
     const size_t nd = (size_t)n * (size_t)c->dim;
-    const float *x = payload(e->buf.xmsg);
-    float *part = payload(e->buf.xsend);
+    const float *x = payload(e, e->buf.xmsg);
+    float *part = payload(e, e->buf.xsend);
     memset(part, 0, nd * sizeof(float));
     for (int k = 0, run = 0, off = 0; k < r->n_parts; k++) {
         if (r->wo_cols[k].data) {
             run = k;
             off = 0;
         }
-        model_attn_part_forward_n(c, &r->parts[k], &e->scratch, x, pos, n, e->buf.heads + off,
-                                  qd);
+        const double kv = engine_attn_part(e, l, k, x, &w->h, e->buf.heads + off, qd);
+        const QMat *wo = &r->wo_cols[k];
         off += (r->parts[k].q1 - r->parts[k].q0) * c->head_dim;
-        transport_streamed(e->tp, attn_stream_bytes(c, &r->parts[k], pos, n) +
-                                      (r->wo_cols[k].data ? (double)model_qmat_bytes(&r->wo_cols[k])
-                                                          : 0));
+        transport_streamed(e->tp, kv + (wo->data ? (double)model_qmat_bytes(wo) : 0));
         if (k + 1 == r->n_parts || r->wo_cols[k + 1].data) {
             model_proj_partial_n(c, &e->scratch, &r->wo_cols[run], e->buf.heads, qd, off,
                                  e->buf.acc, n);
@@ -319,7 +317,7 @@ void engine_slice_attn(DistEngine *e, EngineWalk *w, const Step *st)
     if (r->proj.bo)
         for (int i = 0; i < n; i++)
             kernels_add(part + (size_t)i * (size_t)c->dim, r->proj.bo, c->dim);
-    memcpy(e->buf.xsend, &w->h, sizeof w->h);
+    engine_hdr_put(e, e->buf.xsend, &w->h);
     w->phase = 0;
     engine_timers(e, l)[T_ATTN] += time_now() - t;
     sum_alone(e, w, l);
@@ -332,7 +330,7 @@ void engine_slice_ffn(DistEngine *e, EngineWalk *w, const Step *st)
     const int l = st->layer;
     LayerRt *r = &e->lr[l];
     const double t = time_now();
-    model_ffn_delta_n(e->c, &r->ffn, &e->scratch, payload(e->buf.xmsg), payload(e->buf.xsend),
+    model_ffn_delta_n(e->c, &r->ffn, &e->scratch, payload(e, e->buf.xmsg), payload(e, e->buf.xsend),
                       w->h.n);
     transport_streamed(e->tp, (double)model_ffn_bytes(e->c, &r->ffn));
     w->phase = 1;

@@ -95,12 +95,12 @@ static void exact_allgather(DistEngine *e, const Step *st, int round, const Wire
     const int l = st->layer, nm = st->n_members, me = e->tp->rank;
     const int *members = steps_members(&e->prog.prog, st);
     const int tag = base[round] + 2 * l + (round >= R_HIDDEN);
-    const size_t hdr = sizeof(WireHdr);
+    const size_t hdr = e->sl.hdr;
     LayerRt *r = &e->lr[l];
     TransportReq *rq = e->ex.reqs;
-    memcpy(e->ex.send, h0, hdr);
+    engine_hdr_put(e, e->ex.send, h0);
     transport_msg_stamp(e->tp, e->ex.send, l);
-    pack_rows(e, l, round, me, buf, width, n, payload(e->ex.send), 0);
+    pack_rows(e, l, round, me, buf, width, n, payload(e, e->ex.send), 0);
     const size_t sb = hdr + (size_t)n * round_floats(e, l, round, me) * sizeof(float);
     int nr = 0;
     for (int i = 0; i < nm; i++) {
@@ -123,7 +123,7 @@ static void exact_allgather(DistEngine *e, const Step *st, int round, const Wire
                            hdr + (size_t)n * round_floats(e, l, round, peer) * sizeof(float),
                            peer, what[round], l, &r->ewma[site[round]]);
         engine_read_hdr(msg, l);
-        pack_rows(e, l, round, peer, buf, width, n, payload(msg), 1);
+        pack_rows(e, l, round, peer, buf, width, n, payload(e, msg), 1);
     }
     for (int k = nm - 1; k < nr; k++)
         transport_wait(e->tp, &rq[k]);
@@ -136,13 +136,12 @@ void engine_exact_attn(DistEngine *e, EngineWalk *w, const Step *st)
     LayerRt *r = &e->lr[l];
     const ModelConfig *c = e->c;
     const double t = time_now();
-    const int n = w->h.n, qd = c->n_heads * c->head_dim, Q = config_q_per_kv(c);
-    const float *x = payload(e->buf.xmsg);
+    const int qd = c->n_heads * c->head_dim, Q = config_q_per_kv(c);
+    const float *x = payload(e, e->buf.xmsg);
     for (int k = 0; k < r->n_parts; k++) {
         const AttnPartW *p = &r->parts[k];
         float *out = e->buf.heads + (size_t)(p->unit * Q + p->q0) * (size_t)c->head_dim;
-        model_attn_part_forward_n(c, &r->parts[k], &e->scratch, x, w->h.pos, n, out, qd);
-        transport_streamed(e->tp, attn_stream_bytes(c, &r->parts[k], w->h.pos, n));
+        transport_streamed(e->tp, engine_attn_part(e, l, k, x, &w->h, out, qd));
     }
     engine_timers(e, l)[T_ATTN] += time_now() - t;
 }
@@ -158,7 +157,7 @@ void engine_exact_round(DistEngine *e, EngineWalk *w, const Step *st)
         const StepWhat after = e->prog.prog.steps[steps_deps(&e->prog.prog, st)[0]].what;
         round = after == STEP_WORK_PROJ ? R_Z : after == STEP_WORK_FFN ? R_HIDDEN : R_X;
     }
-    float *x = payload(e->buf.xmsg);
+    float *x = payload(e, e->buf.xmsg);
     float *buf[R_COUNT] = {e->buf.heads, x, e->ex.hidden, x};
     const int width[R_COUNT] = {c->n_heads * c->head_dim, c->dim, c->ffn_dim, c->dim};
     exact_allgather(e, st, round, &w->h, buf[round], width[round], w->h.n);
@@ -170,7 +169,7 @@ void engine_exact_proj(DistEngine *e, EngineWalk *w, const Step *st)
 {
     LayerRt *r = &e->lr[st->layer];
     const double t = time_now();
-    float *x = payload(e->buf.xmsg);
+    float *x = payload(e, e->buf.xmsg);
     model_proj_rows_n(e->c, &r->proj, &e->scratch, r->d0, x, e->buf.heads, x, w->h.n);
     transport_streamed(e->tp, (double)model_proj_bytes(e->c, &r->proj));
     engine_timers(e, st->layer)[T_PROJ] += time_now() - t;
@@ -181,7 +180,7 @@ void engine_exact_ffn(DistEngine *e, EngineWalk *w, const Step *st)
 {
     LayerRt *r = &e->lr[st->layer];
     const double t = time_now();
-    model_ffn_hidden_n(e->c, &r->ffn, &e->scratch, payload(e->buf.xmsg),
+    model_ffn_hidden_n(e->c, &r->ffn, &e->scratch, payload(e, e->buf.xmsg),
                        e->ex.hidden + r->ffn.f0, e->c->ffn_dim, w->h.n);
     engine_timers(e, st->layer)[T_FFN] += time_now() - t;
 }
@@ -191,7 +190,7 @@ void engine_exact_down(DistEngine *e, EngineWalk *w, const Step *st)
 {
     LayerRt *r = &e->lr[st->layer];
     const double t = time_now();
-    float *x = payload(e->buf.xmsg);
+    float *x = payload(e, e->buf.xmsg);
     model_ffn_down_rows_n(e->c, &r->ffn, &e->scratch, x, e->ex.hidden, x, w->h.n);
     transport_streamed(e->tp, (double)model_ffn_bytes(e->c, &r->ffn));
     engine_timers(e, st->layer)[T_FFN] += time_now() - t;
@@ -239,7 +238,7 @@ void engine_exact_alloc(DistEngine *e)
         w = (size_t)c->ffn_dim;
     if ((size_t)c->dim > w)
         w = (size_t)c->dim;
-    e->ex.stride = sizeof(WireHdr) + B * w * sizeof(float);
+    e->ex.stride = e->sl.hdr + B * w * sizeof(float);
     e->ex.send = xcalloc(e->ex.stride, 1);
     e->ex.recv = xcalloc((W + 1) * e->ex.stride, 1);
     e->ex.reqs = xcalloc(2 * (W + 1), sizeof(TransportReq));

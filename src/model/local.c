@@ -186,8 +186,9 @@ void local_model_forward_rows(LocalModel *m, float *x, const LocalRows *rows, in
 void local_model_set_slots(LocalModel *m, int n_slots)
 {
     const ModelConfig *c = m->c;
-    CHECK(n_slots >= 1 && n_slots >= m->n_slots, "local model: %d slots (%d held)", n_slots,
-          m->n_slots);
+    CHECK(n_slots >= 1, "local model: %d slots", n_slots);
+    if (n_slots <= m->n_slots)
+        return; /* grows only */
     const size_t parts = (size_t)c->n_layers * (size_t)c->n_kv_heads;
     m->slot_attn = xrealloc(m->slot_attn, (size_t)n_slots * sizeof *m->slot_attn);
     for (int i = m->n_slots; i < n_slots; i++) {
@@ -288,12 +289,29 @@ void local_model_spec_counts(const LocalModel *m, long *tried, long *kept)
     *kept = m->spec_kept;
 }
 
+/* The backend's several-sequence calls. */
+static int local_set_slots(void *ctx, int n_slots, char *err, size_t errlen)
+{
+    if (n_slots < 1)
+        return util_err(err, errlen, "%d sequence slots", n_slots);
+    local_model_set_slots(ctx, n_slots);
+    return 0;
+}
+
+static void local_forward_rows(void *ctx, float *x, const SeqRows *rows, int n_rows)
+{
+    local_model_forward_rows(ctx, x, rows, n_rows);
+}
+
 LayerBackend local_model_backend(LocalModel *m)
 {
     return (LayerBackend){.ctx = m,
                           .forward = local_forward,
                           .forward_n = local_forward_n,
                           .logits_n = local_logits_n,
+                          .set_slots = local_set_slots,
+                          .forward_rows = local_forward_rows,
+                          .logits_rows = local_logits_n,
                           .max_batch = m->max_batch};
 }
 

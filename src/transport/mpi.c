@@ -155,8 +155,10 @@ int transport_mpi_launch_rank(void)
 
 void transport_mpi_init(Transport *t, int *argc, char ***argv)
 {
-    int rank, size;
-    MPI_Init(argc, argv);
+    int rank, size, provided;
+    /* --serve's slots drive the engine from whichever slot thread runs a step, one thread
+     * at a time (serve_slots.c) */
+    MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));

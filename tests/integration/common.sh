@@ -145,6 +145,24 @@ serve() {
   curl -sf "$URL/health" > /dev/null || { cat "$T/$name.err"; fail "$name: /health never answered"; }
   SPID=$(sed -n 's/.*serving .*(pid \([0-9]*\);.*/\1/p' "$T/$name.err")
 }
+# serve_np NAME NP ARGS...: the same on NP ranks (mpirun; SPID: the controller's pid)
+serve_np() {
+  local name=$1 np=$2
+  shift 2
+  local port
+  port=$(free_port)
+  URL=http://127.0.0.1:$port
+  timeout -k 5 "${SERVE_TIMEOUT:-120}" mpirun $MPI_FLAGS -np "$np" "$HS" \
+    --serve 127.0.0.1:$port "$@" > "$T/$name.out" 2> "$T/$name.err" &
+  SERVER=$!
+  for _ in $(seq 300); do
+    curl -sf "$URL/health" > /dev/null 2>&1 && break
+    kill -0 $SERVER 2>/dev/null || { cat "$T/$name.err"; fail "$name: the server exited"; }
+    sleep 0.2
+  done
+  curl -sf "$URL/health" > /dev/null || { cat "$T/$name.err"; fail "$name: /health never answered"; }
+  SPID=$(sed -n 's/.*serving .*(pid \([0-9]*\);.*/\1/p' "$T/$name.err")
+}
 # stop NAME: SIGTERM to the server, which must exit 0 promptly
 stop() {
   kill -TERM "$SPID"

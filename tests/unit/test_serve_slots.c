@@ -121,7 +121,8 @@ static void compare_file(const char *path, int threads)
             fail_msg("alone %d: %s", i, err);
     }
     /* together */
-    Batcher *b = batcher_new(m, &c, &head, SLOTS, cap);
+    const LayerBackend bm = local_model_backend(m);
+    Batcher *b = batcher_new(&bm, &c, &head, SLOTS, cap);
     pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
     int free_slots[SLOTS] = {0, 0, 0};
