@@ -180,7 +180,9 @@ static void stall_fatal(const Transport *t, int peer, double waited, const char 
                         int layer)
 {
     FATAL("no message from rank %d for %.1f s (%s, layer %d, link %d->%d): the peer has "
-          "failed or stalled", peer, waited, what ? what : "message", layer, peer, t->rank);
+          "failed or stalled (a peer whose pass takes longer, e.g. a large model's prompt on a "
+          "slow board, needs a larger --timeout)", peer, waited, what ? what : "message", layer,
+          peer, t->rank);
 }
 
 void transport_wait_link(Transport *t, TransportReq *r, int peer, const char *what, int layer,
