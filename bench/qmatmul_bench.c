@@ -6,7 +6,7 @@
  * matrices).  Speed does not depend on the values: random quants, small finite scales.
  *
  * usage: qmatmul_bench [-r repeats] [-b activations] [-t threads] [-s shape] [-m] [TYPE...]
- *        TYPE: q8_0 q4_0 q4_0x8 q4_K q5_K q6_K (default: all); -s 0|1|2: one shape only;
+ *        TYPE: q8_0 q8_0x8 q4_0 q4_0x8 q4_K q5_K q6_K (default: all); -s 0|1|2: one shape only;
  *        -m: the matmul only, no matvecs; -c: time by the thread's CPU clock (one thread;
  *        steadier on a host shared with other work) */
 #include <stdint.h>
@@ -41,7 +41,8 @@ typedef struct {
 } QKind;
 
 static const QKind kinds[] = {
-    {"q8_0", QTYPE_Q8_0, 0}, {"q4_0", QTYPE_Q4_0, 0}, {"q4_0x8", QTYPE_Q4_0, 1},
+    {"q8_0", QTYPE_Q8_0, 0}, {"q8_0x8", QTYPE_Q8_0, 1}, {"q4_0", QTYPE_Q4_0, 0},
+    {"q4_0x8", QTYPE_Q4_0, 1},
     {"q4_K", QTYPE_Q4_K, 0}, {"q5_K", QTYPE_Q5_K, 0}, {"q6_K", QTYPE_Q6_K, 0},
 };
 
