@@ -11,7 +11,8 @@
  * spread over the halves; a weight block is broadcast to both halves as q + 128 (the top bit
  * flipped) for vpdpbusd.  Tiles of 4 rows x 4 pairs (8 activations): 16 accumulators; per
  * (row, pair) and block one vpdpbusd, one conversion, one multiply (dw * da, the twin's
- * product) and one FMA.  On AVX2 each activation's block is stored aligned with its float
+ * product) and one FMA.  Matrices in eight-row groups (quant_x8.c) take the same tiles, four
+ * rows of a group at a time, their quants broadcast from memory already as q + 128.  On AVX2 each activation's block is stored aligned with its float
  * scale beside; tiles of 2 rows x 4 activations, |q| and sign(a, q) as vpmaddubsw's
  * operands (pairs below 2^15), as the decode kernel.  The rows go in chunks that stay in L2 while the tiles of
  * activations pass over them. */
