@@ -6,7 +6,9 @@
  * matrices).  Speed does not depend on the values: random quants, small finite scales.
  *
  * usage: qmatmul_bench [-r repeats] [-b activations] [-t threads] [-s shape] [-m] [TYPE...]
- *        TYPE: q8_0 q4_0 q4_0x8 q4_K q5_K q6_K (default: all); -s 0|1|2: one shape only;
+ *        TYPE: q8_0 q8_0x8 q4_0 q4_0x8 q4_K q5_K q6_K (default: all); -s 0|1|2|3: one shape
+ *        only (3, k/v, is not in the default set: its matrix fits L2, so that its matvecs
+ *        time the kernel's arithmetic, not the memory hierarchy);
  *        -m: the matmul only, no matvecs; -c: time by the thread's CPU clock (one thread;
  *        steadier on a host shared with other work) */
 #include <stdint.h>
@@ -41,7 +43,8 @@ typedef struct {
 } QKind;
 
 static const QKind kinds[] = {
-    {"q8_0", QTYPE_Q8_0, 0}, {"q4_0", QTYPE_Q4_0, 0}, {"q4_0x8", QTYPE_Q4_0, 1},
+    {"q8_0", QTYPE_Q8_0, 0}, {"q8_0x8", QTYPE_Q8_0, 1}, {"q4_0", QTYPE_Q4_0, 0},
+    {"q4_0x8", QTYPE_Q4_0, 1},
     {"q4_K", QTYPE_Q4_K, 0}, {"q5_K", QTYPE_Q5_K, 0}, {"q6_K", QTYPE_Q6_K, 0},
 };
 
@@ -104,8 +107,9 @@ int main(int argc, char **argv)
         return 2;
     }
     kernels_set_threads(threads);
-    /* TinyLlama: q/o (2048 x 2048), gate/up (5632 x 2048), down (2048 x 5632) */
-    static const int shapes[][2] = {{2048, 2048}, {5632, 2048}, {2048, 5632}};
+    /* TinyLlama: q/o (2048 x 2048), gate/up (5632 x 2048), down (2048 x 5632); k/v
+     * (256 x 2048) with -s 3 only */
+    static const int shapes[][2] = {{2048, 2048}, {5632, 2048}, {2048, 5632}, {256, 2048}};
     uint64_t rng = 1;
     printf("qmatmul_bench: %d activations, %d thread(s), %s path, median of %d, %s\n", nb,
            threads, quant_simd_name(), reps, cpu_clock ? "thread CPU time" : "wall clock");
@@ -123,7 +127,7 @@ int main(int argc, char **argv)
         if (!want)
             continue;
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-            if (only_shape >= 0 && (size_t)only_shape != s)
+            if (only_shape >= 0 ? (size_t)only_shape != s : s == 3)
                 continue;
             const int d = shapes[s][0], n = shapes[s][1];
             const size_t rb = quant_row_bytes(k->type, n);

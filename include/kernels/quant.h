@@ -89,19 +89,20 @@ void quant_matmul(float *y, const void *w, QType t, size_t row_stride, const voi
 void quant_matmul_ref(float *y, const void *w, QType t, size_t row_stride, const void *x_act,
                       size_t act_stride, int64_t n, int d, int nb, size_t ldy);
 
-/* ---- Q4_0 matrices in eight-row groups ("x8", the layout llama.cpp's CPU backend repacks
- * Q4_0 into before its gemv).  d rows (d a multiple of 8) of n values, nb = n / 32 blocks:
- * for rows 8g .. 8g + 7 and block b, 144 bytes at (g * nb + b) * 144 hold the eight rows'
- * fp16 scales, then the eight rows' 16 quant bytes, row after row.  The same bytes as the
- * rows, only reordered: a group's block is three loads with AVX-512 (five with AVX2) instead
- * of sixteen scattered ones.  Every result is bit-identical to quant_matvec / quant_matmul on
- * the rows; a single row cannot be read out alone (quant_x8_unpack gives the rows back). */
+/* ---- Q4_0 and Q8_0 matrices in eight-row groups ("x8", the layout llama.cpp's CPU backend
+ * repacks Q4_0 into before its gemv).  d rows (d a multiple of 8) of n values, nb = n / 32
+ * blocks: for rows 8g .. 8g + 7 and block b, 8 blocks' bytes at (g * nb + b) * 8 *
+ * quant_block_bytes(t) hold the eight rows' fp16 scales, then the eight rows' quant bytes
+ * (16 for Q4_0, 32 for Q8_0, stored as q + 128: the top bit flipped), row after row.  The
+ * rows' bytes, reordered: a group's block is a few wide loads instead of sixteen scattered
+ * ones.  Every result is bit-identical to quant_matvec / quant_matmul on the rows; a single
+ * row cannot be read out alone (quant_x8_unpack gives the rows back). */
 
 /* 1 if this build's fast path multiplies d rows of type t (n values) faster as x8 than as
- * rows: t == Q4_0, d a multiple of 8, an x86 path (AVX2 or AVX-512 VNNI).  Callers keep
- * rows otherwise (NEON, plain C). */
+ * rows: d a multiple of 8, and Q4_0 on an x86 path (AVX2 or AVX-512 VNNI) or Q8_0 on
+ * AVX-512 VNNI.  Callers keep rows otherwise (NEON, plain C). */
 int quant_x8_preferred(QType t, int64_t n, int d);
-/* The d rows of Q4_0 at w (back to back, quant_row_bytes(Q4_0, n) each) to x8, in place;
+/* The d rows of type t at w (back to back, quant_row_bytes(t, n) each) to x8, in place;
  * quant_x8_unpack is the inverse. */
 void quant_x8_pack(void *w, QType t, int64_t n, int d);
 void quant_x8_unpack(void *w, QType t, int64_t n, int d);

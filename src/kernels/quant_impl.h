@@ -136,11 +136,14 @@ static inline int quant_chunk_rows(size_t row_stride)
     const size_t rc = (size_t)(64 * 1024) / (row_stride ? row_stride : 1);
     return rc > 1 ? (int)(rc < 4096 ? rc : 4096) : 1;
 }
-/* The x86 path's Q4_0 x8 kernels (quant_x86_q8.c): 1 if done, 0 where the build or the
- * path lacks them (vnni: the path is VNNI). */
-int quant_x86_x8_matvec(int vnni, float *y, const void *w, const void *x, int64_t n, int d);
-int quant_x86_x8_matmul(int vnni, float *y, size_t ldy, const void *w, const void *x,
+/* The x86 path's x8 kernels of type t (Q4_0, Q8_0; quant_x86_x8.c): 1 if done, 0 where the
+ * build or the path lacks them (vnni: the path is VNNI). */
+int quant_x86_x8_matvec(int vnni, QType t, float *y, const void *w, const void *x, int64_t n,
+                        int d);
+int quant_x86_x8_matmul(int vnni, QType t, float *y, size_t ldy, const void *w, const void *x,
                         size_t act_stride, int64_t n, int d, int nb);
+/* 1 if this build has the x8 kernels of Q8_0 (AVX-512 VNNI). */
+int quant_x86_x8_q8_0_built(void);
 int quant_neon_dot(QType t, const void *w, const void *x, int64_t n, float *out);
 /* y[d] = W x on the NEON path if it has a whole-matrix kernel for t (returns 1), else 0. */
 int quant_neon_matvec(QType t, float *y, const void *w, size_t stride, const void *x,

@@ -164,6 +164,12 @@ void quant_x86_q8_matmul(int vnni, QType t, float *y, size_t ldy, const uint8_t 
 /* The same product for Q8_0 in register tiles of rows x activations (quant_x86_mm.c). */
 void quant_x86_mm_q8_0(int vnni, float *y, size_t ldy, const uint8_t *w, size_t stride,
                        const uint8_t *act, size_t astride, int64_t nb, int d, int nact);
+/* The same on Q8_0 in eight-row groups (quant_x8.c; AVX-512 VNNI builds only): d rows. */
+void quant_x86_mm_q8_0_x8(float *y, size_t ldy, const uint8_t *w, const uint8_t *act,
+                          size_t astride, int64_t nb, int d, int nact);
+/* A buffer of at least bytes, 64-byte aligned, this thread's own (kept for its next call,
+ * freed when it ends): one user at a time (quant_x86_mm.c). */
+void *quant_x86_scratch(size_t bytes);
 /* The same three for Q4_K, Q5_K, Q6_K rows with Q8_K activations. */
 float quant_x86_k_dot(QType t, const void *w, const BlockQ8_K *a, int64_t nb);
 void quant_x86_k_matvec(QType t, float *y, const uint8_t *w, size_t stride, const BlockQ8_K *a,

@@ -11,7 +11,8 @@
  * spread over the halves; a weight block is broadcast to both halves as q + 128 (the top bit
  * flipped) for vpdpbusd.  Tiles of 4 rows x 4 pairs (8 activations): 16 accumulators; per
  * (row, pair) and block one vpdpbusd, one conversion, one multiply (dw * da, the twin's
- * product) and one FMA.  On AVX2 each activation's block is stored aligned with its float
+ * product) and one FMA.  Matrices in eight-row groups (quant_x8.c) take the same tiles, four
+ * rows of a group at a time, their quants broadcast from memory already as q + 128.  On AVX2 each activation's block is stored aligned with its float
  * scale beside; tiles of 2 rows x 4 activations, |q| and sign(a, q) as vpmaddubsw's
  * operands (pairs below 2^15), as the decode kernel.  The rows go in chunks that stay in L2 while the tiles of
  * activations pass over them. */
@@ -35,7 +36,7 @@ static void mm_key_make(void)
     CHECK(pthread_key_create(&mm_key, free) == 0, "quant: no thread key for matmul scratch");
 }
 
-static void *mm_scratch(size_t bytes)
+void *quant_x86_scratch(size_t bytes)
 {
     pthread_once(&mm_once, mm_key_make);
     uint8_t *buf = pthread_getspecific(mm_key);
@@ -95,9 +96,12 @@ static void pack_pairs(PairBlk *pk, const uint8_t *act, size_t astride, int64_t 
 }
 
 /* R rows (w, stride apart) x P pairs (pk, nb apart): y[k ldy + r] for activation k = 2p or
- * 2p + 1 (below nact, counted from the tile's first). */
-static ALWAYS_INLINE void tile_512(const uint8_t *w, size_t stride, const PairBlk *pk,
-                                   int64_t nb, int R, int P, int nact, float *y, size_t ldy)
+ * 2p + 1 (below nact, counted from the tile's first).  x8: the rows are rows r0 .. r0 + R - 1
+ * of the eight-row group at w (quant_x8.c: block b at w + 272 b, row r's scale at 2 r, its
+ * quants at 16 + 32 r, already q + 128), stride unused. */
+static ALWAYS_INLINE void tile_512(int x8, const uint8_t *w, size_t stride, int r0,
+                                   const PairBlk *pk, int64_t nb, int R, int P, int nact,
+                                   float *y, size_t ldy)
 {
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     __m512 acc[4][4];
@@ -108,10 +112,16 @@ static ALWAYS_INLINE void tile_512(const uint8_t *w, size_t stride, const PairBl
         __m512i wq[4];
         __m512 dw[4];
         for (int r = 0; r < R; r++) {
-            const uint8_t *blk = w + stride * (size_t)r + sizeof(BlockQ8_0) * (size_t)b;
             uint16_t h;
-            memcpy(&h, blk, 2);
-            wq[r] = _mm512_xor_si512(_mm512_broadcast_i64x4(load32(blk + 2)), flip);
+            if (x8) {
+                const uint8_t *u = w + 8 * sizeof(BlockQ8_0) * (size_t)b;
+                memcpy(&h, u + 2 * (r0 + r), 2);
+                wq[r] = _mm512_broadcast_i64x4(load32(u + 16 + 32 * (r0 + r)));
+            } else {
+                const uint8_t *blk = w + stride * (size_t)r + sizeof(BlockQ8_0) * (size_t)b;
+                memcpy(&h, blk, 2);
+                wq[r] = _mm512_xor_si512(_mm512_broadcast_i64x4(load32(blk + 2)), flip);
+            }
             dw[r] = _mm512_set1_ps(h2f(h));
         }
         for (int p = 0; p < P; p++) {
@@ -141,20 +151,61 @@ static ALWAYS_INLINE void tile_512_rows(const uint8_t *w, size_t stride, const P
                                         size_t ldy)
 {
     if (np >= 4)
-        tile_512(w, stride, pk, nb, R, 4, nact, y, ldy);
+        tile_512(0, w, stride, 0, pk, nb, R, 4, nact, y, ldy);
     else if (np == 3)
-        tile_512(w, stride, pk, nb, R, 3, nact, y, ldy);
+        tile_512(0, w, stride, 0, pk, nb, R, 3, nact, y, ldy);
     else if (np == 2)
-        tile_512(w, stride, pk, nb, R, 2, nact, y, ldy);
+        tile_512(0, w, stride, 0, pk, nb, R, 2, nact, y, ldy);
     else
-        tile_512(w, stride, pk, nb, R, 1, nact, y, ldy);
+        tile_512(0, w, stride, 0, pk, nb, R, 1, nact, y, ldy);
+}
+
+/* The same for rows r0 .. r0 + 3 of an eight-row group. */
+static ALWAYS_INLINE void tile_512_x8(const uint8_t *w, int r0, const PairBlk *pk, int64_t nb,
+                                      int np, int nact, float *y, size_t ldy)
+{
+    if (np >= 4)
+        tile_512(1, w, 0, r0, pk, nb, 4, 4, nact, y, ldy);
+    else if (np == 3)
+        tile_512(1, w, 0, r0, pk, nb, 4, 3, nact, y, ldy);
+    else if (np == 2)
+        tile_512(1, w, 0, r0, pk, nb, 4, 2, nact, y, ldy);
+    else
+        tile_512(1, w, 0, r0, pk, nb, 4, 1, nact, y, ldy);
+}
+
+/* quant_x86_impl.h: groups of 8 rows (d / 8 of them) in chunks of about 64 KiB that stay in
+ * L2 while the tiles of activation pairs pass; each group as two tiles of four rows. */
+void quant_x86_mm_q8_0_x8(float *y, size_t ldy, const uint8_t *w, const uint8_t *act,
+                          size_t astride, int64_t nb, int d, int nact)
+{
+    const int npairs = (nact + 1) / 2;
+    PairBlk *pk = quant_x86_scratch(sizeof(PairBlk) * (size_t)npairs * (size_t)nb);
+    pack_pairs(pk, act, astride, nb, nact);
+    const size_t gb = 8 * sizeof(BlockQ8_0) * (size_t)nb;
+    const int cg = MM_ROWS_OF(gb), ng = d / 8;
+    for (int g0 = 0; g0 < ng; g0 += cg) {
+        const int g1 = ng - g0 < cg ? ng : g0 + cg;
+        for (int p0 = 0; p0 < npairs; p0 += 4) {
+            const int np = npairs - p0, na = nact - 2 * p0;
+            const PairBlk *pp = pk + (size_t)p0 * (size_t)nb;
+            float *yk = y + ldy * (size_t)(2 * p0);
+            for (int g = g0; g < g1; g++) {
+                const uint8_t *wg = w + gb * (size_t)g;
+                if (p0 == 0)
+                    prefetch_ahead(wg, gb);
+                tile_512_x8(wg, 0, pp, nb, np, na, yk + 8 * (size_t)g, ldy);
+                tile_512_x8(wg, 4, pp, nb, np, na, yk + 8 * (size_t)g + 4, ldy);
+            }
+        }
+    }
 }
 
 static void mm_q8_0_512(float *y, size_t ldy, const uint8_t *w, size_t stride,
                         const uint8_t *act, size_t astride, int64_t nb, int d, int nact)
 {
     const int npairs = (nact + 1) / 2;
-    PairBlk *pk = mm_scratch(sizeof(PairBlk) * (size_t)npairs * (size_t)nb);
+    PairBlk *pk = quant_x86_scratch(sizeof(PairBlk) * (size_t)npairs * (size_t)nb);
     pack_pairs(pk, act, astride, nb, nact);
     const int rc = MM_ROWS_OF(stride) < 8 ? 4 : MM_ROWS_OF(stride) / 4 * 4;
     for (int i0 = 0; i0 < d; i0 += rc) {
@@ -264,7 +315,7 @@ static void mm_q8_0_avx2(float *y, size_t ldy, const uint8_t *w, size_t stride,
                          const uint8_t *act, size_t astride, int64_t nb, int d, int nact)
 {
     const size_t nab = (size_t)nact * (size_t)nb;
-    uint8_t *buf = mm_scratch(sizeof(ActBlk) * nab + sizeof(float) * 4 * (size_t)nb *
+    uint8_t *buf = quant_x86_scratch(sizeof(ActBlk) * nab + sizeof(float) * 4 * (size_t)nb *
                                                         (size_t)((nact + 3) / 4));
     ActBlk *ab = (ActBlk *)(void *)buf;
     float *da = (float *)(void *)(buf + sizeof(ActBlk) * nab);

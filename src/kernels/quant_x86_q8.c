@@ -2,8 +2,9 @@
  * Q5_0): one row, whole matrices, several activations.  AVX2 with vpmaddubsw + vpmaddwd, or
  * VNNI's vpdpbusd where built.  Matrices: Q8_0 and Q4_0 eight rows per pass with AVX-512
  * VNNI (512-bit integer sums, the rows' scales in one vector), Q4_0 eight rows on AVX2, the
- * rest four rows; the weights prefetched a group or two ahead (prefetch_upto).  Q4_0 in
- * eight-row groups (quant_x8.c's layout) with AVX-512 VNNI: quant_x86_x8_matvec/matmul.
+ * rest four rows; the weights prefetched a group or two ahead (prefetch_upto).  Q4_0 and
+ * (AVX-512 VNNI) Q8_0 in eight-row groups (quant_x8.c's layout), the engine's layout for its
+ * matrices where quant_x8_preferred: quant_x86_x8_matvec/matmul.
  *
  * Every function computes exactly the order of its plain-C twin in quant_ref.c
  * (dot_q8_0_family), llama.cpp's: the integer block sums are exact in any instruction order,

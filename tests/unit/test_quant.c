@@ -743,10 +743,15 @@ static void test_matmul_tiles(void **state)
 
 /* ------------------------------------------------------------------ eight-row groups */
 
-/* Q4_0 in eight-row groups (quant_x8_*): packing is a byte permutation that unpacking undoes,
- * and every product on the groups (this build's path, the twin, several activations, row
- * counts that give the threads uneven shares, rows past the x86 kernels' offset table) is
- * bit-identical to the rows' twin. */
+/* Q4_0 and Q8_0 in eight-row groups (quant_x8_*): packing is a reversible byte permutation
+ * (Q8_0's quants stored as q + 128) that unpacking undoes, and every product on the groups
+ * (this build's path, the twin, several activations, row counts that give the threads
+ * uneven shares, rows past the x86 kernels' offset table) is bit-identical to the rows'
+ * twin.  Random weight bytes hold Q8_0's -128 and 127; a last round sets activation bytes
+ * to -128 and 127 and the weights' to -128 and 127 beside them (the extremes of the
+ * unsigned offset q + 128 and of the -128 a correction; the quantizer itself never makes
+ * -128), against the twin only: the rows' AVX2 kernels negate a by vpsignb, which wraps
+ * -128, as llama.cpp's do. */
 static void test_x8_equals_rows(void **state)
 {
     (void)state;
@@ -754,11 +759,18 @@ static void test_x8_equals_rows(void **state)
     static const int64_t ns[] = {32, 96, 2048, 5632, 65568};
     static const int ds[] = {8, 40, 64};
     static const int nacts[] = {1, 2, 3, 4, 5, 9};
-    const QType t = QTYPE_Q4_0;
-    fprintf(stderr, "q4_0 x8 preferred on this path: %d\n", quant_x8_preferred(t, 2048, 64));
-    assert_int_equal(quant_x8_preferred(t, 2048, 12), 0);     /* not whole groups */
-    assert_int_equal(quant_x8_preferred(QTYPE_Q8_0, 2048, 64), 0);
+    static const QType types[] = {QTYPE_Q4_0, QTYPE_Q8_0};
+    fprintf(stderr, "x8 preferred on this path: q4_0 %d, q8_0 %d\n",
+            quant_x8_preferred(QTYPE_Q4_0, 2048, 64), quant_x8_preferred(QTYPE_Q8_0, 2048, 64));
+    assert_int_equal(quant_x8_preferred(QTYPE_Q4_0, 2048, 12), 0); /* not whole groups */
+    assert_int_equal(quant_x8_preferred(QTYPE_Q8_0, 2048, 12), 0);
+    assert_int_equal(quant_x8_preferred(QTYPE_Q4_K, 2048, 64), 0);
+    /* Q8_0 in groups only where its AVX-512 VNNI kernels are this build's path */
+    assert_true(!quant_x8_preferred(QTYPE_Q8_0, 2048, 64) ||
+                quant_best_path() == QUANT_PATH_VNNI);
+    for (int ti = 0; ti < COUNT(types); ti++)
     for (int c = 0; c < COUNT(ns); c++) {
+        const QType t = types[ti];
         for (int e = 0; e < COUNT(ds); e++) {
             const int64_t n = ns[c];
             const int d = n > 10000 ? 8 : ds[e];
@@ -783,35 +795,65 @@ static void test_x8_equals_rows(void **state)
             for (int k = 0; k < 9; k++)
                 quant_matvec_ref(yr + (size_t)d * k, w, t, rb, xa + ab * k, n, d);
             quant_matvec(y, w, t, rb, xa, n, d); /* the rows' own fast kernels */
-            assert_bits_equal(y, yr, (size_t)d, "q4_0 rows");
+            assert_bits_equal(y, yr, (size_t)d, "rows");
             const int threads = kernels_get_threads();
             for (int th = 1; th <= 3; th += 2) { /* 3: uneven shares of the groups */
                 kernels_set_threads(th);
                 quant_matvec_x8(y, wp, t, xa, n, d);
-                assert_bits_equal(y, yr, (size_t)d, "q4_0 x8 matvec");
+                assert_bits_equal(y, yr, (size_t)d, "x8 matvec");
                 quant_matmul_x8(y, wp, t, xa, ab, n, d, 5, (size_t)d);
-                assert_bits_equal(y, yr, 5 * (size_t)d, "q4_0 x8 matmul, threads");
+                assert_bits_equal(y, yr, 5 * (size_t)d, "x8 matmul, threads");
             }
             kernels_set_threads(threads);
             quant_matvec_x8_ref(y, wp, t, xa, n, d);
-            assert_bits_equal(y, yr, (size_t)d, "q4_0 x8 twin");
+            assert_bits_equal(y, yr, (size_t)d, "x8 twin");
             for (int a = 0; a < COUNT(nacts); a++) {
                 memset(y, 0, 9 * (size_t)d * sizeof *y);
                 quant_matmul_x8(y, wp, t, xa, ab, n, d, nacts[a], (size_t)d);
-                assert_bits_equal(y, yr, (size_t)d * (size_t)nacts[a], "q4_0 x8 matmul");
+                assert_bits_equal(y, yr, (size_t)d * (size_t)nacts[a], "x8 matmul");
             }
 #if defined(QUANT_HAVE_AVX2)
             /* every x86 path this build has, not only the best one */
             for (int vnni = 0; vnni <= quant_path_available(QUANT_PATH_VNNI); vnni++)
                 for (int a = 0; a < COUNT(nacts); a++) {
                     memset(y, 0, 9 * (size_t)d * sizeof *y);
-                    if (quant_x86_x8_matmul(vnni, y, (size_t)d, wp, xa, ab, n, d, nacts[a]))
+                    if (quant_x86_x8_matmul(vnni, t, y, (size_t)d, wp, xa, ab, n, d, nacts[a]))
                         assert_bits_equal(y, yr, (size_t)d * (size_t)nacts[a],
-                                          vnni ? "q4_0 x8 vnni" : "q4_0 x8 avx2");
-                    else
-                        assert_true(n / 32 > 2048); /* past the offset table only */
+                                          vnni ? "x8 vnni" : "x8 avx2");
+                    else /* past Q4_0's offset table, or Q8_0 without VNNI */
+                        assert_true(t == QTYPE_Q8_0 ? !vnni : n / 32 > 2048);
                 }
 #endif
+            if (t == QTYPE_Q8_0 && n <= 5632) {
+                /* the extremes: activation bytes -128 and 127, weights -128 and 127 */
+                memcpy(wp, w, rb * d);
+                for (int k = 0; k < 9; k++)
+                    for (int64_t j = k; j < n; j += 3) {
+                        int8_t *q = (int8_t *)(xa + ab * k + 34 * (size_t)(j / 32) + 2) + j % 32;
+                        *q = (j / 3) % 2 ? -128 : 127;
+                    }
+                for (int i = 0; i < d; i++)
+                    for (int64_t j = i; j < n; j += 5) {
+                        uint8_t *q = wp + rb * i + 34 * (size_t)(j / 32) + 2 + j % 32;
+                        *q = (j / 5) % 2 ? 0x80 : 0x7f;
+                    }
+                for (int k = 0; k < 9; k++)
+                    quant_matvec_ref(yr + (size_t)d * k, wp, t, rb, xa + ab * k, n, d);
+                quant_x8_pack(wp, t, n, d);
+                quant_matvec_x8(y, wp, t, xa, n, d);
+                assert_bits_equal(y, yr, (size_t)d, "q8_0 x8 matvec, extremes");
+                for (int a = 0; a < COUNT(nacts); a++) {
+                    memset(y, 0, 9 * (size_t)d * sizeof *y);
+                    quant_matmul_x8(y, wp, t, xa, ab, n, d, nacts[a], (size_t)d);
+                    assert_bits_equal(y, yr, (size_t)d * (size_t)nacts[a],
+                                      "q8_0 x8 matmul, extremes");
+                }
+                quant_matvec_x8_ref(y, wp, t, xa, n, d);
+                assert_bits_equal(y, yr, (size_t)d, "q8_0 x8 twin, extremes");
+                quant_x8_unpack(wp, t, n, d);
+                memcpy(w, wp, rb * d);
+                quant_x8_pack(wp, t, n, d);
+            }
             quant_x8_unpack(wp, t, n, d);
             assert_memory_equal(wp, w, rb * d);
             free(w), free(wp), free(xa), free(y), free(yr);
