@@ -223,8 +223,11 @@ static int run_plan(Run *run)
         plan_build_local(&run->plan, &run->cfg, 0);
         return 0;
     }
+    /* --serve's slots: every slot's caches at the full context count in every placement
+     * (one sequence: its cache grows into the room the fill fraction leaves) */
+    const int slots = serve_slot_count(o);
     run->req = (PlanRequest){.partition = o->partition, .placement = o->placement,
-                             .seed = o->seed, .kv_positions = 1,
+                             .seed = o->seed, .kv_positions = slots > 1 ? run->kv_cap * slots : 1,
                              .head_on_controller = o->head_on_controller,
                              .wire_bytes = (double)wire_form_bytes(o->wire, 32) / 32,
                              .exchange = o->exchange,
