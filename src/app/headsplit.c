@@ -253,7 +253,13 @@ static int run_plan(Run *run)
         bad = plan_build(&run->plan, &run->cfg, &run->req, err, sizeof err) < 0;
     }
     if (bad) {
-        if (run->cm.rank == 0)
+        if (run->cm.rank == 0 && slots > 1)
+            fprintf(stderr, "headsplit: error: %s, counting %d slots (--parallel) of %d positions "
+                    "(--ctx-size) of KV caches (--cache-type %s) on every rank that caches "
+                    "(--mem-budget %s); give fewer --parallel, a smaller --ctx-size or "
+                    "--cache-type f16 or q8_0\n", err, slots, run->kv_cap,
+                    quant_type_name((QType)o->cache_type), o->su.mem_budget ? "set" : "unset");
+        else if (run->cm.rank == 0)
             fprintf(stderr, "headsplit: error: %s (--mem-budget %s)\n", err,
                     o->su.mem_budget ? "set" : "unset");
         return 1;
