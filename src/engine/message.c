@@ -113,6 +113,10 @@ static void bcast_done(DistEngine *e, int l, unsigned char *msg, int nb, WireFor
     }
     unsigned char *buf = f != WIRE_FORM_F32 ? e->buf.wbcast : msg;
     const size_t bytes = wire_bcast_bytes(e, f, nb);
+    if (l == 0 && e->ctl) /* a copy of --replicas idles while the others decode: its next
+                           * pass may be long in coming (the controller's stall is the
+                           * controller's to report) */
+        transport_wait(e->tp, req);
     transport_msg_wait(e->tp, req, buf, r->in_peer, "layer input", l, &r->ewma[W_IN]);
     WireHdr h = engine_read_hdr(buf, l);
     const int rows = msg_rows(e, l, &h);
@@ -215,5 +219,23 @@ void engine_controller_control(DistEngine *e, int cmd, int pos)
     engine_hdr_put(e, e->buf.xmsg, &h);
     engine_bcast_input(e, 0, e->buf.xmsg);
     engine_bcast_input(e, e->L, e->buf.xmsg);
-    transport_bcast_all(e->tp, &h, sizeof h);
+    engine_control_bcast(e, &h);
+}
+
+void engine_control_bcast(DistEngine *e, WireHdr *h)
+{
+    if (!e->ctl) {
+        transport_bcast_all(e->tp, h, sizeof *h);
+        return;
+    }
+    TransportReq r = {0};
+    transport_ibcast(e->tp, e->ctl, h, sizeof *h, &r);
+    transport_wait(e->tp, &r);
+}
+
+void dist_set_control(DistEngine *e, const int *members, int n)
+{
+    CHECK(!e->ctl && n >= 1 && members[0] == 0, "a copy's control group is set once, the "
+          "controller first");
+    e->ctl = transport_group_create(e->tp, members, n);
 }
