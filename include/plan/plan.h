@@ -212,7 +212,7 @@ double plan_replicas_tokens_per_s(const Plan *plans, int copies, const ModelConf
                                   const PlanRequest *req, int slots);
 /* --partition auto when serving several slots: every count of copies 1..min(workers, slots),
  * each copy a layer-wise chain over its group with KV for kv_positions per slot it holds;
- * *copies the one with the highest predicted aggregate tokens/s (a tie: more copies), why
+ * *copies the most copies predicted within 10% of the highest aggregate tokens/s, why
  * one line naming every candidate (copies x workers per copy) and its figures.  -1 when no
  * candidate fits. */
 int plan_choose_replicas(const ModelConfig *c, const PlanRequest *req, int slots,

@@ -98,10 +98,14 @@ int plan_build_replicas(Plan *plans, const ModelConfig *c, const PlanRequest *re
         if (rc < 0) {
             for (int j = 0; j < k; j++)
                 plan_free(&plans[j]);
-            return util_err(err, errlen, "--replicas %d: copy %d on worker%s %d..%d does not "
-                            "fit: %s (ranks counted within the copy; give fewer --replicas "
-                            "or more memory)", copies, k, n > 1 ? "s" : "", first,
-                            first + n - 1, why);
+            char at[32];
+            if (n > 1)
+                snprintf(at, sizeof at, "workers %d..%d", first, first + n - 1);
+            else
+                snprintf(at, sizeof at, "worker %d", first);
+            return util_err(err, errlen, "--replicas %d: copy %d on %s does not fit: %s "
+                            "(ranks counted within the copy; give fewer --replicas or more "
+                            "memory)", copies, k, at, why);
         }
         shift_ranks(&plans[k], first, req->n_workers);
     }
@@ -137,46 +141,59 @@ double plan_replicas_tokens_per_s(const Plan *plans, int copies, const ModelConf
     return tps;
 }
 
+/* Within this share of the best prediction, more copies win: the prediction counts a chain's
+ * groups as if every stage were always busy, which uneven stages and the batcher's groups
+ * do not reach, and a copy's sequences share no hops. */
+#define REPLICA_MARGIN 0.10
+
 int plan_choose_replicas(const ModelConfig *c, const PlanRequest *req, int slots,
                          int kv_positions, int *copies, char *why, size_t whylen)
 {
     PlanRequest lr = *req;
     lr.partition = PARTITION_LAYER;
     lr.placement = PLACEMENT_LAYER;
-    lr.kv_positions = kv_positions;
+    const int max_k = req->n_workers < slots ? req->n_workers : slots;
+    double *tps = xcalloc((size_t)max_k + 1, sizeof *tps);
     size_t off = (size_t)snprintf(why, whylen, "--partition auto for %d slots: aggregate "
-                                  "tokens/s predicted", slots);
-    double best = -1;
-    *copies = 1;
-    for (int k = 1; k <= req->n_workers && k <= slots; k++) {
+                                  "tokens/s predicted (copies x workers each)", slots);
+    double best = 0;
+    for (int k = 1; k <= max_k; k++) {
         Plan *plans = xcalloc((size_t)k, sizeof *plans);
         char err[600];
         /* every copy holds the KV caches of its share of the slots */
         lr.kv_positions = kv_positions * ((slots + k - 1) / k);
         const int ok = plan_build_replicas(plans, c, &lr, k, err, sizeof err) == 0;
-        double tps = ok ? plan_replicas_tokens_per_s(plans, k, c, &lr, slots) : 0;
-        int first;
-        const int n = plan_copy_workers(req->n_workers, k, 0, &first);
-        if (off < whylen) {
-            if (ok)
-                off += (size_t)snprintf(why + off, whylen - off, "%s %d x %d: %.1f (%.1f ms/token "
-                                        "per copy)", k > 1 ? ";" : "", k, n, tps,
-                                        plan_predict_ms(&plans[0], c, &lr));
-            else
-                off += (size_t)snprintf(why + off, whylen - off, "%s %d x %d: does not fit",
-                                        k > 1 ? ";" : "", k, n);
+        double ms = 0;
+        if (ok) {
+            tps[k] = plan_replicas_tokens_per_s(plans, k, c, &lr, slots);
+            ms = plan_predict_ms(&plans[0], c, &lr);
+            for (int j = 0; j < k; j++)
+                plan_free(&plans[j]);
         }
-        /* a tie goes to more copies: fewer hops, no stage waiting for another */
-        if (ok && tps >= best * (1 - 1e-9)) {
-            best = tps;
-            *copies = k;
-        }
-        for (int j = 0; ok && j < k; j++)
-            plan_free(&plans[j]);
         free(plans);
+        best = tps[k] > best ? tps[k] : best;
+        int first;
+        const int big = plan_copy_workers(req->n_workers, k, 0, &first);
+        const int small = plan_copy_workers(req->n_workers, k, k - 1, &first);
+        char each[16];
+        if (big == small)
+            snprintf(each, sizeof each, "%d", big);
+        else
+            snprintf(each, sizeof each, "%d-%d", small, big);
+        if (off < whylen && ok)
+            off += (size_t)snprintf(why + off, whylen - off, "%s %d x %s: %.0f (%.2f ms/token "
+                                    "a copy)", k > 1 ? ";" : "", k, each, tps[k], ms);
+        else if (off < whylen)
+            off += (size_t)snprintf(why + off, whylen - off, "%s %d x %s: does not fit",
+                                    k > 1 ? ";" : "", k, each);
     }
+    *copies = 1;
+    for (int k = 1; k <= max_k; k++)
+        if (tps[k] > 0 && tps[k] >= (1 - REPLICA_MARGIN) * best)
+            *copies = k;
+    free(tps);
     if (off < whylen)
-        snprintf(why + off, whylen - off, " -> %d cop%s (copies x stages)", *copies,
-                 *copies == 1 ? "y" : "ies");
+        snprintf(why + off, whylen - off, " -> %d cop%s (the most copies within %.0f%% of the "
+                 "best)", *copies, *copies == 1 ? "y" : "ies", REPLICA_MARGIN * 100);
     return best > 0 ? 0 : -1;
 }
