@@ -4,8 +4,8 @@
 #  A. --replicas 2 (two 2-stage layer chains) and --replicas 4 (every worker the whole model),
 #     --parallel 4: four streamed completions of different prompts at temperature 0, each
 #     first sent alone, then the four together: every text equals its text alone; /metrics
-#     says the copies and that every copy ran calls (the four were spread over them); SIGTERM
-#     ends every rank (exit 0).
+#     says the copies, that every copy ran calls (the four were spread over them) and that
+#     passes of several groups were in flight at once; SIGTERM ends every rank (exit 0).
 #  B. --partition auto --parallel 4 on the small model (it fits one worker): auto picks
 #     copies, says why on one line (every candidate and its predicted tokens/s), and the
 #     metrics file says the copies, their workers and that auto chose them; without --serve
@@ -63,6 +63,9 @@ for k in 2 4; do
     calls=$(sed -n "s/^headsplit_replica_calls_total{copy=\"$c\",[^}]*} //p" "$T/metrics")
     [ "${calls:-0}" -gt 0 ] || { cat "$T/metrics"; fail "$name: copy $c ran no calls"; }
   done
+  # the copies' passes in flight together (each copy's chain keeps one per stage besides)
+  [ "$(metric headsplit_pass_groups)" -ge $k ] && [ "$(metric headsplit_passes_in_flight_max)" -ge 2 ] \
+    || { cat "$T/metrics"; fail "$name: the copies' passes were not in flight together"; }
   stop "$name"
   python3 - "$T/$name.json" $k <<'PY' || fail "$name: the metrics file's replicas"
 import json, sys
