@@ -113,10 +113,6 @@ static void bcast_done(DistEngine *e, int l, unsigned char *msg, int nb, WireFor
     }
     unsigned char *buf = f != WIRE_FORM_F32 ? e->buf.wbcast : msg;
     const size_t bytes = wire_bcast_bytes(e, f, nb);
-    if (l == 0 && e->ctl) /* a copy of --replicas idles while the others decode: its next
-                           * pass may be long in coming (the controller's stall is the
-                           * controller's to report) */
-        transport_wait(e->tp, req);
     transport_msg_wait(e->tp, req, buf, r->in_peer, "layer input", l, &r->ewma[W_IN]);
     WireHdr h = engine_read_hdr(buf, l);
     const int rows = msg_rows(e, l, &h);
@@ -169,6 +165,11 @@ void engine_input_run(DistEngine *e, EngineWalk *w, const Step *st)
     TransportReq req;
     bcast_post(e, l, e->buf.xmsg, &nb, st->wire, &req);
     engine_timers(e, l)[T_BCAST] += time_now() - t;
+    /* A copy of --replicas idles while the others decode: the first message of its next
+     * pass may be long in coming, so each of its workers waits for it without a deadline
+     * (a stalled controller is the controller's to report; later messages keep theirs). */
+    if (e->ctl && w->known == -2)
+        transport_wait(e->tp, &req);
     engine_input_done(e, w, st, &req);
 }
 

@@ -10,6 +10,8 @@
 #     copies, says why on one line (every candidate and its predicted tokens/s), and the
 #     metrics file says the copies, their workers and that auto chose them; without --serve
 #     (one stream) auto keeps the latency objective (no copies).
+#  D. without --serve (copy 0 generates, copy 1 idles) a run longer than --timeout: the idle
+#     copy's workers wait for their next pass without a deadline.
 #  C. bad values refused at start-up with a message naming --replicas: 0, more copies than
 #     workers, a copy that does not fit its workers' budgets (head and slice inside a copy:
 #     tests/unit/test_engine_replicas.c).
@@ -101,6 +103,15 @@ grep -q "aggregate tokens/s" "$T/one.err" && fail "auto, one stream: weighed cop
 python3 -c "import json,sys; assert json.load(open(sys.argv[1]))['replicas']['copies'] == 1" \
   "$T/one.json" || fail "auto, one stream: copies"
 echo "ok: B (auto picks $picked copies for 4 slots, none for one stream)"
+
+# ---- D: an idle copy outlives --timeout ----
+# Without --serve copy 0 generates and copy 1 idles the whole run; its workers wait for their
+# next pass without a deadline (a 20 ms RTT makes the run outlast the 1 s --timeout).
+run_hs 5 --model "$MODEL" --replicas 2 --prompt "It is" -n 60 --threads 1 --quiet \
+  --emulate-link rtt=20ms --timeout 1 > "$T/idle.out" 2> "$T/idle.err" \
+  || { cat "$T/idle.err"; fail "D: a copy idle for longer than --timeout"; }
+grep -q "62 positions" "$T/idle.err" || { cat "$T/idle.err"; fail "D: not 62 positions"; }
+echo "ok: D (an idle copy outlives --timeout)"
 
 # ---- C: bad values refused, naming --replicas ----
 # (as few ranks as show each: a start of mpirun costs seconds on a loaded host)
