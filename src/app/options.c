@@ -337,7 +337,7 @@ static int parse_front(Options *o, int ch, const char *arg, char *err, size_t er
     case O_PARALLEL:
         return parse_count("--parallel", arg, 1, SERVE_SLOTS_MAX, &o->parallel, err, errlen);
     case O_REPLICAS:
-        return parse_count("--replicas", arg, 1, SERVE_SLOTS_MAX, &o->replicas, err, errlen);
+        return parse_count("--replicas", arg, 1, 32, &o->replicas, err, errlen);
     case O_ALIAS:
         if (!arg[0])
             return util_err(err, errlen, "--alias: the name is empty");

@@ -20,7 +20,7 @@
  * rows gathered (buf), their segments in the copy's slots, and where they came from. */
 typedef struct {
     float *x;
-    int used;       /* [copies] bit set: the copies that take part (first 32) */
+    unsigned used;  /* bit c: copy c takes part (at most 32 copies) */
     int n_segs;
     SeqRows *segs;  /* [n_segs] the caller's, in its order */
 } ReplicaCall;
@@ -73,7 +73,7 @@ static void rep_post_rows(void *ctx, float *x, const SeqRows *rows, int n_rows, 
         }
         if (!m)
             continue;
-        call->used |= 1 << c;
+        call->used |= 1u << c;
         __atomic_fetch_add(&r->calls[c], 1, __ATOMIC_RELAXED);
         r->be[c].post_rows(r->be[c].ctx, buf, r->rows + (size_t)c * (size_t)r->max_batch, m,
                            next_n);
@@ -90,7 +90,7 @@ static void rep_take_rows(void *ctx)
     ReplicaCall *call = &r->q[ci];
     const size_t dim = (size_t)r->dim;
     for (int c = 0; c < r->k; c++) {
-        if (!(call->used & (1 << c)))
+        if (!(call->used & (1u << c)))
             continue;
         r->be[c].take_rows(r->be[c].ctx);
         const float *buf = call_buf(r, ci, c);
