@@ -69,6 +69,24 @@ int dist_max_batch(const DistEngine *e);
  * nor with re-placement (dist_check_slots_memory refuses what would not fit).  Call on every
  * rank with the same value (1..WIRE_MAX_SLOTS), outside the token loop. */
 void dist_set_slots(DistEngine *e, int n_slots);
+/* --replicas: this engine runs one copy of the layers (a plan in which only the copy's
+ * workers have roles); members[n] the controller (0) and those workers.  Its control
+ * commands (the stop between generations) are then confirmed over them alone, so that each
+ * copy's workers leave their loop without the others.  Collective over every rank (each
+ * copy's engine, in the same order everywhere), after dist_setup. */
+void dist_set_control(DistEngine *e, const int *members, int n);
+/* Controller: the passes it has sent. */
+long dist_passes(const DistEngine *e);
+/* Controller: one backend over the engines of K copies (--replicas; src/engine/replicas.c):
+ * slot s is slot s / K of copy s % K (the backend's `copies`), a call's rows go to their
+ * copies' engines and the copies' passes are in flight together (post_rows / take_rows:
+ * up to every copy's max_in_flight, summed); forward, forward_n and the logits of one
+ * sequence are copy 0's.  Each sequence's results are its copy's, bit-identical to running
+ * it alone there.  dist_replicas_free releases what dist_replicas_backend made (its ctx). */
+LayerBackend dist_replicas_backend(DistEngine **copies, int n_copies);
+void dist_replicas_free(LayerBackend *be);
+/* The calls (several sequences' rows) copy k has been given (safe from any thread). */
+long dist_replicas_calls(const LayerBackend *be, int copy);
 /* Controller: the most passes it has had in flight at once. */
 int dist_max_in_flight(const DistEngine *e);
 int dist_slots(const DistEngine *e);

@@ -58,6 +58,10 @@ typedef struct {
     void (*post_rows)(void *ctx, float *x, const SeqRows *rows, int n_rows, int next_n);
     void (*take_rows)(void *ctx);
     int max_in_flight; /* 1: no post_rows worth using */
+    /* Copies of the layers (--replicas; 0 or 1: one): slot s runs on copy s % copies, and a
+     * caller keeping calls in flight groups the slots by copy (group g of copy g % copies),
+     * so that each copy's passes go only to its workers. */
+    int copies;
     int max_batch; /* positions forward_n takes at most (0 when forward_n is NULL) */
 } LayerBackend;
 

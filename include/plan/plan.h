@@ -193,6 +193,31 @@ int plan_build_auto(Plan *plan, const ModelConfig *c, const PlanRequest *req,
                     const Cluster *cl, int kv_positions, double *pred_ms, double *preds,
                     int *layer_dp, char *err, size_t errlen);
 
+/* Replicas (--replicas K, src/plan/replicas.c): K copies of the decoder layers, copy k on
+ * its own group of consecutive workers (the first n_workers % K copies one worker more):
+ * plan_copy_workers returns the group's size and its first rank.  plan_replicas_check: 0, or
+ * -1 with err naming --replicas (K < 1, more copies than workers; a copy is layer-wise:
+ * --partition layer, --placement layer, greedy, roundrobin or random).  plan_build_replicas
+ * fills plans[K]: copy k placed by req within its group (its devices, links and budgets,
+ * req->kv_positions in each), as a plan over every rank in which only the group has roles;
+ * -1 with err naming the copy that does not fit. */
+int plan_copy_workers(int n_workers, int copies, int k, int *first);
+int plan_replicas_check(const PlanRequest *req, int copies, char *err, size_t errlen);
+int plan_build_replicas(Plan *plans, const ModelConfig *c, const PlanRequest *req, int copies,
+                        char *err, size_t errlen);
+/* Predicted aggregate tokens/s of copies plans[K] serving `slots` sequences (slot s on copy
+ * s % K): per copy, one group of its sequences in flight per stage (at most its sequences),
+ * each group a token per plan_predict_ms of the copy. */
+double plan_replicas_tokens_per_s(const Plan *plans, int copies, const ModelConfig *c,
+                                  const PlanRequest *req, int slots);
+/* --partition auto when serving several slots: every count of copies 1..min(workers, slots),
+ * each copy a layer-wise chain over its group with KV for kv_positions per slot it holds;
+ * *copies the most copies predicted within 10% of the highest aggregate tokens/s, why
+ * one line naming every candidate (copies x workers per copy) and its figures.  -1 when no
+ * candidate fits. */
+int plan_choose_replicas(const ModelConfig *c, const PlanRequest *req, int slots,
+                         int kv_positions, int *copies, char *why, size_t whylen);
+
 /* Bytes a worker accounts for besides weights and KV cache: its message buffers and scratch. */
 size_t plan_rank_buffer_bytes(const ModelConfig *c);
 /* Everything rank holds under the plan with kv_positions positions in its caches. */

@@ -29,6 +29,12 @@ static int run_parse(Run *run, int argc, char **argv)
     Options *o = &run->o;
     char err[1024] = "";
     int prc = options_parse(o, argc, argv, err, sizeof err);
+    if (prc == 0 && run->cm.size < 2 && o->replicas > 1) {
+        prc = -1;
+        snprintf(err, sizeof err, "--replicas %d: the copies live on workers; run with mpirun "
+                 "-np %d or more (a controller and a worker per copy)", o->replicas,
+                 o->replicas + 1);
+    }
     if (prc == 0 && run->cm.size < 2 && (o->partition_set || o->placement_set)) {
         prc = -1;
         snprintf(err, sizeof err, "--partition/--placement need at least 2 ranks (a controller "
@@ -234,11 +240,14 @@ static int run_plan(Run *run)
                              /* room below the re-placement threshold for the KV cache */
                              .fill = 0.9 * o->replace_threshold};
     inputs_fill_request(&run->ci, &run->req);
-    char err[512] = "";
+    char err[1024] = "";
     double preds[3] = {0, 0, 0}, pred = 0;
     int layer_dp = 0, bad;
     const int solved = o->placement == PLACEMENT_DP || o->placement == PLACEMENT_EXACT;
-    if (solved) {
+    const int copies = replicas_plan(run, serve_slot_count(o), err, sizeof err);
+    if (copies != 0) {
+        bad = copies < 0;
+    } else if (solved) {
         bad = solve_placement(run, err, sizeof err) < 0;
     } else if (o->partition_auto) {
         /* the layer-wise candidate: the better of N stages and the best over subsets of the
@@ -265,7 +274,7 @@ static int run_plan(Run *run)
         return 1;
     }
     run->predicted_ms = plan_predict_ms(&run->plan, &run->cfg, &run->req);
-    if (run->cm.rank == 0 && o->partition_auto)
+    if (run->cm.rank == 0 && o->partition_auto && copies == 0)
         LOG_INFO("headsplit: auto partition: predicted ms/token layer %.1f, head %.1f, "
                  "slice %.1f -> %s%s", preds[0], preds[1], preds[2],
                  plan_partition_name(run->plan.partition),
@@ -274,8 +283,11 @@ static int run_plan(Run *run)
     o->partition = run->plan.partition;
     if (!solved) /* the solvers' plans keep their structure's kind (layer, roundrobin) */
         o->placement = run->plan.placement;
-    if (o->show_placement && run->cm.rank == 0)
-        plan_print(&run->plan, &run->cfg, stderr);
+    for (int k = 0; o->show_placement && run->cm.rank == 0 && k < run->n_copies; k++) {
+        if (run->n_copies > 1)
+            fprintf(stderr, "copy %d of %d:\n", k, run->n_copies);
+        plan_print(run->n_copies > 1 ? &run->cplans[k] : &run->plan, &run->cfg, stderr);
+    }
     return 0;
 }
 
@@ -413,6 +425,11 @@ static int load_dist(Run *run)
 {
     const Options *o = &run->o;
     Transport *cm = &run->cm;
+    if (run->n_copies > 1) {
+        char err[256] = "";
+        serve_slots(run, err, sizeof err); /* speculation is refused with --replicas */
+        return replicas_load(run, target_max_batch(o) + run->slots - 1);
+    }
     if (dist_setup(&run->dist, cm, &run->cfg, &run->plan, run->file, o->model, run->kv_cap) < 0)
         return 1;
     dist_set_wire(run->dist, o->wire);
@@ -624,7 +641,9 @@ static int controller_generate(Run *run)
         fclose(lf);
     if (tf)
         fclose(tf);
-    if (run->distributed)
+    if (run->distributed && run->n_copies > 1)
+        replicas_stop(run);
+    else if (run->distributed)
         dist_controller_stop(run->dist);
     return rc;
 }
@@ -680,6 +699,7 @@ static void run_free(Run *run)
     options_free(&run->o);
     generate_result_free(&run->res);
     local_model_free(run->local);
+    replicas_free(run);
     dist_free(run->dist);
     plan_free(&run->plan);
     inputs_free(&run->ci);

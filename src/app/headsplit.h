@@ -85,6 +85,8 @@ typedef struct {
     const char *api_key_file; /* --api-key-file: the key on its first line */
     int temperature_set;      /* --temperature given (else --serve's requests sample at 0.8) */
     int parallel;             /* --parallel: --serve's slots (0: not given; 4 on one process) */
+    int replicas;             /* --replicas: copies of the layers (0: not given, one; --partition
+                               * auto may choose several when serving) */
 } Options;
 
 /* --parallel's largest count. */
@@ -147,6 +149,13 @@ typedef struct {
     GenDraft *draft;        /* NULL: no draft */
     ChatTotals chat_sum;    /* --chat: the whole session, for the closing summary */
     int slots;              /* --serve: generations at once (--parallel; serve_slot_count) */
+    /* --replicas (replicas.c): copies of the layers, each copy's plan and engine (NULL with
+     * one copy; dist is then the controller's copy 0 and a worker's own copy), and whether
+     * --partition auto chose them */
+    int n_copies;
+    Plan *cplans;
+    DistEngine **copies;
+    int auto_replicas;
 } Run;
 
 /* session.c: generations that continue what the KV caches hold (--chat, --serve). */
@@ -188,6 +197,18 @@ void session_end(Run *run);
 int serve_run(Run *run);
 /* Workers of --serve: session_worker, deaf to SIGTERM (the controller drains and ends it). */
 int serve_worker(Run *run);
+
+/* replicas.c (--replicas): the copies' plans, after run->req is filled: 0 with one copy
+ * (--partition auto, serving `slots` > 1, may have chosen it: the plan is built as before),
+ * 1 with run->cplans built (run->plan a copy of copy 0's, for the report), -1 with err
+ * naming --replicas.  The engines (collective; dist is set): 0, or 1 after an error every
+ * rank agrees on.  The controller's stop of every copy; the metrics' "replicas" object (the
+ * copies, each one's workers, slots and passes); the release of the copies. */
+int replicas_plan(Run *run, int slots, char *err, size_t errlen);
+int replicas_load(Run *run, int max_batch);
+void replicas_stop(Run *run);
+json_t *replicas_json(const Run *run);
+void replicas_free(Run *run);
 
 /* The report phase: prints the summary and the per-layer times and, where the generation
  * succeeded (rc 0), writes --metrics (rank 0).  Returns rc, or 1 when the metrics could not

@@ -133,6 +133,11 @@ void options_usage(FILE *out)
         "  -np, --parallel N     --serve: slots, requests generated at once (default 4): their\n"
         "                        rows share every pass, on one process or on several ranks\n"
         "                        (every worker keeps N KV caches: N x --ctx-size positions)\n"
+        "  --replicas K          K copies of the model's layers, each on its own group of\n"
+        "                        workers (layer-wise within it; default 1); --serve's slots\n"
+        "                        are spread over the copies, which decode at once (each\n"
+        "                        worker keeps its copy's share of the KV caches); --partition\n"
+        "                        auto with --parallel > 1 chooses the copies itself\n"
         "  --alias NAME          --serve: the model id (default: the model file's name)\n"
         "  --api-key-file FILE   --serve: the Bearer key from FILE's first line\n"
         "                        (a --serve request without a temperature samples at\n"
@@ -159,7 +164,7 @@ enum { O_MODEL = 256, O_PROMPT, O_STEPS, O_TEMP, O_TOPP, O_SEED, O_METRICS, O_PA
    O_ASSUME_RTT, O_SLOWDOWN, O_WIRE, O_LMHEAD, O_PFILE, O_NPRED, O_CTX, O_TOPK, O_MINP,
    O_REPPEN, O_REPN, O_STOP, O_NOSPECIAL, O_CHATTPL, O_CHAT, O_SERVE, O_APIKEY, O_SYSTEM,
    O_THREADS, O_VERSION, O_MAXBODY, O_EXCHANGE, O_BATCH, O_UBATCH, O_DRAFT, O_DRAFT_TOKENS,
-   O_DRAFT_RANK, O_GRACE, O_QUEUE, O_ALIAS, O_KEYFILE, O_PARALLEL, O_CACHE, O_F32ORDER };
+   O_DRAFT_RANK, O_GRACE, O_QUEUE, O_ALIAS, O_KEYFILE, O_PARALLEL, O_CACHE, O_F32ORDER, O_REPLICAS };
 
 static const struct option longopts[] = {
     {"model", required_argument, 0, O_MODEL}, {"prompt", required_argument, 0, O_PROMPT},
@@ -215,6 +220,7 @@ static const struct option longopts[] = {
     {"batch-size", required_argument, 0, O_BATCH}, {"temp", required_argument, 0, O_TEMP},
     {"file", required_argument, 0, O_PFILE}, {"predict", required_argument, 0, O_NPRED},
     {"parallel", required_argument, 0, O_PARALLEL},
+    {"replicas", required_argument, 0, O_REPLICAS},
     {0, 0, 0, 0}};
 
 /* llama.cpp's short forms: each a whole word ("-np" is -np, never "-n p"), as llama.cpp
@@ -330,6 +336,8 @@ static int parse_front(Options *o, int ch, const char *arg, char *err, size_t er
     case O_QUEUE: return parse_count("--queue", arg, 0, 1 << 20, &o->queue_max, err, errlen);
     case O_PARALLEL:
         return parse_count("--parallel", arg, 1, SERVE_SLOTS_MAX, &o->parallel, err, errlen);
+    case O_REPLICAS:
+        return parse_count("--replicas", arg, 1, 32, &o->replicas, err, errlen);
     case O_ALIAS:
         if (!arg[0])
             return util_err(err, errlen, "--alias: the name is empty");
@@ -647,6 +655,14 @@ int options_parse(Options *o, int argc, char **argv, char *err, size_t errlen)
         return util_err(err, errlen, "--parallel %d with --draft: a draft model decodes one "
                         "sequence at a time; give --parallel 1 or leave out --draft",
                         o->parallel);
+    if (o->replicas > 1 && (o->draft || strcmp(o->speculate, "none") != 0))
+        return util_err(err, errlen, "--replicas %d with %s: the copies decode separate "
+                        "sequences; leave out --draft and --speculate", o->replicas,
+                        o->draft ? "--draft" : "--speculate");
+    if (o->replicas && o->partition_auto)
+        return util_err(err, errlen, "--replicas %d with --partition auto: auto chooses the "
+                        "copies itself when serving (--parallel > 1); give one of them",
+                        o->replicas);
     if (o->api_key && o->api_key_file)
         return util_err(err, errlen, "--api-key and --api-key-file: choose one");
     if (o->serve && !o->api_key && !o->api_key_file && strncmp(o->serve, "127.0.0.1:", 10) != 0 &&
@@ -705,6 +721,7 @@ json_t *options_json(const Options *o, int n_ranks)
         json_object_set_new(j, "partition", json_string("auto"));
     }
     json_object_set_new(j, "speculate", json_string(o->speculate));
+    json_object_set_new(j, "replicas", json_integer(o->replicas ? o->replicas : 1));
     json_object_set_new(j, "tolerance", json_real(o->tolerance));
     json_object_set_new(j, "min_acceptance", json_real(o->min_acceptance));
     json_object_set_new(j, "adaptive", json_boolean(o->adaptive));

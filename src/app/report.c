@@ -169,6 +169,8 @@ static json_t *metrics_json(const Run *run, json_t *dm, double ms, uint64_t sum)
     json_object_set_new(m, "openblas_corename", json_string(kernels_blas_corename()));
     json_object_set_new(m, "plan", plan_to_json(run->dist ? dist_plan(run->dist) : &run->plan,
                                                 &run->cfg));
+    if (run->distributed) /* the copies of the layers and the workers of each */
+        json_object_set_new(m, "replicas", replicas_json(run));
     if (run->dist) {
         json_t *mj = dist_memory_json(run->dist);
         json_object_update(m, mj);

@@ -511,10 +511,22 @@ static ServeSlot *slot_choose(Server *sv, const Job *j)
         if (!sv->slots[i].job)
             free_idx[n_free++] = i;
     pthread_mutex_unlock(&sv->mu);
+    /* --replicas: slot i runs on copy i % copies; the request goes to the copy with the
+     * fewest sequences running that has a free slot */
+    int busy[SERVE_SLOTS_MAX] = {0}, least = -1;
+    pthread_mutex_lock(&sv->mu);
+    for (int i = 0; i < sv->n_slots; i++)
+        busy[i % sv->copies] += sv->slots[i].job != NULL;
+    pthread_mutex_unlock(&sv->mu);
+    for (int k = 0; k < n_free; k++)
+        if (least < 0 || busy[free_idx[k] % sv->copies] < least)
+            least = busy[free_idx[k] % sv->copies];
     ServeSlot *best = NULL;
     int best_common = -1;
     for (int k = 0; k < n_free; k++) {
         ServeSlot *s = &sv->slots[free_idx[k]];
+        if (busy[free_idx[k] % sv->copies] != least)
+            continue;
         int common = s->n_hist ? session_common_prefix(sv->run, s->hist, s->n_hist, j->prompt,
                                                        j->g.special)
                                : 0;
@@ -538,8 +550,11 @@ static void slots_rest(void *run) { session_rest(run); }
 static void serve_slots_loop(Server *sv)
 {
     Run *run = sv->run;
-    const LayerBackend be = run->distributed ? dist_backend(run->dist)
-                                             : local_model_backend(run->local);
+    LayerBackend be = run->n_copies > 1 ? dist_replicas_backend(run->copies, run->n_copies)
+                      : run->distributed ? dist_backend(run->dist)
+                                         : local_model_backend(run->local);
+    sv->copies = be.copies > 1 ? be.copies : 1;
+    sv->layers = be;
     sv->slots = xcalloc((size_t)sv->n_slots, sizeof *sv->slots);
     sv->batcher = batcher_new(&be, &run->cfg, &run->head, sv->n_slots,
                               (run->o.batch > 0 ? run->o.batch : 1) + sv->n_slots - 1);
@@ -591,7 +606,7 @@ static void serve_slots_loop(Server *sv)
 int serve_run(Run *run)
 {
     const Options *o = &run->o;
-    Server sv = {.run = run, .max_body = o->max_body, .queue_max = o->queue_max,
+    Server sv = {.run = run, .max_body = o->max_body, .queue_max = o->queue_max, .copies = 1,
                  .grace_s = o->shutdown_grace, .n_slots = run->slots > 1 ? run->slots : 1};
     sv.running = xcalloc((size_t)sv.n_slots, sizeof *sv.running);
     pthread_mutex_init(&sv.mu, NULL);
@@ -639,6 +654,8 @@ int serve_run(Run *run)
     free(sv.running);
     free(sv.slots);
     batcher_free(sv.batcher);
+    if (sv.copies > 1)
+        dist_replicas_free(&sv.layers);
     pthread_mutex_destroy(&sv.mu);
     pthread_cond_destroy(&sv.cv);
     fprintf(stderr, "headsplit: server stopped after %.1f s of draining\n",

@@ -109,6 +109,8 @@ struct Server {
     int n_running;
     ServeSlot *slots;       /* [n_slots] with n_slots > 1: the slot threads */
     Batcher *batcher;       /* with n_slots > 1: their shared passes */
+    LayerBackend layers;    /* with n_slots > 1: the backend the batcher drives */
+    int copies;             /* --replicas: copies of the layers (slot i on copy i % copies) */
     int slots_quit;         /* the slot threads are to end */
     unsigned long use_clock;
     int in_flight;          /* requests libmicrohttpd is working on */

@@ -110,6 +110,20 @@ char *serve_metrics_text(Server *sv)
                "The most passes of different groups in flight at once.",
                (double)(b.in_flight_max ? b.in_flight_max : b.passes ? 1 : 0));
     }
+    metric(&t, "headsplit_replicas", "gauge", "Copies of the model's layers, each on its "
+           "own workers (--replicas; 1: one).", (double)sv->copies);
+    if (sv->copies > 1) {
+        text_printf(&t, "# HELP headsplit_replica_calls_total Calls of the slots' rows each "
+                    "copy ran, by copy and its workers.\n# TYPE headsplit_replica_calls_total "
+                    "counter\n");
+        for (int k = 0; k < sv->copies; k++) {
+            int first;
+            const int n = plan_copy_workers(sv->run->cm.size - 1, sv->copies, k, &first);
+            text_printf(&t, "headsplit_replica_calls_total{copy=\"%d\",workers=\"%d-%d\"} "
+                        "%ld\n", k, first, first + n - 1,
+                        dist_replicas_calls(&sv->layers, k));
+        }
+    }
     metric(&t, "headsplit_draining", "gauge", "1 once a signal has begun the shutdown.",
            (double)draining);
     return t.s;

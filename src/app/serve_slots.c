@@ -23,7 +23,8 @@
  * rows and there is room in flight, and takes the oldest pass otherwise; so while one
  * group's pass is in one stage, another's is in the next, and every stage works at every
  * step.  The groups use disjoint slots, so each sequence's results are those of its pass
- * alone. */
+ * alone.  With copies of the layers (--replicas: the backend's `copies`), a slot's groups
+ * are its copy's, so the copies' passes are in flight together, each on its own workers. */
 #include "serve.h"
 
 #include "util.h"
@@ -279,7 +280,8 @@ static void batcher_step(Batcher *b, BatchReq **r, int k)
 }
 
 /* Counts slot s among the generating ones (mu held); pipelined: into the group with the
- * fewest generating slots, so that the groups' passes are as even as they can be. */
+ * fewest generating slots (of its copy's groups), so that the groups' passes are as even as
+ * they can be. */
 static void slot_join(Batcher *b, BatchSlot *s)
 {
     if (s->joined)
@@ -288,8 +290,11 @@ static void slot_join(Batcher *b, BatchSlot *s)
     b->active++;
     if (!b->n_groups)
         return;
-    int best = 0;
-    for (int g = 1; g < b->n_groups; g++)
+    /* --replicas: slot s runs on copy s % copies and joins one of its copy's groups (group
+     * g is copy g % copies'), so that a group's pass goes to one copy's workers */
+    const int k = b->be.copies > 1 ? b->be.copies : 1;
+    int best = s->slot % k;
+    for (int g = best + k; g < b->n_groups; g += k)
         if (b->groups[g].active < b->groups[best].active)
             best = g;
     s->group = best;

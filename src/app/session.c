@@ -75,7 +75,9 @@ void session_wake(Run *run)
 
 void session_rest(Run *run)
 {
-    if (run->distributed)
+    if (run->distributed && run->n_copies > 1)
+        replicas_stop(run);
+    else if (run->distributed)
         dist_controller_stop(run->dist);
 }
 

@@ -237,6 +237,9 @@ struct DistEngine {
     EngineStats stats;
     EngineSlots sl;
     EngineFlight fl;
+    /* A copy of --replicas (dist_set_control): the controller and the copy's workers, over
+     * which its control commands are confirmed (NULL: over every rank) */
+    TransportGroup *ctl;
 };
 
 
@@ -431,6 +434,9 @@ void engine_refresh_roles(DistEngine *e);
 /* message.c: sends a control command through the pipeline (no compute) and confirms it on
  * the world. */
 void engine_controller_control(DistEngine *e, int cmd, int pos);
+/* message.c: a control command's confirmation from the controller (h: its header there,
+ * filled elsewhere): over every rank, or over the copy's control group (dist_set_control). */
+void engine_control_bcast(DistEngine *e, WireHdr *h);
 /* Re-placement at positions cached (collective): computes the new plan as every rank does,
  * moves parts and KV caches, rebuilds groups. */
 void engine_replan(DistEngine *e, int positions);

@@ -30,7 +30,7 @@ static int worker_token(DistEngine *e);
 static WireHdr wait_control(DistEngine *e)
 {
     WireHdr h;
-    transport_bcast_all(e->tp, &h, sizeof h);
+    engine_control_bcast(e, &h);
     CHECK(h.magic == WIRE_MAGIC, "control message with a bad magic");
     return h;
 }

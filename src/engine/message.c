@@ -165,6 +165,11 @@ void engine_input_run(DistEngine *e, EngineWalk *w, const Step *st)
     TransportReq req;
     bcast_post(e, l, e->buf.xmsg, &nb, st->wire, &req);
     engine_timers(e, l)[T_BCAST] += time_now() - t;
+    /* A copy of --replicas idles while the others decode: the first message of its next
+     * pass may be long in coming, so each of its workers waits for it without a deadline
+     * (a stalled controller is the controller's to report; later messages keep theirs). */
+    if (e->ctl && w->known == -2)
+        transport_wait(e->tp, &req);
     engine_input_done(e, w, st, &req);
 }
 
@@ -215,5 +220,23 @@ void engine_controller_control(DistEngine *e, int cmd, int pos)
     engine_hdr_put(e, e->buf.xmsg, &h);
     engine_bcast_input(e, 0, e->buf.xmsg);
     engine_bcast_input(e, e->L, e->buf.xmsg);
-    transport_bcast_all(e->tp, &h, sizeof h);
+    engine_control_bcast(e, &h);
+}
+
+void engine_control_bcast(DistEngine *e, WireHdr *h)
+{
+    if (!e->ctl) {
+        transport_bcast_all(e->tp, h, sizeof *h);
+        return;
+    }
+    TransportReq r = {0};
+    transport_ibcast(e->tp, e->ctl, h, sizeof *h, &r);
+    transport_wait(e->tp, &r);
+}
+
+void dist_set_control(DistEngine *e, const int *members, int n)
+{
+    CHECK(!e->ctl && n >= 1 && members[0] == 0, "a copy's control group is set once, the "
+          "controller first");
+    e->ctl = transport_group_create(e->tp, members, n);
 }

@@ -224,3 +224,5 @@ void dist_print_layer_times(json_t *metrics, FILE *out)
         fputc('\n', out);
     }
 }
+
+long dist_passes(const DistEngine *e) { return e->stats.wire_passes; }

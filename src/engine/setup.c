@@ -318,6 +318,7 @@ void dist_free(DistEngine *e)
     free(e->sp.attn_s);
     free(e->sp.ffn_s);
     transport_group_free(e->tp, e->hd.comm);
+    transport_group_free(e->tp, e->ctl);
     model_free_head(&e->hd.rows);
     free(e->hd.send);
     free(e->hd.recv);
