@@ -30,6 +30,9 @@
 #endif
 
 #define MM_CHUNK_MAX 128 /* rows per chunk at most */
+#ifndef MM_PF_FROM
+#define MM_PF_FROM 2
+#endif
 
 /* Rows per chunk: about 768 KiB of weights (in their packed form), which stay in L2 while
  * every tile of inputs passes over them, so each weight comes from memory once; a multiple
@@ -219,7 +222,8 @@ static inline float mm_red8_c(const float *p)
             const char *nx = (const char *)(w + (size_t)(i0 + m) * ldw);                       \
             const char *nx_end =                                                               \
                 (const char *)(w + (size_t)MM_MIN(d, i0 + m + rc) * ldw);                      \
-            const size_t npass = (size_t)nt * 4 * (size_t)((m + TR - 1) / TR);                 \
+            const int t_pf = nt * MM_PF_FROM / 4;                                              \
+            const size_t npass = (size_t)(nt - t_pf) * 4 * (size_t)((m + TR - 1) / TR);        \
             const int nx_per =                                                                 \
                 nx_end > nx ? (int)(((size_t)(nx_end - nx) / 64 + npass - 1) / npass) : 0;     \
             for (int t = 0; t < nt; t++) {                                                     \
@@ -230,7 +234,7 @@ static inline float mm_red8_c(const float *p)
                     const float *wq = wp + (size_t)q * (size_t)m * lq;                         \
                     int r = 0;                                                                 \
                     for (; r + TR <= m; r += TR) {                                             \
-                        for (int u = 0; u < nx_per && nx < nx_end; u++, nx += 64)              \
+                        for (int u = 0; t >= t_pf && u < nx_per && nx < nx_end; u++, nx += 64) \
                             __builtin_prefetch(nx, 0, 2);                                      \
                         MM_PASS_TB(SFX, part + (size_t)r * TB * ST, wq + (size_t)r * lq, xq, lq, \
                                    kq, q, TR, tb, TB);                                         \
