@@ -30,6 +30,12 @@
 #endif
 
 #define MM_CHUNK_MAX 128 /* rows per chunk at most */
+#ifndef MM_CHUNK_KB
+#define MM_CHUNK_KB 768
+#endif
+#ifndef MM_KBLOCK_KB
+#define MM_KBLOCK_KB 16
+#endif
 #ifndef MM_PF_FROM
 #define MM_PF_FROM 2
 #endif
@@ -39,7 +45,7 @@
  * of tr, at most MM_CHUNK_MAX. */
 static inline int mm_chunk_rows(int n, int tr)
 {
-    int rc = (int)((size_t)(768 * 1024) / ((size_t)(n > 0 ? n : 1) * sizeof(float)));
+    int rc = (int)((size_t)(MM_CHUNK_KB * 1024) / ((size_t)(n > 0 ? n : 1) * sizeof(float)));
     if (rc > MM_CHUNK_MAX)
         rc = MM_CHUNK_MAX;
     rc -= rc % tr;
@@ -47,6 +53,7 @@ static inline int mm_chunk_rows(int n, int tr)
 }
 
 #define MM_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MM_MAX(a, b) ((a) > (b) ? (a) : (b))
 
 /* A thread's scratch, grown as needed and freed when the thread ends (a pthread key's
  * destructor; the pool's threads keep theirs between calls): slot 0 the caller's packed
@@ -124,15 +131,15 @@ static inline void mm_tile_of(int nb, int tbmax, int t, int *b0, int *tb)
 /* One pass over tr rows by tb < TBMAX inputs (TBMAX <= 6, the largest TB below) with tb a
  * constant in every branch, so every tile keeps its accumulators in registers (a branch
  * above TBMAX is never taken: clamped so that it compiles). */
-#define MM_PASS_TB(SFX, pp, wq, xq, lq, kq, q, tr, tb, TBMAX)                                  \
+#define MM_PASS_TB(SFX, pp, wq, xq, lq, k0, k1, q, tr, tb, TBMAX)                              \
     do {                                                                                       \
         switch (tb) {                                                                          \
-        case 6: mm_pass_##SFX(pp, wq, xq, lq, kq, q, tr, MM_MIN(6, TBMAX)); break;             \
-        case 5: mm_pass_##SFX(pp, wq, xq, lq, kq, q, tr, MM_MIN(5, TBMAX)); break;             \
-        case 4: mm_pass_##SFX(pp, wq, xq, lq, kq, q, tr, MM_MIN(4, TBMAX)); break;             \
-        case 3: mm_pass_##SFX(pp, wq, xq, lq, kq, q, tr, MM_MIN(3, TBMAX)); break;             \
-        case 2: mm_pass_##SFX(pp, wq, xq, lq, kq, q, tr, MM_MIN(2, TBMAX)); break;             \
-        default: mm_pass_##SFX(pp, wq, xq, lq, kq, q, tr, 1); break;                           \
+        case 6: mm_pass_##SFX(pp, wq, xq, lq, k0, k1, q, tr, MM_MIN(6, TBMAX)); break;         \
+        case 5: mm_pass_##SFX(pp, wq, xq, lq, k0, k1, q, tr, MM_MIN(5, TBMAX)); break;         \
+        case 4: mm_pass_##SFX(pp, wq, xq, lq, k0, k1, q, tr, MM_MIN(4, TBMAX)); break;         \
+        case 3: mm_pass_##SFX(pp, wq, xq, lq, k0, k1, q, tr, MM_MIN(3, TBMAX)); break;         \
+        case 2: mm_pass_##SFX(pp, wq, xq, lq, k0, k1, q, tr, MM_MIN(2, TBMAX)); break;         \
+        default: mm_pass_##SFX(pp, wq, xq, lq, k0, k1, q, tr, 1); break;                       \
         }                                                                                      \
     } while (0)
 
@@ -171,12 +178,19 @@ static inline float mm_red8_c(const float *p)
         return v;                                                                              \
     }                                                                                          \
     static inline ATTR __attribute__((always_inline)) void mm_pass_##SFX(                      \
-        float *part, const float *w, const float *x, size_t lq, int kq, int q, int tr, int tb) \
+        float *part, const float *w, const float *x, size_t lq, int k0, int k1, int q, int tr, \
+        int tb)                                                                                \
     {                                                                                          \
         enum { S = AL / VL, ST = 4 * AL };                                                     \
         VT acc[TR][TB][S];                                                                     \
         memset(acc, 0, sizeof acc);                                                            \
-        for (int k = 0; k < kq; k++) {                                                         \
+        if (k0 > 0) /* the chains so far, from the lane buffer */                             \
+            for (int r = 0; r < tr; r++)                                                       \
+                for (int b = 0; b < tb; b++)                                                   \
+                    for (int s = 0; s < S; s++)                                                \
+                        acc[r][b][s] = mm_load_##SFX(part + ((size_t)r * TB + (size_t)b) * ST + \
+                                                     AL * q + VL * s);                         \
+        for (int k = k0; k < k1; k++) {                                                        \
             for (int s = 0; s < S; s++) {                                                      \
                 VT wv[TR];                                                                     \
                 for (int r = 0; r < tr; r++)                                                   \
@@ -188,10 +202,11 @@ static inline float mm_red8_c(const float *p)
                 }                                                                              \
             }                                                                                  \
         }                                                                                      \
-        for (int r = 0; r < tr; r++)                                                           \
+        for (int r = 0; r < tr; r++) /* each register stored where it goes */                 \
             for (int b = 0; b < tb; b++)                                                       \
-                memcpy(part + ((size_t)r * TB + (size_t)b) * ST + AL * q, acc[r][b],           \
-                       sizeof acc[r][b]);                                                      \
+                for (int s = 0; s < S; s++)                                                    \
+                    memcpy(part + ((size_t)r * TB + (size_t)b) * ST + AL * q + VL * s,         \
+                           &acc[r][b][s], sizeof acc[r][b][s]);                                \
     }                                                                                          \
     static ATTR void mm_rows_##SFX(float *y, const float *w, const float *xp, const float *x,  \
                                    int n, int d, int nb, size_t ldw, size_t ldx, size_t ldy)   \
@@ -213,6 +228,11 @@ static inline float mm_red8_c(const float *p)
         float *wp = mm_scratch(1, (size_t)rc * (size_t)np + (size_t)rc * TB * ST);             \
         float *part = wp + (size_t)rc * (size_t)np;                                            \
         const int nt = (nb + TB - 1) / TB;                                                     \
+        /* the steps in blocks whose share of an input tile (TB inputs x kbl AL floats, one   \
+         * q) stays in L1 next to the rows' streams: about 16 KiB; the chains go on from the  \
+         * lane buffer from one block to the next */                                           \
+        const int kbmax = MM_MAX(1, (MM_KBLOCK_KB * 1024) / (TB * AL * (int)sizeof(float)));   \
+        const int nkb = (kq + kbmax - 1) / kbmax, kbl = (kq + nkb - 1) / nkb;                  \
         for (int i0 = 0; i0 < d; i0 += rc) {                                                   \
             const int m = MM_MIN(rc, d - i0);                                                  \
             mm_pack(wp, w + (size_t)i0 * ldw, ldw, m, kq, AL);                                 \
@@ -223,25 +243,30 @@ static inline float mm_red8_c(const float *p)
             const char *nx_end =                                                               \
                 (const char *)(w + (size_t)MM_MIN(d, i0 + m + rc) * ldw);                      \
             const int t_pf = nt * MM_PF_FROM / 4;                                              \
-            const size_t npass = (size_t)(nt - t_pf) * 4 * (size_t)((m + TR - 1) / TR);        \
+            const size_t npass =                                                               \
+                (size_t)(nt - t_pf) * (size_t)nkb * 4 * (size_t)((m + TR - 1) / TR);           \
             const int nx_per =                                                                 \
                 nx_end > nx ? (int)(((size_t)(nx_end - nx) / 64 + npass - 1) / npass) : 0;     \
             for (int t = 0; t < nt; t++) {                                                     \
                 int b, tb;                                                                     \
                 mm_tile_of(nb, TB, t, &b, &tb);                                                \
-                for (int q = 0; q < 4; q++) {                                                  \
-                    const float *xq = xp + ((size_t)q * (size_t)nb + (size_t)b) * lq;          \
-                    const float *wq = wp + (size_t)q * (size_t)m * lq;                         \
-                    int r = 0;                                                                 \
-                    for (; r + TR <= m; r += TR) {                                             \
-                        for (int u = 0; t >= t_pf && u < nx_per && nx < nx_end; u++, nx += 64) \
-                            __builtin_prefetch(nx, 0, 2);                                      \
-                        MM_PASS_TB(SFX, part + (size_t)r * TB * ST, wq + (size_t)r * lq, xq, lq, \
-                                   kq, q, TR, tb, TB);                                         \
+                for (int kb = 0; kb < nkb; kb++) {                                             \
+                    const int k0 = kb * kbl, k1 = MM_MIN(kq, k0 + kbl);                        \
+                    for (int q = 0; q < 4; q++) {                                              \
+                        const float *xq = xp + ((size_t)q * (size_t)nb + (size_t)b) * lq;      \
+                        const float *wq = wp + (size_t)q * (size_t)m * lq;                     \
+                        int r = 0;                                                             \
+                        for (; r + TR <= m; r += TR) {                                         \
+                            for (int u = 0; t >= t_pf && u < nx_per && nx < nx_end;            \
+                                 u++, nx += 64)                                                \
+                                __builtin_prefetch(nx, 0, 2);                                  \
+                            MM_PASS_TB(SFX, part + (size_t)r * TB * ST, wq + (size_t)r * lq,   \
+                                       xq, lq, k0, k1, q, TR, tb, TB);                         \
+                        }                                                                      \
+                        for (; r < m; r++)                                                     \
+                            MM_PASS_TB(SFX, part + (size_t)r * TB * ST, wq + (size_t)r * lq,   \
+                                       xq, lq, k0, k1, q, 1, tb, TB);                          \
                     }                                                                          \
-                    for (; r < m; r++)                                                         \
-                        MM_PASS_TB(SFX, part + (size_t)r * TB * ST, wq + (size_t)r * lq, xq, lq, \
-                                   kq, q, 1, tb, TB);                                          \
                 }                                                                              \
                 for (int r = 0; r < m; r++)                                                    \
                     for (int k = 0; k < tb; k++) {                                             \
