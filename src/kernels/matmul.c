@@ -233,8 +233,12 @@ static inline float mm_red8_c(const float *p)
          * lane buffer from one block to the next */                                           \
         const int kbmax = MM_MAX(1, (MM_KBLOCK_KB * 1024) / (TB * AL * (int)sizeof(float)));   \
         const int nkb = (kq + kbmax - 1) / kbmax, kbl = (kq + nkb - 1) / nkb;                  \
-        for (int i0 = 0; i0 < d; i0 += rc) {                                                   \
-            const int m = MM_MIN(rc, d - i0);                                                  \
+        /* the first chunk, whose weights nothing prefetched, a quarter of the others: its     \
+         * misses are fewer, and its passes prefetch the next chunk (the pool's threads start \
+         * every range of rows cold) */                                                        \
+        const int rc1 = d > rc ? MM_MAX(TR, rc / 4 / TR * TR) : rc;                            \
+        for (int i0 = 0, m; i0 < d; i0 += m) {                                                 \
+            m = MM_MIN(i0 == 0 ? rc1 : rc, d - i0);                                            \
             mm_pack(wp, w + (size_t)i0 * ldw, ldw, m, kq, AL);                                 \
             /* the next chunk's weights, from memory into L2 while this one is computed: a     \
              * few of its lines before each pass (in bursts, the misses would stall the pass)  \
