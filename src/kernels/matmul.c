@@ -8,9 +8,14 @@
  * (AVX-512) or two (AVX2) or four (4-lane vectors) per output, so a tile of 4 x 6 (AVX-512)
  * keeps 24 outputs in registers and loads each weight vector once for 6 inputs (as llamafile's
  * tinyBLAS does); the 16 lanes each pass leaves go to a small buffer, combined and reduced once
- * the four passes are done.  The loop order: rows in chunks of about 128 KiB (read from memory
- * once, then from L2), for every tile of TB inputs the four passes over the chunk (a pass
- * touches a quarter of the input tile's cache lines, which stay in L1).
+ * the four passes are done.  Pass q reads only accumulator q's lanes of every step (one cache
+ * line in four), so the inputs (once per call) and each chunk of weight rows (about 768 KiB,
+ * then read from L2) are first packed with each accumulator's lanes side by side (mm_pack):
+ * every pass then streams whole lines in order, which the prefetchers follow (at 128 inputs,
+ * 1.6-2.4x the passes over the rows in place, AVX-512).  The loop order: rows in chunks, the next
+ * chunk prefetched a few lines per pass; for every tile of TB inputs (split evenly), the steps
+ * in blocks of ~16 KiB of the tile (which stays in L1; the chains go on from the lane buffer),
+ * and for each block the four passes over the chunk's rows.
  * --f32-order avx2 (llama.cpp's AVX2 build: 8-lane accumulators over steps of 32, f32_order.h)
  * runs the same passes with 8-lane accumulators (AL = 8): one 8-lane register per output and
  * pass on x86 (the AVX-512 path too), two 4-lane vectors on the portable path. */
@@ -30,15 +35,12 @@
 #endif
 
 #define MM_CHUNK_MAX 128 /* rows per chunk at most */
-#ifndef MM_CHUNK_KB
-#define MM_CHUNK_KB 768
-#endif
-#ifndef MM_KBLOCK_KB
-#define MM_KBLOCK_KB 16
-#endif
-#ifndef MM_PF_FROM
-#define MM_PF_FROM 2
-#endif
+#define MM_CHUNK_KB 768  /* weights per chunk (384-1024 KiB measured within noise) */
+#define MM_KBLOCK_KB 16  /* an input tile's share of a block of steps, in L1 */
+/* The next chunk is prefetched from the tile of inputs nt * MM_PF_FROM / 4 on: from the
+ * first, at the lowest rate from memory (a prompt pass of 64 inputs computes a chunk in half
+ * the time of 128; from the second half on measured within noise at 128). */
+#define MM_PF_FROM 0
 
 /* Rows per chunk: about 768 KiB of weights (in their packed form), which stay in L2 while
  * every tile of inputs passes over them, so each weight comes from memory once; a multiple
@@ -209,7 +211,8 @@ static inline float mm_red8_c(const float *p)
                            &acc[r][b][s], sizeof acc[r][b][s]);                                \
     }                                                                                          \
     static ATTR void mm_rows_##SFX(float *y, const float *w, const float *xp, const float *x,  \
-                                   int n, int d, int nb, size_t ldw, size_t ldx, size_t ldy)   \
+                                   int n, int d, int nb, size_t ldw, size_t ldx, size_t ldy,   \
+                                   const float *wn, int dn)                                    \
     {                                                                                          \
         enum { ST = 4 * AL };                                                                  \
         const int np = n & ~(ST - 1), kq = np / ST;                                            \
@@ -246,6 +249,10 @@ static inline float mm_red8_c(const float *p)
             const char *nx = (const char *)(w + (size_t)(i0 + m) * ldw);                       \
             const char *nx_end =                                                               \
                 (const char *)(w + (size_t)MM_MIN(d, i0 + m + rc) * ldw);                      \
+            if (i0 + m == d && wn) { /* the last: the first chunk of the range expected next */ \
+                nx = (const char *)wn;                                                         \
+                nx_end = (const char *)(wn + (size_t)MM_MIN(dn, rc1) * ldw);                   \
+            }                                                                                  \
             const int t_pf = nt * MM_PF_FROM / 4;                                              \
             const size_t npass =                                                               \
                 (size_t)(nt - t_pf) * (size_t)nkb * 4 * (size_t)((m + TR - 1) / TR);           \
@@ -361,31 +368,32 @@ static MatmulPath mm_best(void)
 }
 
 static void mm_rows(MatmulPath p, float *y, const float *w, const float *xp, const float *x,
-                    int n, int d, int nb, size_t ldw, size_t ldx, size_t ldy)
+                    int n, int d, int nb, size_t ldw, size_t ldx, size_t ldy, const float *wn,
+                    int dn)
 {
     if (p == MATMUL_PATH_BEST)
         p = mm_best();
     if (f32_order_is8()) {
 #if defined(MM_X86)
         if (p == MATMUL_PATH_AVX512 || p == MATMUL_PATH_AVX2) {
-            mm_rows_v8o8(y, w, xp, x, n, d, nb, ldw, ldx, ldy);
+            mm_rows_v8o8(y, w, xp, x, n, d, nb, ldw, ldx, ldy, wn, dn);
             return;
         }
 #endif
-        mm_rows_v4o8(y, w, xp, x, n, d, nb, ldw, ldx, ldy);
+        mm_rows_v4o8(y, w, xp, x, n, d, nb, ldw, ldx, ldy, wn, dn);
         return;
     }
 #if defined(MM_X86)
     if (p == MATMUL_PATH_AVX512) {
-        mm_rows_v16(y, w, xp, x, n, d, nb, ldw, ldx, ldy);
+        mm_rows_v16(y, w, xp, x, n, d, nb, ldw, ldx, ldy, wn, dn);
         return;
     }
     if (p == MATMUL_PATH_AVX2) {
-        mm_rows_v8(y, w, xp, x, n, d, nb, ldw, ldx, ldy);
+        mm_rows_v8(y, w, xp, x, n, d, nb, ldw, ldx, ldy, wn, dn);
         return;
     }
 #endif
-    mm_rows_v4(y, w, xp, x, n, d, nb, ldw, ldx, ldy);
+    mm_rows_v4(y, w, xp, x, n, d, nb, ldw, ldx, ldy, wn, dn);
 }
 
 /* A matrix-matrix job for the pool: rows [lo, hi) of W against every input (xp: the inputs'
@@ -394,15 +402,19 @@ typedef struct {
     MatmulPath p;
     float *y;
     const float *w, *xp, *x;
-    int n, nb;
+    int n, d, nb;
     size_t ldw, ldx, ldy;
 } MmJob;
 
+/* The pool's threads claim ranges in order, so a thread's next range is likely the one
+ * (threads - 1) ranges past this one: its first rows are prefetched while this one ends. */
 static void mm_job_rows(void *arg, int lo, int hi)
 {
     const MmJob *j = arg;
+    const int nt = kernels_get_threads(), next = hi + (nt > 1 ? nt - 1 : 0) * (hi - lo);
+    const float *wn = next < j->d ? j->w + (size_t)next * j->ldw : NULL;
     mm_rows(j->p, j->y + lo, j->w + (size_t)lo * j->ldw, j->xp, j->x, j->n, hi - lo, j->nb,
-            j->ldw, j->ldx, j->ldy);
+            j->ldw, j->ldx, j->ldy, wn, wn ? MM_MIN(hi - lo, j->d - next) : 0);
 }
 
 int kernels_matmul_path(MatmulPath p, float *y, const float *w, const float *x, int n, int d,
@@ -420,7 +432,7 @@ int kernels_matmul_path(MatmulPath p, float *y, const float *w, const float *x, 
         xp = mm_scratch(0, (size_t)nb * (size_t)kq * 4 * (size_t)al);
         mm_pack_al(xp, x, ldx, nb, kq, al);
     }
-    MmJob j = {p, y, w, xp, x, n, nb, ldw, ldx, ldy};
+    MmJob j = {p, y, w, xp, x, n, d, nb, ldw, ldx, ldy};
     kernels_parallel_rows(mm_job_rows, &j, d, (long long)n * d * nb);
     return 1;
 }
