@@ -179,3 +179,33 @@ node_run() {
   timeout "${CLIENT_TIMEOUT:-120}" node "$T/$1.mjs" > "$T/$1.node.out" 2> "$T/$1.node.err" \
     || { cat "$T/$1.node.out" "$T/$1.node.err" "$T/$2.err"; fail "client $1 failed"; }
 }
+
+# four_together NAME MAX_TOKENS: four streamed completions of fixed prompts (temperature 0,
+# MAX_TOKENS each) with the openai npm client against $URL, first one at a time, then the four
+# at once: each text at once must equal its text alone (and the prompts must not all give
+# one text, or the check could not fail).  Needs need_node_modules and OPENAI (node_run).
+four_together() {
+  node_run "$1" "$1" <<JS
+const c = new OpenAI({ baseURL: "$URL/v1", apiKey: "none", maxRetries: 0 });
+const prompts = ["It is a truth universally acknowledged", "Mr. Darcy", "She was", "The weather"];
+async function one(prompt) {
+  const s = await c.completions.create({ model: "m", prompt, max_tokens: $2, temperature: 0,
+                                         stream: true });
+  let text = "", finish = null;
+  for await (const ch of s) {
+    text += ch.choices[0]?.text ?? "";
+    finish = ch.choices[0]?.finish_reason ?? finish;
+  }
+  if (!finish) throw new Error("no finish_reason for " + JSON.stringify(prompt));
+  return text;
+}
+const alone = [];
+for (const p of prompts) alone.push(await one(p));
+if (new Set(alone).size < 2) throw new Error("the prompts gave one text: the check could not fail");
+const tog = await Promise.all(prompts.map(one));
+for (let i = 0; i < prompts.length; i++)
+  if (tog[i] !== alone[i])
+    throw new Error("prompt " + i + ": together " + JSON.stringify(tog[i]) + " alone " + JSON.stringify(alone[i]));
+console.log("ok");
+JS
+}

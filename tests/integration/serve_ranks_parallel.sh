@@ -28,29 +28,7 @@ plan() {
     --threads 1 ${piped:+--placement layer} $([ "$part$piped" = layer ] && echo --ubatch 0)
   grep -q "one request at a time" "$T/$name.err" && { cat "$T/$name.err"; fail "$name: one request at a time"; }
   curl -sf "$URL/metrics" | grep -q "^headsplit_slots 4$" || fail "$name: /metrics does not say 4 slots"
-  node_run "$name" "$name" <<JS
-const c = new OpenAI({ baseURL: "$URL/v1", apiKey: "none", maxRetries: 0 });
-const prompts = ["It is a truth universally acknowledged", "Mr. Darcy", "She was", "The weather"];
-async function one(prompt) {
-  const s = await c.completions.create({ model: "m", prompt, max_tokens: 48, temperature: 0,
-                                         stream: true });
-  let text = "", finish = null;
-  for await (const ch of s) {
-    text += ch.choices[0]?.text ?? "";
-    finish = ch.choices[0]?.finish_reason ?? finish;
-  }
-  if (!finish) throw new Error("no finish_reason for " + JSON.stringify(prompt));
-  return text;
-}
-const alone = [];
-for (const p of prompts) alone.push(await one(p));
-if (new Set(alone).size < 2) throw new Error("the prompts gave one text: the check could not fail");
-const tog = await Promise.all(prompts.map(one));
-for (let i = 0; i < prompts.length; i++)
-  if (tog[i] !== alone[i])
-    throw new Error("prompt " + i + ": together " + JSON.stringify(tog[i]) + " alone " + JSON.stringify(alone[i]));
-console.log("ok");
-JS
+  four_together "$name" 48
   curl -sf "$URL/metrics" > "$T/metrics" || fail "$name: /metrics"
   local shared max groups flying
   shared=$(metric headsplit_shared_passes_total)

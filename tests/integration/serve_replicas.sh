@@ -26,31 +26,7 @@ MODEL=$SRC/weights/austen-llama.h5
 metric() { sed -n "s/^$1 //p" "$T/metrics"; }
 
 # The four prompts alone, then together: the texts must be equal.
-four() {
-  node_run "$1" "$1" <<JS
-const c = new OpenAI({ baseURL: "$URL/v1", apiKey: "none", maxRetries: 0 });
-const prompts = ["It is a truth universally acknowledged", "Mr. Darcy", "She was", "The weather"];
-async function one(prompt) {
-  const s = await c.completions.create({ model: "m", prompt, max_tokens: 24, temperature: 0,
-                                         stream: true });
-  let text = "", finish = null;
-  for await (const ch of s) {
-    text += ch.choices[0]?.text ?? "";
-    finish = ch.choices[0]?.finish_reason ?? finish;
-  }
-  if (!finish) throw new Error("no finish_reason for " + JSON.stringify(prompt));
-  return text;
-}
-const alone = [];
-for (const p of prompts) alone.push(await one(p));
-if (new Set(alone).size < 2) throw new Error("the prompts gave one text: the check could not fail");
-const tog = await Promise.all(prompts.map(one));
-for (let i = 0; i < prompts.length; i++)
-  if (tog[i] !== alone[i])
-    throw new Error("prompt " + i + ": together " + JSON.stringify(tog[i]) + " alone " + JSON.stringify(alone[i]));
-console.log("ok");
-JS
-}
+four() { four_together "$1" 24; }
 
 # ---- A: four at once equal four alone, on 2 and 4 copies ----
 for k in 2 4; do
