@@ -1,11 +1,11 @@
 /* engine_internal.h: the distributed engine's state and the functions its files share
- * (setup.c, loop.c, interp.c, message.c, pipe.c, slice.c, slice_exact.c, speculation.c,
- * head.c, metrics.c, replan.c, service.c, wireform.c, slots.c).  Not a public interface.
+ * (setup.c, loop.c, interp.c, pipemsg.c, pipe.c, slice.c, slice_exact.c, speculation.c,
+ * head.c, metrics.c, replan.c, service.c, wireform.c, slots.c, replicas.c).  Not a public interface.
  *
  * A worker runs a pass by walking its own steps of the token's step program (steps.h; the
  * program of the plan in force, the wire form and the speculation on: interp.c), each step
  * run by the handler of its (op, what, kind of layer): the input broadcast and control
- * commands (message.c), PIPE attention, gathers, projection, Z and FFN (pipe.c), SLICE
+ * commands (pipemsg.c), PIPE attention, gathers, projection, Z and FFN (pipe.c), SLICE
  * attention, exchanges and FFN slices (slice.c), the exact exchange's rounds (slice_exact.c)
  * and the split LM head (head.c). */
 #ifndef HEADSPLIT_ENGINE_INTERNAL_H
@@ -302,7 +302,7 @@ static inline double attn_stream_bytes(const ModelConfig *c, const AttnPartW *w,
            kv_row * ((double)n * (double)pos + (double)n * (double)(n + 1) / 2);
 }
 
-/* message.c: a received header, checked (magic, command), and the broadcast of a pipeline
+/* pipemsg.c: a received header, checked (magic, command), and the broadcast of a pipeline
  * message on layer l's input group (root sends; others receive and wait out the link),
  * sized for the pass's e->nb rows or for nb, in the engine's wire form or in f. */
 WireHdr engine_read_hdr(const unsigned char *msg, int layer);
@@ -320,7 +320,7 @@ size_t engine_wire_len(WireForm f, int64_t n);
 size_t engine_wire_put(WireForm f, const float *x, unsigned char *out, int64_t n);
 void engine_wire_get(WireForm f, const unsigned char *in, float *x, int64_t n);
 void engine_wire_round(WireForm f, float *x, unsigned char *scratch, int64_t n);
-/* message.c: the form f of a message of layer l's input, sized for nb rows, into out (room
+/* pipemsg.c: the form f of a message of layer l's input, sized for nb rows, into out (room
  * for e->buf.wire_bytes); returns the bytes of the broadcast. */
 size_t engine_wire_pack(const DistEngine *e, WireForm f, int l, const unsigned char *msg,
                         unsigned char *out, int nb);
@@ -341,14 +341,14 @@ void engine_program_free(DistEngine *e);
 void engine_controller_in(DistEngine *e, const WireHdr *h);
 void engine_controller_out(DistEngine *e, const EnginePass *p);
 
-/* The step handlers (interp.c's table), by file.  message.c: a layer input's broadcast (the
+/* The step handlers (interp.c's table), by file.  pipemsg.c: a layer input's broadcast (the
  * root sends; a member receives, posted only where the pass's header came first), the
  * completion of a posted receive, and a command's way out to the controller past a split
  * LM head (not a step of a token). */
 void engine_input_run(DistEngine *e, EngineWalk *w, const Step *st);
 void engine_input_done(DistEngine *e, EngineWalk *w, const Step *st, TransportReq *req);
 void engine_control_out(DistEngine *e, EngineWalk *w);
-/* message.c, the controller's: the last layer's output of its pass (BCAST of layer L's
+/* pipemsg.c, the controller's: the last layer's output of its pass (BCAST of layer L's
  * input) into the pass's y; its computes (EMBED, HEAD) are the caller's (generate.c). */
 void engine_output_take(DistEngine *e, EngineWalk *w, const Step *st);
 void engine_caller_step(DistEngine *e, EngineWalk *w, const Step *st);
@@ -431,10 +431,10 @@ void engine_setup_layer(DistEngine *e, int l);
 void engine_teardown_layer_comms(DistEngine *e, int l);
 /* Recomputes which transitions may speculate and whether this rank has work. */
 void engine_refresh_roles(DistEngine *e);
-/* message.c: sends a control command through the pipeline (no compute) and confirms it on
+/* pipemsg.c: sends a control command through the pipeline (no compute) and confirms it on
  * the world. */
 void engine_controller_control(DistEngine *e, int cmd, int pos);
-/* message.c: a control command's confirmation from the controller (h: its header there,
+/* pipemsg.c: a control command's confirmation from the controller (h: its header there,
  * filled elsewhere): over every rank, or over the copy's control group (dist_set_control). */
 void engine_control_bcast(DistEngine *e, WireHdr *h);
 /* Re-placement at positions cached (collective): computes the new plan as every rank does,

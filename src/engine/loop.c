@@ -2,7 +2,7 @@
  * input and receives the last layer's output (or the split head's logits); a worker runs its
  * steps of the token's program per pass (interp.c) until a STOP or REPLAN passes through,
  * then takes the controller's word.  The messages themselves (headers, wire forms, the input
- * broadcast, control commands) are message.c's. */
+ * broadcast, control commands) are pipemsg.c's. */
 #include "engine_internal.h"
 
 #include "util.h"

@@ -1,4 +1,4 @@
-/* message.c: the engine's pipeline messages: a received header checked, the wire form of a
+/* pipemsg.c: the engine's pipeline messages: a received header checked, the wire form of a
  * layer input packed and unpacked, the broadcast of a layer input on its group (stamped by
  * the root, waited out on the emulated link by the others) as the controller's passes and
  * the program's input steps send it, and a control command sent down the pipeline.  Every
