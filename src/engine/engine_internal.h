@@ -1,6 +1,7 @@
 /* engine_internal.h: the distributed engine's state and the functions its files share
  * (setup.c, loop.c, interp.c, pipemsg.c, pipe.c, slice.c, slice_exact.c, speculation.c,
- * head.c, metrics.c, replan.c, service.c, wireform.c, slots.c, replicas.c).  Not a public interface.
+ * head.c, metrics.c, replan.c, service.c, wireform.c, slots.c, replicas.c).  Not a public
+ * interface.
  *
  * A worker runs a pass by walking its own steps of the token's step program (steps.h; the
  * program of the plan in force, the wire form and the speculation on: interp.c), each step
