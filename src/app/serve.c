@@ -27,13 +27,13 @@
 #include <time.h>
 #include <unistd.h>
 
-static volatile sig_atomic_t serve_signals;
+static int serve_signals; /* atomic: the handler counts, the ticker reads */
 
 static void serve_on_signal(int sig)
 {
     (void)sig;
-    if (serve_signals < 2)
-        serve_signals++;
+    if (__atomic_load_n(&serve_signals, __ATOMIC_RELAXED) < 2) /* lock-free: signal-safe */
+        __atomic_fetch_add(&serve_signals, 1, __ATOMIC_RELAXED);
 }
 
 void serve_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int ms)
@@ -306,7 +306,7 @@ static void *serve_ticker(void *arg)
     pthread_mutex_lock(&sv->mu);
     while (!sv->stopped) {
         serve_wait_ms(&sv->cv, &sv->mu, 50);
-        int sigs = serve_signals;
+        int sigs = __atomic_load_n(&serve_signals, __ATOMIC_RELAXED);
         if (sigs && !sv->draining) {
             sv->draining = 1;
             sv->quit_at = time_now();
@@ -335,7 +335,7 @@ static void *serve_ticker(void *arg)
             if (sv->draining && r && (sigs > 1 || time_now() - sv->quit_at >= sv->grace_s)) {
                 pthread_mutex_lock(&r->mu);
                 if (!r->done && !r->cancelled) {
-                    r->cancelled = 1;
+                    __atomic_store_n(&r->cancelled, 1, __ATOMIC_RELAXED); /* generate_run reads it */
                     r->cut = 1;
                 }
                 pthread_mutex_unlock(&r->mu);

@@ -139,7 +139,7 @@ static void stream_free(void *cls)
     Job *j = cls;
     pthread_mutex_lock(&j->mu);
     if (!j->done)
-        j->cancelled = 1;
+        __atomic_store_n(&j->cancelled, 1, __ATOMIC_RELAXED); /* read unlocked: generate_run */
     pthread_mutex_unlock(&j->mu);
     serve_job_release(j);
 }
@@ -161,7 +161,7 @@ static enum MHD_Result reply_job(Server *sv, struct MHD_Connection *c, Job *j)
     while (!j->done) {
         serve_wait_ms(&j->cv, &j->mu, 100);
         if (!j->done && client_gone(c))
-            j->cancelled = 1;
+            __atomic_store_n(&j->cancelled, 1, __ATOMIC_RELAXED); /* read unlocked: generate_run */
         if (!j->done) {
             pthread_mutex_unlock(&j->mu);
             int stopped = server_stopped(sv);

@@ -465,7 +465,7 @@ static int gen_prompt(Gen *g, const int *prompt, int n_prompt, char *err, size_t
     const int n_run = n_prompt < steps ? n_prompt : steps;
     for (int i = 0; i < n_run;) {
         const int pos = g->p0 + i;
-        if (opt->cancel && *opt->cancel) {
+        if (opt->cancel && __atomic_load_n(opt->cancel, __ATOMIC_RELAXED)) {
             res->stopped_by = "cancel";
             return 1;
         }
@@ -769,7 +769,7 @@ int generate_run(const ModelConfig *c, const Tokenizer *tok, const HeadW *head,
     double t_first = time_now();
     int rc = gen_prompt(&g, prompt, (int)n_prompt, err, errlen);
     while (rc == 0 && p0 + res->n_forward < end) {
-        if (opt->cancel && *opt->cancel) {
+        if (opt->cancel && __atomic_load_n(opt->cancel, __ATOMIC_RELAXED)) {
             res->stopped_by = "cancel";
             break;
         }
