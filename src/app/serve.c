@@ -335,7 +335,8 @@ static void *serve_ticker(void *arg)
             if (sv->draining && r && (sigs > 1 || time_now() - sv->quit_at >= sv->grace_s)) {
                 pthread_mutex_lock(&r->mu);
                 if (!r->done && !r->cancelled) {
-                    __atomic_store_n(&r->cancelled, 1, __ATOMIC_RELAXED); /* generate_run reads it */
+                    /* generate_run reads it unlocked */
+                    __atomic_store_n(&r->cancelled, 1, __ATOMIC_RELAXED);
                     r->cut = 1;
                 }
                 pthread_mutex_unlock(&r->mu);
