@@ -43,6 +43,13 @@ typedef struct {
 /* The storage of w's K (which 0) or V (1) cache, whatever its type: kv_cap rows of
  * config_kv_bytes(c, 1) / 2 bytes each. */
 void *model_attn_part_cache(AttnPartW *w, int which);
+/* Fresh K and V caches of kv_cap positions for w in c->kv_type (zeroed, resident as
+ * positions are written, so a whole context costs what it holds).  The cache pointers w had
+ * are overwritten, not freed: a copy of a part (a sequence slot's) shares the part's weights
+ * and has caches of its own. */
+void model_attn_part_caches_new(const ModelConfig *c, AttnPartW *w, int kv_cap);
+/* Frees w's caches alone (a copy's: its weights are the part's it copied). */
+void model_attn_part_caches_free(AttnPartW *w);
 
 /* Output projection of one layer: z = x + wo . heads (+ bo). */
 typedef struct {

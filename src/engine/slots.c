@@ -72,30 +72,6 @@ double engine_attn_part(DistEngine *e, int l, int k, const float *x, const WireH
     return bytes;
 }
 
-/* KV caches of kv_cap positions for copy a of a part (zeroed, resident as written). */
-static void caches_new(const ModelConfig *c, AttnPartW *a)
-{
-    const size_t hd = (size_t)c->head_dim, cap = (size_t)a->kv_cap;
-    a->k_cache = a->v_cache = NULL;
-    a->k_store = a->v_store = NULL;
-    if (c->kv_type == QTYPE_F32) {
-        a->k_cache = xcalloc_lazy(cap * hd, sizeof(float));
-        a->v_cache = xcalloc_lazy(cap * hd, sizeof(float));
-    } else {
-        const size_t row = config_kv_bytes(c, 1) / 2;
-        a->k_store = xcalloc_lazy(cap, row);
-        a->v_store = xcalloc_lazy(cap, row);
-    }
-}
-
-static void caches_free(AttnPartW *a)
-{
-    free(a->k_cache);
-    free(a->v_cache);
-    free(a->k_store);
-    free(a->v_store);
-}
-
 void engine_slots_alloc(DistEngine *e)
 {
     const int S = e->sl.n;
@@ -112,7 +88,7 @@ void engine_slots_alloc(DistEngine *e)
             for (int k = 0; k < r->n_parts; k++) {
                 AttnPartW *a = slot_part(e, l, s, k);
                 *a = r->parts[k]; /* the weights are shared: the part owns them */
-                caches_new(e->c, a);
+                model_attn_part_caches_new(e->c, a, a->kv_cap);
             }
     }
 }
@@ -123,7 +99,7 @@ void engine_slots_free(DistEngine *e)
         LayerRt *r = &e->lr[l];
         for (int s = 1; r->slot_parts && s < e->sl.n; s++)
             for (int k = 0; k < r->n_parts; k++)
-                caches_free(slot_part(e, l, s, k));
+                model_attn_part_caches_free(slot_part(e, l, s, k));
         free(r->slot_parts);
         r->slot_parts = NULL;
     }

@@ -82,11 +82,7 @@ void local_model_free(LocalModel *m)
     }
     for (int i = 1; i < m->n_slots; i++) {
         for (size_t p = 0; p < (size_t)c->n_layers * (size_t)c->n_kv_heads; p++) {
-            AttnPartW *a = &m->slot_attn[i][p];
-            free(a->k_cache);
-            free(a->v_cache);
-            free(a->k_store);
-            free(a->v_store);
+            model_attn_part_caches_free(&m->slot_attn[i][p]);
         }
         free(m->slot_attn[i]);
     }
@@ -196,17 +192,7 @@ void local_model_set_slots(LocalModel *m, int n_slots)
         for (size_t p = 0; p < parts; p++) {
             AttnPartW *a = &copy[p];
             *a = m->attn[p]; /* the weights are shared: slot 0 owns them */
-            const size_t hd = (size_t)c->head_dim, cap = (size_t)a->kv_cap;
-            a->k_cache = a->v_cache = NULL;
-            a->k_store = a->v_store = NULL;
-            if (c->kv_type == QTYPE_F32) {
-                a->k_cache = xcalloc_lazy(cap * hd, sizeof(float));
-                a->v_cache = xcalloc_lazy(cap * hd, sizeof(float));
-            } else {
-                const size_t row = config_kv_bytes(c, 1) / 2;
-                a->k_store = xcalloc_lazy(cap, row);
-                a->v_store = xcalloc_lazy(cap, row);
-            }
+            model_attn_part_caches_new(c, a, a->kv_cap);
         }
         m->slot_attn[i] = copy;
     }

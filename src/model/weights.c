@@ -178,20 +178,37 @@ int model_load_attn_part(AttnPartW *w, const ModelConfig *c, hid_t f, const char
                  "32 (Q8_0 blocks); give --cache-type f16 or f32", (int)hd, fname);
         goto fail;
     }
-    w->kv_cap = kv_cap;
-    /* resident as positions are written: -n's whole-context cache costs what it holds */
-    if (c->kv_type == QTYPE_F32) {
-        w->k_cache = xcalloc_lazy((size_t)kv_cap * hd, sizeof(float));
-        w->v_cache = xcalloc_lazy((size_t)kv_cap * hd, sizeof(float));
-    } else {
-        const size_t row = config_kv_bytes(c, 1) / 2;
-        w->k_store = xcalloc_lazy((size_t)kv_cap, row);
-        w->v_store = xcalloc_lazy((size_t)kv_cap, row);
-    }
+    model_attn_part_caches_new(c, w, kv_cap);
     return 0;
 fail:
     model_free_attn_part(w);
     return -1;
+}
+
+void model_attn_part_caches_new(const ModelConfig *c, AttnPartW *w, int kv_cap)
+{
+    const size_t hd = (size_t)c->head_dim, cap = (size_t)kv_cap;
+    w->kv_cap = kv_cap;
+    w->k_cache = w->v_cache = NULL;
+    w->k_store = w->v_store = NULL;
+    if (c->kv_type == QTYPE_F32) {
+        w->k_cache = xcalloc_lazy(cap * hd, sizeof(float));
+        w->v_cache = xcalloc_lazy(cap * hd, sizeof(float));
+    } else {
+        const size_t row = config_kv_bytes(c, 1) / 2;
+        w->k_store = xcalloc_lazy(cap, row);
+        w->v_store = xcalloc_lazy(cap, row);
+    }
+}
+
+void model_attn_part_caches_free(AttnPartW *w)
+{
+    free(w->k_cache);
+    free(w->v_cache);
+    free(w->k_store);
+    free(w->v_store);
+    w->k_cache = w->v_cache = NULL;
+    w->k_store = w->v_store = NULL;
 }
 
 void *model_attn_part_cache(AttnPartW *w, int which)
