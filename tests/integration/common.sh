@@ -127,6 +127,17 @@ gguf_run() {
 # EXIT trap that kills $SERVER.  SERVE_TIMEOUT / CLIENT_TIMEOUT bound a server's and a
 # client's life (seconds).
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# serve_wait NAME TRIES: waits (TRIES x 0.2 s at most) for $SERVER to answer /health at $URL,
+# failing with its stderr if it exits or never answers; SPID: the pid its "serving" line gives
+serve_wait() {
+  for _ in $(seq "$2"); do
+    curl -sf "$URL/health" > /dev/null 2>&1 && break
+    kill -0 $SERVER 2>/dev/null || { cat "$T/$1.err"; fail "$1: the server exited"; }
+    sleep 0.2
+  done
+  curl -sf "$URL/health" > /dev/null || { cat "$T/$1.err"; fail "$1: /health never answered"; }
+  SPID=$(sed -n 's/.*serving .*(pid \([0-9]*\);.*/\1/p' "$T/$1.err")
+}
 # serve NAME ARGS...: starts a single-process server on a free port (URL, SERVER, SPID set)
 serve() {
   local name=$1
@@ -137,13 +148,7 @@ serve() {
   OMPI_MCA_ess_singleton_isolated=1 timeout -k 5 "${SERVE_TIMEOUT:-120}" "$HS" \
     --serve 127.0.0.1:$port "$@" > "$T/$name.out" 2> "$T/$name.err" &
   SERVER=$!
-  for _ in $(seq 150); do
-    curl -sf "$URL/health" > /dev/null 2>&1 && break
-    kill -0 $SERVER 2>/dev/null || { cat "$T/$name.err"; fail "$name: the server exited"; }
-    sleep 0.2
-  done
-  curl -sf "$URL/health" > /dev/null || { cat "$T/$name.err"; fail "$name: /health never answered"; }
-  SPID=$(sed -n 's/.*serving .*(pid \([0-9]*\);.*/\1/p' "$T/$name.err")
+  serve_wait "$name" 150
 }
 # serve_np NAME NP ARGS...: the same on NP ranks (mpirun; SPID: the controller's pid)
 serve_np() {
@@ -155,13 +160,7 @@ serve_np() {
   timeout -k 5 "${SERVE_TIMEOUT:-120}" mpirun $MPI_FLAGS -np "$np" "$HS" \
     --serve 127.0.0.1:$port "$@" > "$T/$name.out" 2> "$T/$name.err" &
   SERVER=$!
-  for _ in $(seq 300); do
-    curl -sf "$URL/health" > /dev/null 2>&1 && break
-    kill -0 $SERVER 2>/dev/null || { cat "$T/$name.err"; fail "$name: the server exited"; }
-    sleep 0.2
-  done
-  curl -sf "$URL/health" > /dev/null || { cat "$T/$name.err"; fail "$name: /health never answered"; }
-  SPID=$(sed -n 's/.*serving .*(pid \([0-9]*\);.*/\1/p' "$T/$name.err")
+  serve_wait "$name" 300
 }
 # stop NAME: SIGTERM to the server, which must exit 0 promptly
 stop() {

@@ -35,13 +35,8 @@ drain() {
     timeout -k 5 120 mpirun $MPI_FLAGS -np "$np" "$HS" "${args[@]}" > "$T/serve.out" 2> "$T/serve.err" &
   fi
   SERVER=$!
-  for _ in $(seq 200); do
-    curl -sf "$url/health" > /dev/null 2>&1 && break
-    kill -0 $SERVER 2>/dev/null || { cat "$T/serve.err"; fail "np=$np: the server exited"; }
-    sleep 0.2
-  done
-  local pid
-  pid=$(sed -n 's/.*serving .*(pid \([0-9]*\);.*/\1/p' "$T/serve.err")
+  URL=$url serve_wait serve 200
+  local pid=$SPID
   [ -n "$pid" ] || { cat "$T/serve.err"; fail "np=$np: no pid in the serving line"; }
   # the running stream: long enough to be cut
   curl -s -N -d '{"prompt":"hello","max_tokens":4000,"stream":true}' "$url/v1/completions" > "$T/run.sse" &
