@@ -25,12 +25,12 @@
 #include "schedule.h"
 #include "sim.h"
 #include "steps.h"
+#include "test_helpers.h"
 #include "transport.h"
 #include "util.h"
 
 #include <hdf5.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -311,14 +311,10 @@ static void run_plan(const Plan *plan, const unsigned char *spec, Outputs *out, 
     run->world = transport_inproc_world(RANKS);
     outputs_init(out);
     run->out = out;
-    pthread_t th[RANKS];
     RankArg args[RANKS];
-    for (int r = 0; r < RANKS; r++) {
-        args[r] = (RankArg){run, r};
-        assert_int_equal(pthread_create(&th[r], NULL, rank_main, &args[r]), 0);
-    }
     for (int r = 0; r < RANKS; r++)
-        pthread_join(th[r], NULL);
+        args[r] = (RankArg){run, r};
+    test_run_ranks(RANKS, rank_main, args, sizeof args[0]);
     transport_inproc_world_free(run->world);
 }
 

@@ -23,10 +23,10 @@
 #include "model.h"
 #include "plan.h"
 #include "transport.h"
+#include "test_helpers.h"
 #include "util.h"
 
 #include <hdf5.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,14 +222,10 @@ static void *rank_main(void *p)
 static void run_engine(Run *run)
 {
     run->world = transport_inproc_world(RANKS);
-    pthread_t th[RANKS];
     RankArg args[RANKS];
-    for (int r = 0; r < RANKS; r++) {
-        args[r] = (RankArg){run, r};
-        assert_int_equal(pthread_create(&th[r], NULL, rank_main, &args[r]), 0);
-    }
     for (int r = 0; r < RANKS; r++)
-        pthread_join(th[r], NULL);
+        args[r] = (RankArg){run, r};
+    test_run_ranks(RANKS, rank_main, args, sizeof args[0]);
     transport_inproc_world_free(run->world);
 }
 

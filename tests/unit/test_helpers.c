@@ -6,6 +6,7 @@
 #include "util.h"
 
 #include <ftw.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -80,4 +81,14 @@ QMat test_qmat(QType t, int rows, int cols, uint64_t *rng)
     }
     free(row);
     return m;
+}
+
+void test_run_ranks(int n, void *(*fn)(void *), void *args, size_t stride)
+{
+    pthread_t th[64];
+    assert_true(n >= 1 && n <= 64);
+    for (int r = 0; r < n; r++)
+        assert_int_equal(pthread_create(&th[r], NULL, fn, (char *)args + (size_t)r * stride), 0);
+    for (int r = 0; r < n; r++)
+        pthread_join(th[r], NULL);
 }

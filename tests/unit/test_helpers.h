@@ -28,6 +28,10 @@ float *test_randv(size_t n, float scale, float offset, uint64_t *rng);
  * its data malloc'd. */
 QMat test_qmat(QType t, int rows, int cols, uint64_t *rng);
 
+/* Runs fn on n threads at once (at most 64), the i-th given (char *)args + i * stride (an
+ * in-process rank each: transport_inproc), and joins them. */
+void test_run_ranks(int n, void *(*fn)(void *), void *args, size_t stride);
+
 /* Makes a fresh, empty directory /tmp/hs_test_<name>_XXXXXX and writes its path into dir
  * (capacity cap).  Returns 0, or -1 (with a message) when it cannot. */
 int test_tmpdir_make(char *dir, size_t cap, const char *name);
